@@ -1,0 +1,169 @@
+"""The dispatcher: one registry of ops, kernels keyed by (op, device type, dtype).
+
+A kernel is called as `kernel(out, inputs, dtypes, params)`:
+  out     the tensor to write (for in-place and `out=` calls) or None to allocate one;
+  inputs  a tuple of tensors, already on one device, Python scalars wrapped as 0-dim tensors;
+  dtypes  (common, computation, result) as decided by `_promotion` for this op;
+  params  a dict of the op's non-tensor arguments (alpha, rounding_mode, ...).
+It returns the result tensor, or NotImplemented to decline (the next kernel then runs).
+
+Lookup order for (op, device type, dtype): plugin kernels, newest registration first, then
+the reference kernel on cpu, or on any other device the copy-to-cpu fallback, which is
+counted so that `reftorch.plugins.fallbacks()` can report it.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass, field
+
+_OPS = {}
+_reference_only = False  # process-wide, like the plugin set itself
+_fallback_counts = Counter()
+_hooks = []
+
+
+@dataclass(eq=False)
+class Op:
+    """One op's declaration: everything the rest of reftorch needs to know about it."""
+    name: str
+    family: str                          # "pointwise", "creation", ...
+    reference: object                    # the reference kernel (cpu)
+    promotion: object = None             # a _promotion.Promotion, for pointwise ops
+    params: dict = field(default_factory=dict)  # keyword parameters and their defaults
+    dtypes: frozenset = None             # dtypes the op accepts (None: all)
+    kernels: dict = field(default_factory=dict)  # (device type, dtype) -> [(plugin, fn)]
+    doc: str = ""
+    _chains: dict = field(default_factory=dict, repr=False)
+
+    def chain(self, device_type, dtype):
+        """The kernels to try, in order, for this device type and dtype (cached)."""
+        found = self._chains.get((device_type, dtype))
+        if found is None:
+            found = self._chains[(device_type, dtype)] = self._build_chain(device_type, dtype)
+        return found
+
+    def _build_chain(self, device_type, dtype):
+        chain = []
+        if not _reference_only:
+            chain += [fn for _plugin, fn in reversed(self.kernels.get((device_type, dtype), []))]
+        chain.append(self.reference if device_type == "cpu" else _make_fallback(self))
+        return tuple(chain)
+
+    def serving(self, device_type, dtype):
+        """Name of the kernel that would serve first: a plugin name, 'reference' or 'fallback'."""
+        entries = self.kernels.get((device_type, dtype), [])
+        if entries and not _reference_only:
+            return entries[-1][0]
+        return "reference" if device_type == "cpu" else "fallback"
+
+
+def declare(op):
+    """Add an op to the registry; every op is declared exactly once."""
+    if op.name in _OPS:
+        raise RuntimeError(f"op '{op.name}' is declared twice")
+    _OPS[op.name] = op
+    return op
+
+
+def get_op(name):
+    try:
+        return _OPS[name]
+    except KeyError:
+        raise KeyError(f"no op named '{name}' is declared") from None
+
+
+def all_ops():
+    return dict(_OPS)
+
+
+def register_kernel(op_name, device_type, dtypes, fn, plugin):
+    """Register a plugin kernel for `op_name` on `device_type` for each dtype in `dtypes`."""
+    op = get_op(op_name)
+    for dtype in dtypes:
+        if op.dtypes is not None and dtype not in op.dtypes:
+            raise ValueError(f"{plugin}: op '{op_name}' does not support dtype {dtype}")
+        op.kernels.setdefault((device_type, dtype), []).append((plugin, fn))
+    op._chains.clear()
+
+
+def unregister_plugin(plugin):
+    """Remove every kernel a plugin registered (used by tests and by failed loads)."""
+    for op in _OPS.values():
+        for key, entries in list(op.kernels.items()):
+            kept = [e for e in entries if e[0] != plugin]
+            if kept:
+                op.kernels[key] = kept
+            else:
+                del op.kernels[key]
+        op._chains.clear()
+
+
+def call(op, out, inputs, dtypes, params, device_type):
+    """Run the first kernel that accepts the call."""
+    for kernel in op.chain(device_type, dtypes[0]):
+        result = kernel(out, inputs, dtypes, params)
+        if result is not NotImplemented:
+            if _hooks:
+                for hook in _hooks:
+                    hook(op, inputs, params, result)
+            return result
+    raise RuntimeError(f"no kernel accepted {op.name} on {device_type} for {dtypes[0]}")
+
+
+# --- oracle mode ----------------------------------------------------------------------------
+
+def reference_only():
+    return _reference_only
+
+
+def _set_reference_only(flag):
+    global _reference_only
+    _reference_only = flag
+    for op in _OPS.values():
+        op._chains.clear()
+
+
+@contextlib.contextmanager
+def use_reference_kernels():
+    """Run every op on the reference kernels (plugins ignored) inside the block: the oracle
+    mode. It applies to the whole process, as the set of loaded plugins does."""
+    previous = _reference_only
+    _set_reference_only(True)
+    try:
+        yield
+    finally:
+        _set_reference_only(previous)
+
+
+# --- hooks: one subscription point for tracers and profilers ---------------------------------
+
+def add_hook(fn):
+    """Call `fn(op, inputs, params, result)` after every dispatched op; returns a remover."""
+    _hooks.append(fn)
+    return lambda: _hooks.remove(fn)
+
+
+# --- the copy-to-cpu fallback for plugin devices --------------------------------------------
+
+def _make_fallback(op):
+    def fallback(out, inputs, dtypes, params):
+        device = inputs[0].device if inputs else out.device
+        _fallback_counts[(op.name, device.type, dtypes[0])] += 1
+        cpu_inputs = tuple(t.cpu() for t in inputs)
+        cpu_out = None if out is None else out.cpu()
+        result = op.reference(cpu_out, cpu_inputs, dtypes, params)
+        if out is None:
+            return result.to(device)
+        out.copy_(cpu_out)
+        return out
+    fallback.__name__ = f"{op.name}_fallback"
+    return fallback
+
+
+def fallback_counts():
+    return dict(_fallback_counts)
+
+
+def reset_fallback_counts():
+    _fallback_counts.clear()

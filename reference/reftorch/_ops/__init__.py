@@ -1,0 +1,1 @@
+"""Op declarations and their reference kernels, one module per documented section."""

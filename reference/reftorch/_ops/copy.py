@@ -1,0 +1,152 @@
+"""Copies: `copy_`, `clone`, `to`, and moving tensors between devices.
+
+A copy within one device is a dispatched op (plugins accelerate strided copies); a copy
+between devices goes through host memory with the storage's `read`/`write`.
+"""
+from __future__ import annotations
+
+import builtins
+import warnings
+
+import numpy as np
+
+from .. import _dispatch
+from .. import _dtype as D
+from .._device import CPU, as_device
+from .._shape import contiguous_strides, expand_strides
+from .._storage import CPUStorage, allocate, normalize_device
+from .._tensor import Tensor
+
+
+def _reference_copy(out, inputs, dtypes, params):
+    """Write src (already broadcast to out's shape) into out, converting the dtype."""
+    np.copyto(out._np, inputs[0]._np, casting="unsafe")
+    return out
+
+
+COPY = _dispatch.declare(_dispatch.Op(name="copy_", family="copy", reference=_reference_copy))
+
+
+def copy_(dst, src):
+    """Copy `src` into `dst` (broadcasting src, converting dtype, across devices)."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not "
+                        f"{type(src).__name__}")
+    if src.is_complex() and not dst.is_complex():
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=3)
+    if src._shape != dst._shape:
+        shape, strides = expand_strides(src._shape, src._strides, dst._shape)
+        src = Tensor._make(src._storage, src._offset, shape, strides)
+    if src.device == dst.device:
+        _dispatch.call(COPY, dst, (src,), (src.dtype, src.dtype, dst.dtype), {},
+                       dst.device.type)
+    elif dst.device.type == "cpu":
+        np.copyto(dst._np, host_values(src), casting="unsafe")
+    else:
+        write_host_values(dst, host_values(src).astype(dst.dtype.numpy_dtype))
+    dst._bump_version()
+    return dst
+
+
+def host_values(t):
+    """A host NumPy array with `t`'s values; reads only the span of storage the view covers."""
+    if isinstance(t._storage, CPUStorage):
+        return t._np
+    if t.numel() == 0:
+        return np.empty(t._shape, dtype=t.dtype.numpy_dtype)
+    span = 1 + builtins.sum((n - 1) * s for n, s in zip(t._shape, t._strides))
+    flat = t._storage.read(t._offset, span)
+    itemsize = t.dtype.itemsize
+    return np.ndarray(t._shape, dtype=flat.dtype, buffer=flat,
+                      strides=[s * itemsize for s in t._strides])
+
+
+def write_host_values(dst, values):
+    """Write a host array of dst's shape and dtype into a tensor on a plugin device."""
+    if dst.numel() == 0:
+        return
+    if dst.is_contiguous():
+        dst._storage.write(dst._offset, np.ascontiguousarray(values).reshape(-1))
+        return
+    # Non-contiguous destination: read the covered span, update it on the host, write it back.
+    span = 1 + builtins.sum((n - 1) * s for n, s in zip(dst._shape, dst._strides))
+    flat = dst._storage.read(dst._offset, span)
+    itemsize = dst.dtype.itemsize
+    view = np.ndarray(dst._shape, dtype=flat.dtype, buffer=flat,
+                      strides=[s * itemsize for s in dst._strides])
+    np.copyto(view, values)
+    dst._storage.write(dst._offset, flat)
+
+
+def empty_like_layout(t, dtype=None, device=None):
+    """An uninitialised tensor like `t`, keeping its strides when they are dense."""
+    dtype = dtype or t.dtype
+    device = device or t.device
+    strides = t._strides if _is_dense(t._shape, t._strides) else contiguous_strides(t._shape)
+    result = Tensor._empty(t._shape, dtype, device)
+    if strides != result._strides:
+        result._set_geometry(result._storage, 0, t._shape, strides)
+    return result
+
+
+def _is_dense(shape, strides):
+    """Non-overlapping and dense: some permutation of the dims is contiguous."""
+    dims = sorted((s, n) for s, n in zip(strides, shape) if n != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def clone(t, contiguous=False):
+    """A copy of `t` in new memory; keeps dense strides unless `contiguous` is asked for."""
+    from ..autograd.graph import record_op
+    result = Tensor._empty(t._shape, t.dtype, t.device) if contiguous else empty_like_layout(t)
+    copy_(result, t)
+    return record_op(CLONE, (t,), result, {}, False)
+
+
+CLONE = _dispatch.Op(name="clone", family="copy", reference=None)
+
+
+def to(t, *args, **kwargs):
+    """`Tensor.to(dtype)`, `to(device, dtype)`, `to(other)`; returns `t` when nothing changes."""
+    dtype, device, copy = _parse_to_args(t, args, kwargs)
+    if dtype is t.dtype and device == t.device and not copy:
+        return t
+    result = Tensor._empty(t._shape, dtype, device) if device != t.device \
+        else empty_like_layout(t, dtype=dtype)
+    copy_(result, t)
+    if t.requires_grad:
+        from ..autograd.graph import record_op
+        record_op(_TO_COPY, (t,), result, {}, False)
+    return result
+
+
+_TO_COPY = _dispatch.Op(name="_to_copy", family="copy", reference=None)
+
+
+def _parse_to_args(t, args, kwargs):
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    for a in args:
+        if isinstance(a, D.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, builtins.bool):
+            copy = a  # to(dtype, non_blocking, copy) positional form; last bool wins
+        elif a is None:
+            continue
+        else:
+            device = as_device(a)
+    device = t.device if device is None else normalize_device(device)
+    return dtype or t.dtype, device, copy

@@ -1,0 +1,191 @@
+"""How every elementwise op runs: promote, broadcast, pick a kernel, write `out`, record history.
+
+This is the only place that turns an elementwise call into a kernel call. Reference kernels
+are plain NumPy functions over arrays already cast to the computation dtype; `numpy_kernel`
+adapts one into the dispatcher's kernel ABI.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import _dispatch
+from .. import _dtype as D
+from .._device import CPU
+from .._promotion import (Promotion, broadcast_shapes2, check_inplace_shape, check_output_cast,
+                          promoted_dtypes, result_dtype)
+from .._tensor import Tensor
+from ..autograd.graph import record_op
+from .._numpy_compat import ignore_fp_errors, restore_fp_errors
+
+_SCALAR_TYPES = (bool, int, float, complex)
+
+
+def declare(name, reference, promotion=Promotion.DEFAULT, params=None, dtypes=None,
+            promotion_rule=None, check=None, doc=""):
+    """Declare an elementwise op whose reference is a NumPy function over arrays."""
+    op = _dispatch.Op(name=name, family="pointwise", reference=numpy_kernel(reference),
+                      promotion=promotion, params=dict(params or {}),
+                      dtypes=None if dtypes is None else frozenset(dtypes), doc=doc)
+    op.numpy_fn = reference
+    op.promotion_rule = promotion_rule
+    op.check = check  # extra argument rules, called with (common dtype, params)
+    return _dispatch.declare(op)
+
+
+def numpy_kernel(fn):
+    """Adapt `fn(*arrays, **params) -> array` into a reference kernel (see _dispatch)."""
+    def reference_kernel(out, inputs, dtypes, params):
+        compute = dtypes[1].numpy_dtype
+        arrays = []
+        for t in inputs:
+            a = t._np
+            arrays.append(a if a.dtype is compute else a.astype(compute))
+        token = ignore_fp_errors()  # IEEE results (inf, nan) are the specification
+        try:
+            value = np.asarray(fn(*arrays, **params))
+        finally:
+            restore_fp_errors(token)
+        if out is not None:
+            np.copyto(out._np, value, casting="unsafe")
+            return out
+        result = dtypes[2]
+        if value.dtype is not result.numpy_dtype:
+            value = value.astype(result.numpy_dtype)
+        elif value.base is not None or _is_one_of(value, arrays):
+            value = value.copy()  # never hand out memory that an input owns
+        return Tensor._from_array(value, result)
+    reference_kernel.__name__ = f"reference_{fn.__name__}"
+    reference_kernel.__doc__ = fn.__doc__
+    return reference_kernel
+
+
+def _is_one_of(value, arrays):
+    for a in arrays:
+        if value is a:
+            return True
+    return False
+
+
+# --- operands ---------------------------------------------------------------------------------
+
+def as_operand(x, op_name):
+    """A Tensor or a Python number; NumPy scalars count as Python numbers."""
+    if isinstance(x, Tensor) or type(x) in _SCALAR_TYPES:
+        return x
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, numbers.Number):
+        return complex(x) if isinstance(x, numbers.Complex) and not isinstance(
+            x, numbers.Real) else float(x) if not isinstance(x, numbers.Integral) else int(x)
+    raise TypeError(f"{op_name}(): argument 'other' must be Tensor or Number, not "
+                    f"{type(x).__name__}")
+
+
+def scalar_tensor(value, dtype, device):
+    """A Python number as a 0-dim tensor of `dtype`, wrapping like a C cast (uint8 300 -> 44)."""
+    if isinstance(value, int) and not isinstance(value, bool) and \
+            not -2**63 <= value < 2**64:
+        raise RuntimeError(f"Overflow when unpacking long")
+    if dtype.category <= D.Category.INTEGER and isinstance(value, int) and value >= 2**63:
+        value -= 2**64
+    array = np.array(value).astype(dtype.numpy_dtype)
+    t = Tensor._from_array(array, dtype)
+    return t if device is CPU or device.type == "cpu" else t.to(device)
+
+
+def _common_device(tensors):
+    """All tensor operands must share a device; 0-dim cpu tensors act as scalars anywhere."""
+    device = None
+    if len(tensors) == 1:
+        return tensors[0]._storage.device
+    for t in tensors:
+        d = t.device
+        if device is None or device == d:
+            device = d
+        elif t.ndim == 0 and d.type == "cpu":
+            continue
+        elif device.type == "cpu" and _only_zero_dim_cpu(tensors, device):
+            device = d
+        else:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                               f"least two devices, {device} and {d}!")
+    return device
+
+
+def _only_zero_dim_cpu(tensors, device):
+    return all(t.ndim == 0 for t in tensors if t.device == device)
+
+
+# --- the call ---------------------------------------------------------------------------------
+
+def apply(op, operands, out=None, inplace=False, params=None):
+    """Run elementwise `op` on `operands` (tensors and numbers); `out` receives the result."""
+    params = params if params is not None else {}
+    # One pass over the operands gathers what promotion, placement and broadcasting need.
+    tensors = []
+    common = device = shape = None
+    uniform = not inplace  # all tensors of one dtype on one device object
+    for x in operands:
+        if isinstance(x, Tensor):
+            storage = x._storage
+            if common is None:
+                common, device, shape = storage.dtype, storage.device, x._shape
+            else:
+                if storage.dtype is not common or storage.device is not device:
+                    uniform = False
+                if x._shape != shape:
+                    shape = broadcast_shapes2(shape, x._shape)
+            tensors.append(x)
+        else:
+            uniform = False
+    if not uniform:
+        common = result_dtype(operands)
+        device = _common_device(tensors)
+    check_dtype(op, common)
+    if op.check is not None:
+        op.check(common, params)
+    kind = op.promotion_rule(params) if op.promotion_rule else op.promotion
+    dtypes = _DTYPES_CACHE.get((common, kind)) or _cache_dtypes(common, kind)
+    inputs = operands if uniform else tuple(
+        x if isinstance(x, Tensor) and x._storage.device == device
+        else _move_operand(x, dtypes[1], device) for x in operands)
+
+    if out is not None:
+        check_output_cast(dtypes[2], out.dtype)
+        if inplace:
+            check_inplace_shape(out._shape, shape)
+        elif out._shape != shape:
+            out.resize_(shape)
+        if out.device != device:
+            raise RuntimeError(f"Expected out tensor to be on {device} but got {out.device}")
+    result = _dispatch.call(op, out, inputs, dtypes, params, device.type)
+    if out is not None:
+        out._bump_version()
+    for t in tensors:
+        if t.requires_grad:
+            return record_op(op, operands, result, params, inplace)
+    return result
+
+
+_DTYPES_CACHE = {}
+
+
+def _cache_dtypes(common, kind):
+    """(common, computation, result) dtypes; cached per default dtype, which can change."""
+    dtypes = (common,) + promoted_dtypes(common, kind)
+    if common.category > D.Category.INTEGER or kind is not Promotion.INT_TO_FLOAT:
+        _DTYPES_CACHE[(common, kind)] = dtypes
+    return dtypes
+
+
+def _move_operand(x, compute, device):
+    if isinstance(x, Tensor):
+        return x.to(device)
+    return scalar_tensor(x, compute, device)
+
+
+def check_dtype(op, dtype):
+    if op.dtypes is not None and dtype not in op.dtypes:
+        raise RuntimeError(f"\"{op.name}_cpu\" not implemented for '{dtype.scalar_name}'")

@@ -1,0 +1,87 @@
+"""In-place changes of a tensor's geometry (resize_, t_, set_) and fills (fill_, zero_)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._shape import contiguous_strides
+from .._tensor import Tensor
+from .copy import copy_
+
+
+def resize_(self, *sizes, memory_format=None):
+    """Give self a new contiguous shape, growing its storage if needed (values kept in order)."""
+    from .._tensor import _shape_arg
+    shape = tuple(int(s) for s in _shape_arg(sizes))
+    if any(s < 0 for s in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: "
+                           f"{list(shape)}")
+    numel = int(np.prod(shape, dtype=np.int64))
+    needed = self._offset + numel
+    if needed > len(self._storage):
+        self._storage.resize_(needed)
+    self._set_geometry(self._storage, self._offset, shape, contiguous_strides(shape))
+    return self
+
+
+def resize_as_(self, other, memory_format=None):
+    return resize_(self, other._shape)
+
+
+def fill_(self, value):
+    """Fill self with one value (a number or a 0-dim tensor)."""
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {value.ndim} dimensions.")
+        value = value.item()
+    from .elementwise import scalar_tensor
+    return copy_(self, scalar_tensor(value, self.dtype, self.device))
+
+
+def zero_(self):
+    return fill_(self, 0)
+
+
+def t_(self):
+    t = self.t()
+    self._set_geometry(self._storage, self._offset, t._shape, t._strides)
+    return self
+
+
+def transpose_(self, dim0, dim1):
+    t = self.transpose(dim0, dim1)
+    self._set_geometry(self._storage, self._offset, t._shape, t._strides)
+    return self
+
+
+def squeeze_(self, dim=None):
+    t = self.squeeze(dim)
+    self._set_geometry(self._storage, self._offset, t._shape, t._strides)
+    return self
+
+
+def unsqueeze_(self, dim):
+    t = self.unsqueeze(dim)
+    self._set_geometry(self._storage, self._offset, t._shape, t._strides)
+    return self
+
+
+def as_strided_(self, size, stride, storage_offset=None):
+    t = self.as_strided(size, stride, storage_offset)
+    self._set_geometry(self._storage, t._offset, t._shape, t._strides)
+    return self
+
+
+def set_(self, source=None, storage_offset=0, size=None, stride=None):
+    """Make self view `source` (a tensor or storage), or become empty."""
+    if source is None:
+        from .._storage import allocate
+        self._set_geometry(allocate(0, self.dtype, self.device), 0, (0,), (1,))
+    elif isinstance(source, Tensor):
+        self._set_geometry(source._storage, source._offset, source._shape, source._strides)
+    else:
+        storage = getattr(source, "_untyped", source)
+        size = (len(storage),) if size is None else tuple(size)
+        stride = contiguous_strides(size) if stride is None else tuple(stride)
+        self._set_geometry(storage, storage_offset, size, stride)
+    return self

@@ -1,0 +1,194 @@
+"""Type promotion and broadcasting: the one place where result dtypes and shapes are decided.
+
+Every op asks here; no kernel casts or broadcasts on its own.
+"""
+from __future__ import annotations
+
+import builtins
+import enum
+from functools import lru_cache
+
+from . import _dtype as D
+from ._dtype import Category
+
+# ---------------------------------------------------------------------------------------------
+# promote_types: PyTorch's lattice, written out. Row and column order is _ORDER.
+
+_ORDER = (D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64,
+          D.float16, D.bfloat16, D.float32, D.float64, D.complex64, D.complex128)
+_CODE = {"b1": D.bool, "u1": D.uint8, "i1": D.int8, "i2": D.int16, "i4": D.int32,
+         "i8": D.int64, "f2": D.float16, "bf": D.bfloat16, "f4": D.float32, "f8": D.float64,
+         "c4": D.complex64, "c8": D.complex128}
+_TABLE = """
+     b1 u1 i1 i2 i4 i8 f2 bf f4 f8 c4 c8
+b1   b1 u1 i1 i2 i4 i8 f2 bf f4 f8 c4 c8
+u1   u1 u1 i2 i2 i4 i8 f2 bf f4 f8 c4 c8
+i1   i1 i2 i1 i2 i4 i8 f2 bf f4 f8 c4 c8
+i2   i2 i2 i2 i2 i4 i8 f2 bf f4 f8 c4 c8
+i4   i4 i4 i4 i4 i4 i8 f2 bf f4 f8 c4 c8
+i8   i8 i8 i8 i8 i8 i8 f2 bf f4 f8 c4 c8
+f2   f2 f2 f2 f2 f2 f2 f2 f4 f4 f8 c4 c8
+bf   bf bf bf bf bf bf f4 bf f4 f8 c4 c8
+f4   f4 f4 f4 f4 f4 f4 f4 f4 f4 f8 c4 c8
+f8   f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 c8 c8
+c4   c4 c4 c4 c4 c4 c4 c4 c4 c4 c8 c4 c8
+c8   c8 c8 c8 c8 c8 c8 c8 c8 c8 c8 c8 c8
+"""
+
+
+def _parse_table(text):
+    rows = [line.split() for line in text.strip().splitlines()]
+    columns = [_CODE[c] for c in rows[0]]
+    return {(_CODE[row[0]], col): _CODE[cell]
+            for row in rows[1:] for col, cell in zip(columns, row[1:])}
+
+
+_PROMOTE = _parse_table(_TABLE)
+
+
+def promote_types(type1, type2):
+    """The smallest dtype to which both `type1` and `type2` convert without losing category."""
+    return _PROMOTE[(type1, type2)]
+
+
+def can_cast(from_, to):
+    """Whether a cast is allowed by promotion rules: never to a lower category."""
+    if from_.category > to.category:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# result_type: tensors with dimensions decide the dtype; 0-dim tensors and Python scalars may
+# only raise its category (e.g. int32 tensor + 2.5 -> float32, float16 tensor + 1e10 -> float16).
+
+def scalar_dtype(value):
+    """The dtype a Python number stands for: bool, int64, the default float, default complex."""
+    if isinstance(value, builtins.bool):
+        return D.bool
+    if isinstance(value, builtins.int):
+        return D.int64
+    if isinstance(value, builtins.float):
+        return D.get_default_dtype()
+    if isinstance(value, builtins.complex):
+        return D.default_complex_dtype()
+    raise TypeError(f"unsupported scalar type {type(value).__name__}")
+
+
+def _combine_categories(higher, lower):
+    """Join the dtype of a stronger operand group with a weaker one, as PyTorch does."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.is_complex:
+        return higher
+    if lower.is_complex:
+        # A floating operand keeps its precision but becomes complex.
+        return higher.to_complex() if higher.is_floating_point else lower
+    if higher.is_floating_point:
+        return higher
+    if higher is D.bool or lower.is_floating_point:
+        return promote_types(higher, lower)
+    return higher
+
+
+def _promote_optional(current, new):
+    return new if current is None else promote_types(current, new)
+
+
+def result_dtype(operands):
+    """The dtype of an elementwise op over `operands` (tensors and Python numbers)."""
+    dim_result = zero_dim_result = scalar_result = None
+    for x in operands:
+        if hasattr(x, "dtype") and hasattr(x, "ndim"):
+            if x.ndim > 0:
+                dim_result = _promote_optional(dim_result, x.dtype)
+            else:
+                zero_dim_result = _promote_optional(zero_dim_result, x.dtype)
+        else:
+            scalar_result = _promote_optional(scalar_result, scalar_dtype(x))
+    return _combine_categories(dim_result, _combine_categories(zero_dim_result, scalar_result))
+
+
+def result_type(tensor1, tensor2):
+    """Public `torch.result_type`: the dtype an arithmetic op on the two would produce."""
+    return result_dtype((tensor1, tensor2))
+
+
+class Promotion(enum.Enum):
+    """How an op turns the promoted input dtype into its computation and result dtypes."""
+    DEFAULT = "default"              # result = promoted dtype (add, mul, ...)
+    INT_TO_FLOAT = "int_to_float"    # bool/int inputs give the default float (true div, sqrt)
+    ALWAYS_BOOL = "always_bool"      # result is bool (comparisons, isnan)
+    COMPLEX_TO_FLOAT = "complex_to_float"  # complex inputs give their real type (abs)
+    NO_OPMATH = "no_opmath"          # compute in the result dtype itself, even for half
+
+
+def computation_dtype(d):
+    """Half-precision types are computed in float32 ("opmath"), then rounded once."""
+    return D.float32 if d is D.float16 or d is D.bfloat16 else d
+
+
+@lru_cache(maxsize=None)
+def promoted_dtypes(common, kind):
+    """(computation dtype, result dtype) for an op of promotion `kind` on `common` inputs."""
+    if kind is Promotion.INT_TO_FLOAT and common.category <= Category.INTEGER:
+        common = D.get_default_dtype()
+    if kind is Promotion.ALWAYS_BOOL:
+        return computation_dtype(common), D.bool
+    if kind is Promotion.COMPLEX_TO_FLOAT and common.is_complex:
+        return common, common.to_real()
+    if kind is Promotion.NO_OPMATH:
+        return common, common
+    return computation_dtype(common), common
+
+
+# ---------------------------------------------------------------------------------------------
+# Broadcasting
+
+@lru_cache(maxsize=4096)
+def broadcast_shapes2(a, b):
+    """The broadcast of two shapes, with PyTorch's error message when they do not agree."""
+    if a == b:
+        return a
+    ndim = max(len(a), len(b))
+    a_full = (1,) * (ndim - len(a)) + tuple(a)
+    b_full = (1,) * (ndim - len(b)) + tuple(b)
+    out = []
+    for dim, (x, y) in enumerate(zip(a_full, b_full)):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise RuntimeError(
+                f"The size of tensor a ({x}) must match the size of tensor b ({y}) "
+                f"at non-singleton dimension {dim}")
+    return tuple(out)
+
+
+def broadcast_shapes(*shapes):
+    """`torch.broadcast_shapes`: the shape all `shapes` broadcast to."""
+    result = ()
+    for shape in shapes:
+        if isinstance(shape, builtins.int):
+            shape = (shape,)
+        result = broadcast_shapes2(result, tuple(shape))
+    return result
+
+
+def check_inplace_shape(self_shape, broadcast_shape):
+    """An in-place op may not change the shape of the tensor it writes into."""
+    if tuple(self_shape) != tuple(broadcast_shape):
+        raise RuntimeError(
+            f"output with shape {list(self_shape)} doesn't match the broadcast shape "
+            f"{list(broadcast_shape)}")
+
+
+def check_output_cast(result, out_dtype):
+    """Writing an op's result into an existing tensor must not lower its category."""
+    if not can_cast(result, out_dtype):
+        raise RuntimeError(
+            f"result type {result.scalar_name} can't be cast to the desired output type "
+            f"{out_dtype.scalar_name}")

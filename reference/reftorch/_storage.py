@@ -1,0 +1,155 @@
+"""Storage: a flat typed buffer, and the registry of device backends that allocate them.
+
+On `cpu` a storage owns a 1-D NumPy array. A plugin device registers a `DeviceBackend`
+whose storages implement the same small interface (`read`, `write`, `data_ptr`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype as D
+from ._device import CPU, as_device, device
+
+
+class Storage:
+    """A flat buffer of `size` elements of one dtype on one device.
+
+    `_version` counts in-place writes; every tensor viewing this storage shares it, which is
+    what autograd checks saved tensors against.
+    """
+
+    __slots__ = ("dtype", "device", "_version", "__weakref__")
+
+    def __init__(self, dtype, device):
+        self.dtype = dtype
+        self.device = device
+        self._version = 0
+
+    # --- the interface a device backend implements -------------------------------------
+    def __len__(self):
+        raise NotImplementedError
+
+    def data_ptr(self):
+        raise NotImplementedError
+
+    def read(self, start, count):
+        """Copy `count` elements from `start` into a new 1-D host NumPy array."""
+        raise NotImplementedError
+
+    def write(self, start, values):
+        """Copy a 1-D host NumPy array into the elements from `start`."""
+        raise NotImplementedError
+
+    def resize_(self, size):
+        raise NotImplementedError
+
+    # --- shared behaviour ------------------------------------------------------------
+    def size(self):
+        return len(self)
+
+    def nbytes(self):
+        return len(self) * self.dtype.itemsize
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    def tolist(self):
+        return self.read(0, len(self)).tolist()
+
+    def __repr__(self):
+        values = "\n".join(f" {v}" for v in self.tolist())
+        header = f"[{type(self).__name__} of size {len(self)}]"
+        return f"{values}\n{header}" if values else header
+
+
+class CPUStorage(Storage):
+    """Host storage: `array` is a 1-D NumPy array that tensors view with their strides."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array, dtype=None):
+        self.dtype = dtype or D.from_numpy_dtype(array.dtype)
+        self.device = CPU
+        self._version = 0
+        self.array = array
+
+    def __len__(self):
+        return self.array.shape[0]
+
+    def data_ptr(self):
+        return self.array.ctypes.data if self.array.size else 0
+
+    def read(self, start, count):
+        return self.array[start:start + count].copy()
+
+    def write(self, start, values):
+        self.array[start:start + len(values)] = values
+
+    def resize_(self, size):
+        if size != len(self):
+            grown = np.zeros(size, dtype=self.array.dtype)
+            keep = min(size, len(self))
+            grown[:keep] = self.array[:keep]
+            self.array = grown
+        return self
+
+
+class DeviceBackend:
+    """What a plugin supplies to add a device type: allocation, copies, synchronisation."""
+
+    type_name = "?"
+
+    def allocate(self, size, dtype, device):
+        """A new (uninitialised) storage of `size` elements."""
+        raise NotImplementedError
+
+    def synchronize(self, device=None):
+        pass
+
+    def device_count(self):
+        return 1
+
+    def current_device(self):
+        return 0
+
+
+class CPUBackend(DeviceBackend):
+    type_name = "cpu"
+
+    def allocate(self, size, dtype, device):
+        return CPUStorage(np.empty(size, dtype=dtype.numpy_dtype), dtype)
+
+
+_BACKENDS = {"cpu": CPUBackend()}
+
+
+def register_backend(backend):
+    """Make a device type available to reftorch (called by plugins)."""
+    _BACKENDS[backend.type_name] = backend
+
+
+def backend_for(dev):
+    backend = _BACKENDS.get(dev.type)
+    if backend is None:
+        raise RuntimeError(
+            f"no backend is registered for device type '{dev.type}': install and load the "
+            f"plugin that provides it (see reftorch.plugins.loaded())")
+    return backend
+
+
+def normalize_device(dev):
+    """`cuda` means the backend's current device, as in PyTorch; cpu never has an index."""
+    dev = as_device(dev)
+    if dev.type != "cpu" and dev.index is None:
+        return device(dev.type, backend_for(dev).current_device())
+    return dev
+
+
+def allocate(size, dtype, dev=CPU):
+    if dev is CPU or dev.type == "cpu":
+        return CPUStorage(np.empty(size, dtype=dtype.numpy_dtype), dtype)
+    return backend_for(dev).allocate(size, dtype, dev)

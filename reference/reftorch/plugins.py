@@ -1,0 +1,126 @@
+"""reftorch.plugins: find, load and inspect kernel plugins.
+
+A plugin is a distribution with an entry point in the group `reftorch.plugins` whose value is
+a callable `register(registrar)`. It calls `registrar.kernel(op, device_type, dtypes, fn)` for
+each kernel and `registrar.backend(DeviceBackend)` to add a device type. Plugins load when
+reftorch is imported; `REFTORCH_PLUGINS` chooses which: `none`, `all` (the default), or a
+comma-separated list of entry-point names such as `cpu,cuda`.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from importlib import metadata
+
+from . import _dispatch
+from ._storage import register_backend
+
+ENTRY_POINT_GROUP = "reftorch.plugins"
+use_reference_kernels = _dispatch.use_reference_kernels
+add_hook = _dispatch.add_hook
+
+
+@dataclass
+class PluginInfo:
+    """What one loaded plugin registered."""
+    name: str
+    module: str
+    kernels: list = field(default_factory=list)     # (op, device type, dtype) triples
+    device_types: list = field(default_factory=list)
+
+
+class Registrar:
+    """Handed to a plugin's `register` callable; records what the plugin registers."""
+
+    def __init__(self, info):
+        self._info = info
+
+    @property
+    def name(self):
+        return self._info.name
+
+    def kernel(self, op_name, device_type, dtypes, fn):
+        _dispatch.register_kernel(op_name, device_type, dtypes, fn, plugin=self._info.name)
+        self._info.kernels.extend((op_name, device_type, d) for d in dtypes)
+
+    def backend(self, backend):
+        register_backend(backend)
+        self._info.device_types.append(backend.type_name)
+
+
+_loaded = {}
+_failed = {}
+
+
+def loaded():
+    """The plugins loaded in this process, by name."""
+    return dict(_loaded)
+
+
+def failed():
+    """Plugins that failed to load, by name, with the error message."""
+    return dict(_failed)
+
+
+def load(name, register):
+    """Load one plugin from its `register` callable (entry points call this too)."""
+    info = PluginInfo(name=name, module=getattr(register, "__module__", "?"))
+    try:
+        register(Registrar(info))
+    except Exception as exc:  # a broken plugin must never break `import reftorch`
+        _dispatch.unregister_plugin(name)
+        _failed[name] = f"{type(exc).__name__}: {exc}"
+        warnings.warn(f"reftorch plugin '{name}' failed to load: {type(exc).__name__}: {exc}",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    _loaded[name] = info
+    return info
+
+
+def unload(name):
+    """Remove a plugin's kernels (its device types stay registered)."""
+    _dispatch.unregister_plugin(name)
+    _loaded.pop(name, None)
+
+
+def _selected(names):
+    choice = os.environ.get("REFTORCH_PLUGINS", "all").strip().lower()
+    if choice in ("", "all"):
+        return names
+    if choice == "none":
+        return []
+    wanted = [n.strip() for n in choice.split(",") if n.strip()]
+    return [n for n in names if n in wanted]
+
+
+def load_entry_points():
+    """Load the plugins installed for this environment, as REFTORCH_PLUGINS selects."""
+    points = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    for name in _selected(sorted(points)):
+        if name in _loaded:
+            continue
+        try:
+            register = points[name].load()
+        except Exception as exc:
+            _failed[name] = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"reftorch plugin '{name}' failed to load: {type(exc).__name__}: "
+                          f"{exc}", RuntimeWarning, stacklevel=2)
+            continue
+        load(name, register)
+
+
+def serving(op_name, device_type, dtype):
+    """Which kernel serves (op, device type, dtype) first: a plugin name, 'reference', or
+    'fallback' (copied to cpu and run on the reference)."""
+    return _dispatch.get_op(op_name).serving(device_type, dtype)
+
+
+def kernels(op_name):
+    """Every plugin kernel registered for an op: {(device type, dtype): [plugin names]}."""
+    op = _dispatch.get_op(op_name)
+    return {key: [plugin for plugin, _ in entries] for key, entries in op.kernels.items()}
+
+
+fallbacks = _dispatch.fallback_counts
+reset_fallbacks = _dispatch.reset_fallback_counts
