@@ -3,7 +3,9 @@
 A kernel is called as `kernel(out, inputs, dtypes, params)`:
   out     the tensor to write (for in-place and `out=` calls) or None to allocate one;
   inputs  a tuple of tensors, already on one device, Python scalars wrapped as 0-dim tensors;
-  dtypes  (common, computation, result) as decided by `_promotion` for this op;
+  dtypes  (common, computation, result) as decided by `_promotion.promoted_dtypes`: inputs
+          convert to `common`, compute in `computation` (float32 for half types), and the
+          result has dtype `result`; kernels are keyed by `common`;
   params  a dict of the op's non-tensor arguments (alpha, rounding_mode, ...).
 It returns the result tensor, or NotImplemented to decline (the next kernel then runs).
 

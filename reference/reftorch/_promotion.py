@@ -130,18 +130,23 @@ def computation_dtype(d):
     return D.float32 if d is D.float16 or d is D.bfloat16 else d
 
 
-@lru_cache(maxsize=None)
-def promoted_dtypes(common, kind):
-    """(computation dtype, result dtype) for an op of promotion `kind` on `common` inputs."""
+def promoted_dtypes(promoted, kind):
+    """(common, computation, result) dtypes for an op of promotion `kind`.
+
+    `common` is the dtype inputs are converted to before computing (PyTorch's common dtype:
+    int inputs of true division become the default float); `computation` widens half types to
+    float32; `result` is the output dtype.
+    """
+    common = promoted
     if kind is Promotion.INT_TO_FLOAT and common.category <= Category.INTEGER:
         common = D.get_default_dtype()
     if kind is Promotion.ALWAYS_BOOL:
-        return computation_dtype(common), D.bool
+        return common, computation_dtype(common), D.bool
     if kind is Promotion.COMPLEX_TO_FLOAT and common.is_complex:
-        return common, common.to_real()
+        return common, common, common.to_real()
     if kind is Promotion.NO_OPMATH:
-        return common, common
-    return computation_dtype(common), common
+        return common, common, common
+    return common, computation_dtype(common), common
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ class Tensor:
             flat = np.lib.stride_tricks.as_strided(array, (array.size,), (itemsize,))
             strides = tuple(s // itemsize for s in array.strides)
         else:
-            array = np.ascontiguousarray(array)
+            array = np.array(array, order="C")
             flat = array.reshape(-1)
             strides = contiguous_strides(array.shape)
         t = object.__new__(cls)

@@ -67,7 +67,7 @@ def write_host_values(dst, values):
     if dst.numel() == 0:
         return
     if dst.is_contiguous():
-        dst._storage.write(dst._offset, np.ascontiguousarray(values).reshape(-1))
+        dst._storage.write(dst._offset, np.array(values, order="C").reshape(-1))
         return
     # Non-contiguous destination: read the covered span, update it on the host, write it back.
     span = 1 + builtins.sum((n - 1) * s for n, s in zip(dst._shape, dst._strides))

@@ -29,11 +29,11 @@ def _finish(values, dtype, device=None, requires_grad=False, out=None):
             raise RuntimeError(f"dtype {dtype} does not match dtype of out parameter "
                                f"({out.dtype})")
         out.resize_(values.shape)
-        copy_(out, Tensor._from_array(np.ascontiguousarray(values)))
+        copy_(out, Tensor._from_array(np.array(values, order="C")))
         return out
     if dtype is not None and values.dtype != dtype.numpy_dtype:
         values = values.astype(dtype.numpy_dtype)
-    t = Tensor._from_array(np.ascontiguousarray(values), dtype)
+    t = Tensor._from_array(np.array(values, order="C", copy=None), dtype)
     device = CPU if device is None else normalize_device(device)
     if device.type != "cpu":
         t = t.to(device)

@@ -30,18 +30,24 @@ def declare(name, reference, promotion=Promotion.DEFAULT, params=None, dtypes=No
                       dtypes=None if dtypes is None else frozenset(dtypes), doc=doc)
     op.numpy_fn = reference
     op.promotion_rule = promotion_rule
-    op.check = check  # extra argument rules, called with (common dtype, params)
+    op.check = check  # extra argument rules: check(common dtype, params, operands, inplace)
     return _dispatch.declare(op)
 
 
 def numpy_kernel(fn):
     """Adapt `fn(*arrays, **params) -> array` into a reference kernel (see _dispatch)."""
     def reference_kernel(out, inputs, dtypes, params):
-        compute = dtypes[1].numpy_dtype
+        common, compute = dtypes[0].numpy_dtype, dtypes[1].numpy_dtype
         arrays = []
         for t in inputs:
             a = t._np
-            arrays.append(a if a.dtype is compute else a.astype(compute))
+            if a.dtype is not compute:
+                # Tensors convert to the common dtype first (a 0-dim float32 operand of a
+                # bfloat16 op is rounded to bfloat16); wrapped Python numbers do not.
+                if a.dtype is not common and not getattr(t, "_wrapped_number", False):
+                    a = a.astype(common)
+                a = a.astype(compute)
+            arrays.append(a)
         token = ignore_fp_errors()  # IEEE results (inf, nan) are the specification
         try:
             value = np.asarray(fn(*arrays, **params))
@@ -92,6 +98,7 @@ def scalar_tensor(value, dtype, device):
         value -= 2**64
     array = np.array(value).astype(dtype.numpy_dtype)
     t = Tensor._from_array(array, dtype)
+    t._wrapped_number = True
     return t if device is CPU or device.type == "cpu" else t.to(device)
 
 
@@ -145,7 +152,7 @@ def apply(op, operands, out=None, inplace=False, params=None):
         device = _common_device(tensors)
     check_dtype(op, common)
     if op.check is not None:
-        op.check(common, params)
+        op.check(common, params, operands, inplace)
     kind = op.promotion_rule(params) if op.promotion_rule else op.promotion
     dtypes = _DTYPES_CACHE.get((common, kind)) or _cache_dtypes(common, kind)
     inputs = operands if uniform else tuple(
@@ -174,7 +181,7 @@ _DTYPES_CACHE = {}
 
 def _cache_dtypes(common, kind):
     """(common, computation, result) dtypes; cached per default dtype, which can change."""
-    dtypes = (common,) + promoted_dtypes(common, kind)
+    dtypes = promoted_dtypes(common, kind)
     if common.category > D.Category.INTEGER or kind is not Promotion.INT_TO_FLOAT:
         _DTYPES_CACHE[(common, kind)] = dtypes
     return dtypes
@@ -187,5 +194,7 @@ def _move_operand(x, compute, device):
 
 
 def check_dtype(op, dtype):
+    # PyTorch reports a dtype its kernel lacks as NotImplementedError (a RuntimeError).
     if op.dtypes is not None and dtype not in op.dtypes:
-        raise RuntimeError(f"\"{op.name}_cpu\" not implemented for '{dtype.scalar_name}'")
+        raise NotImplementedError(f"\"{op.name}_cpu\" not implemented for "
+                                  f"'{dtype.scalar_name}'")

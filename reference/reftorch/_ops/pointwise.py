@@ -180,27 +180,54 @@ def bitwise_right_shift(a, b):
 
 # --- argument rules PyTorch enforces before computing -----------------------------------------
 
-def _check_alpha(common, params):
+def _operand_dtypes(operands):
+    from .._promotion import scalar_dtype
+    return [x.dtype if hasattr(x, "dtype") else scalar_dtype(x) for x in operands]
+
+
+def _check_alpha(common, params, operands=(), inplace=False):
     alpha = params.get("alpha", 1)
-    if common.category is D.Category.INTEGER and isinstance(alpha, float):
+    if common.category <= D.Category.INTEGER and isinstance(alpha, float):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
                            "point number.")
-    if common is D.bool and not isinstance(alpha, bool) and alpha != 1:
+    if isinstance(alpha, bool) and common is not D.bool:
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
 
 
-def _check_sub(common, params):
-    if common is D.bool:
+def _check_sub(common, params, operands, inplace):
+    kinds = _operand_dtypes(operands)
+    if all(d is D.bool for d in kinds):
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
+    if any(d is D.bool for d in kinds):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                           "supported. If you are trying to invert a mask, use the `~` or "
+                           "`logical_not()` operator instead.")
     _check_alpha(common, params)
 
 
-def _check_neg(common, params):
+def _check_neg(common, params, operands, inplace):
     if common is D.bool:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
                            "you are trying to invert a mask, use the `~` or `logical_not()` "
                            "operator instead.")
+
+
+def _check_positive(common, params, operands, inplace):
+    if common is D.bool:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+
+
+def _check_div(common, params, operands, inplace):
+    mode = params.get("rounding_mode")
+    if mode is not None and (common is D.bool or common.is_complex):
+        raise NotImplementedError(f"\"div_{mode}_cpu\" not implemented for "
+                                  f"'{common.scalar_name}'")
+
+
+def _check_abs(common, params, operands, inplace):
+    if inplace and common.is_complex:
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
 
 
 # --- declarations: the one place each op is named --------------------------------------------
@@ -209,13 +236,14 @@ ADD = declare("add", add, params={"alpha": 1}, check=_check_alpha)
 SUB = declare("sub", sub, params={"alpha": 1}, check=_check_sub)
 MUL = declare("mul", mul)
 DIV = declare("div", div, promotion=Promotion.INT_TO_FLOAT, params={"rounding_mode": None},
-              promotion_rule=_div_promotion)
-FLOOR_DIVIDE = declare("floor_divide", floor_divide, dtypes=REAL)
-REMAINDER = declare("remainder", remainder, dtypes=REAL)
-POW = declare("pow", pow)
+              promotion_rule=_div_promotion, check=_check_div)
+FLOOR_DIVIDE = declare("floor_divide", floor_divide, dtypes=REAL - {D.bool})
+REMAINDER = declare("remainder", remainder, dtypes=REAL - {D.bool})
+POW = declare("pow", pow, dtypes=NON_BOOL)
 NEG = declare("neg", neg, check=_check_neg)
-POSITIVE = declare("positive", positive)
-ABS = declare("abs", abs, promotion=Promotion.COMPLEX_TO_FLOAT)
+POSITIVE = declare("positive", positive, check=_check_positive)
+ABS = declare("abs", abs, promotion=Promotion.COMPLEX_TO_FLOAT, dtypes=NON_BOOL,
+              check=_check_abs)
 EQ = declare("eq", eq, promotion=Promotion.ALWAYS_BOOL)
 NE = declare("ne", ne, promotion=Promotion.ALWAYS_BOOL)
 LT = declare("lt", lt, promotion=Promotion.ALWAYS_BOOL, dtypes=REAL)

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+from .. import _dtype as D
 from .._tensor import Tensor
 from .elementwise import apply, as_operand
 
@@ -96,3 +97,14 @@ def operator(op):
         return apply(op, (self, other))
     operator_method.__name__ = f"__{op.name}__"
     return operator_method
+
+
+def invert_operator(op):
+    """`~t`: Python's invert is defined for integer and bool tensors only (a TypeError)."""
+    def invert(self):
+        if self.dtype.category > D.Category.INTEGER:
+            raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                            "tensors")
+        return apply(op, (self,))
+    invert.__name__ = "__invert__"
+    return invert

@@ -1,0 +1,66 @@
+"""Comparing a reftorch result with a torch result: shape, then dtype, then values.
+
+A case is run on both libraries; either both raise the same exception type, or both return
+tensors that agree. `compare` returns None when they agree and a message when they do not.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .opdb import TOLERANCES
+
+
+def host(t):
+    """A NumPy array of a reftorch or torch tensor's values (half types widened exactly)."""
+    name = str(t.dtype).replace("torch.", "")
+    if hasattr(t, "_host_array"):
+        a = t._host_array()
+        return a.astype(np.float32) if name == "bfloat16" else a
+    t = t.detach().cpu()
+    return (t.float() if name == "bfloat16" else t).numpy()
+
+
+def outcome(fn):
+    try:
+        return "ok", fn()
+    except Exception as exc:  # noqa: BLE001 - the exception type is what we compare
+        return "raise", exc
+
+
+def compare(ref_fn, torch_fn, check_strides=False):
+    """Run both; None when they agree, else a description of the first difference."""
+    torch_kind, expected = outcome(torch_fn)
+    ref_kind, got = outcome(ref_fn)
+    if torch_kind == "raise":
+        if ref_kind != "raise":
+            return f"torch raised {type(expected).__name__}: {expected}; reftorch returned"
+        if type(got) is not type(expected) and not isinstance(got, type(expected)):
+            return (f"torch raised {type(expected).__name__}: {expected}; reftorch raised "
+                    f"{type(got).__name__}: {got}")
+        return None
+    if ref_kind == "raise":
+        return f"reftorch raised {type(got).__name__}: {got}; torch returned"
+    return compare_values(got, expected, check_strides)
+
+
+def compare_values(got, expected, check_strides=False):
+    if not hasattr(expected, "dtype"):
+        return None if got == expected else f"value {got!r} != {expected!r}"
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"shape {tuple(got.shape)} != {tuple(expected.shape)}"
+    if str(got.dtype) != str(expected.dtype):
+        return f"dtype {got.dtype} != {expected.dtype}"
+    if check_strides and tuple(got.stride()) != tuple(expected.stride()):
+        return f"strides {got.stride()} != {expected.stride()}"
+    a, b = host(got), host(expected)
+    name = str(expected.dtype).replace("torch.", "")
+    if name in TOLERANCES:
+        rtol, atol = TOLERANCES[name]
+        ok = np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+        # Infinities must agree in sign, not merely be "close".
+        ok = ok and np.array_equal(np.isinf(a), np.isinf(b))
+    else:
+        ok = np.array_equal(a, b)
+    if not ok:
+        return f"values differ:\nreftorch {a.tolist()}\ntorch    {b.tolist()}"
+    return None
