@@ -68,7 +68,11 @@ def div(a, b, rounding_mode=None):
 
 
 def _div_promotion(params):
-    return Promotion.INT_TO_FLOAT if params.get("rounding_mode") is None else Promotion.DEFAULT
+    mode = params.get("rounding_mode")
+    if mode is None:
+        return Promotion.INT_TO_FLOAT
+    # PyTorch rounds a half-type quotient to its dtype before truncating it.
+    return Promotion.NO_OPMATH if mode == "trunc" else Promotion.DEFAULT
 
 
 def floor_divide(a, b):
@@ -230,6 +234,12 @@ def _check_abs(common, params, operands, inplace):
         raise RuntimeError("In-place abs is not supported for complex tensors.")
 
 
+def _check_pow(common, params, operands, inplace):
+    # A bool base works only with a Python-number exponent (PyTorch's tensor-scalar path).
+    if common is D.bool and all(hasattr(x, "dtype") for x in operands):
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+
+
 # --- declarations: the one place each op is named --------------------------------------------
 
 ADD = declare("add", add, params={"alpha": 1}, check=_check_alpha)
@@ -239,7 +249,7 @@ DIV = declare("div", div, promotion=Promotion.INT_TO_FLOAT, params={"rounding_mo
               promotion_rule=_div_promotion, check=_check_div)
 FLOOR_DIVIDE = declare("floor_divide", floor_divide, dtypes=REAL - {D.bool})
 REMAINDER = declare("remainder", remainder, dtypes=REAL - {D.bool})
-POW = declare("pow", pow, dtypes=NON_BOOL)
+POW = declare("pow", pow, check=_check_pow)
 NEG = declare("neg", neg, check=_check_neg)
 POSITIVE = declare("positive", positive, check=_check_positive)
 ABS = declare("abs", abs, promotion=Promotion.COMPLEX_TO_FLOAT, dtypes=NON_BOOL,
