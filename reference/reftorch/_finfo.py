@@ -23,7 +23,8 @@ class finfo:
         self.max = float(info.max)
         self.min = float(info.min)
         self.tiny = self.smallest_normal = float(info.smallest_normal)
-        self.resolution = float(info.resolution)
+        # Resolution is the power of ten matching the decimal digits of precision.
+        self.resolution = 10.0 ** -int(np.floor(-np.log10(self.eps)))
 
     def __repr__(self):
         return (f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "

@@ -83,7 +83,9 @@ def infer_dtype(data):
     if isinstance(data, numbers.Number):
         return scalar_dtype(complex(data) if isinstance(data, numbers.Complex)
                             and not isinstance(data, numbers.Real) else float(data))
-    raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+    if isinstance(data, (str, bytes)):
+        raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+    raise RuntimeError(f"Could not infer dtype of {type(data).__name__}")
 
 
 def _to_host(data, np_dtype):
@@ -107,7 +109,7 @@ def _to_host(data, np_dtype):
         return np.empty((0,), dtype=np_dtype)
     if isinstance(data, builtins.int) and not isinstance(data, builtins.bool) \
             and not -2**63 <= data < 2**63:
-        raise RuntimeError("Overflow when unpacking long")
+        raise ValueError("Overflow when unpacking long long")
     return np.array(data).astype(np_dtype)
 
 

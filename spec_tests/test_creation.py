@@ -1,0 +1,76 @@
+"""Creation ops and tensor() dtype inference, compared with torch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reftorch
+from .oracle import compare
+
+torch = pytest.importorskip("torch")
+
+DATA = [1, 2.5, True, 1 + 2j, [1, 2], [1, 2.0], [True, 1], [1, 2j], [[1, 2], [3, 4]], [],
+        [[]], [np.float64(1.0)], [np.int32(1), 2], np.array([1, 2], dtype=np.int16),
+        np.array(3.0), [np.array([1, 2], dtype=np.uint8)], (1, 2), [[1.5], [2]]]
+
+
+@pytest.mark.parametrize("data", DATA, ids=[repr(d)[:30] for d in DATA])
+def test_tensor_infers_dtype_like_torch(data):
+    assert compare(lambda: reftorch.tensor(data), lambda: torch.tensor(data)) is None
+
+
+@pytest.mark.parametrize("bad", [[[1, 2], [3]], "abc", [1, "a"], 2**64, [object()]])
+def test_tensor_rejects_bad_data_like_torch(bad):
+    assert compare(lambda: reftorch.tensor(bad), lambda: torch.tensor(bad)) is None
+
+
+CALLS = [
+    lambda m: m.zeros(2, 3), lambda m: m.zeros((2, 3), dtype=m.int32), lambda m: m.ones(4),
+    lambda m: m.ones(2, 0), lambda m: m.full((2, 2), 7), lambda m: m.full((2,), 1.5),
+    lambda m: m.full((2,), True), lambda m: m.full((2,), 2, dtype=m.float16),
+    lambda m: m.arange(5), lambda m: m.arange(1, 4, 0.5), lambda m: m.arange(0, 1, 0.1),
+    lambda m: m.arange(10, 0, -3), lambda m: m.arange(5, dtype=m.float64),
+    lambda m: m.arange(-1.5, 2.5), lambda m: m.linspace(0, 1, 5), lambda m: m.linspace(-3, 7, 11),
+    lambda m: m.linspace(0, 10, 4, dtype=m.int64), lambda m: m.linspace(1, 2, 1),
+    lambda m: m.linspace(0, 1, 0), lambda m: m.logspace(0, 3, 4),
+    lambda m: m.logspace(-2, 2, 5, base=2), lambda m: m.eye(3), lambda m: m.eye(2, 4),
+    lambda m: m.eye(3, dtype=m.int64), lambda m: m.zeros_like(m.ones(2, 3, dtype=m.int8)),
+    lambda m: m.ones_like(m.zeros(3), dtype=m.float64), lambda m: m.full_like(m.zeros(2), 4),
+    lambda m: m.empty(2, 3).shape, lambda m: m.empty_like(m.zeros(3, 2).t()).stride(),
+    lambda m: m.zeros(2, 3, requires_grad=True), lambda m: m.scalar_tensor(3),
+    lambda m: m.as_tensor([1, 2], dtype=m.float32),
+    # errors
+    lambda m: m.zeros(-1), lambda m: m.arange(0, 10, 0), lambda m: m.arange(10, 0, 1),
+    lambda m: m.linspace(0, 1, -1), lambda m: m.eye(-1), lambda m: m.zeros(2, dtype=m.int64,
+                                                                         requires_grad=True),
+]
+
+
+@pytest.mark.parametrize("index", range(len(CALLS)))
+def test_creation_matches_torch(index):
+    fn = CALLS[index]
+    assert compare(lambda: fn(reftorch), lambda: fn(torch)) is None
+
+
+def test_out_argument_of_factories():
+    for fn in (lambda m, o: m.zeros(2, 3, out=o), lambda m, o: m.arange(4, out=o),
+               lambda m, o: m.linspace(0, 1, 3, out=o), lambda m, o: m.eye(2, out=o)):
+        r_out, t_out = reftorch.empty(0), torch.empty(0)
+        assert compare(lambda: fn(reftorch, r_out), lambda: fn(torch, t_out)) is None
+        assert fn(reftorch, r_out) is r_out
+
+
+def test_range_is_inclusive_and_deprecated():
+    with pytest.warns(UserWarning):
+        r = reftorch.range(1, 4)
+    assert r.tolist() == [1.0, 2.0, 3.0, 4.0] and r.dtype is reftorch.float32
+
+
+def test_as_tensor_shares_memory_when_it_can():
+    a = np.arange(3.0)
+    t = reftorch.as_tensor(a)
+    a[0] = 9
+    assert t[0].item() == 9
+    x = reftorch.ones(2)
+    assert reftorch.as_tensor(x) is x
+    assert reftorch.as_tensor(a, dtype=reftorch.float32).data_ptr() != t.data_ptr()
