@@ -1,0 +1,161 @@
+"""The dispatcher and plugin registry: lookup order, declining, oracle mode, broken plugins,
+REFTORCH_PLUGINS, and the copy-to-cpu fallback on a device with no kernels."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import reftorch
+from reftorch import _dispatch, plugins
+from reftorch._storage import DeviceBackend, Storage, _BACKENDS
+
+
+def test_every_op_is_declared_once_with_a_reference_kernel():
+    ops = _dispatch.all_ops()
+    assert {"add", "sub", "mul", "div", "eq", "bitwise_and", "copy_"} <= set(ops)
+    assert all(callable(op.reference) for op in ops.values())
+    with pytest.raises(RuntimeError):
+        _dispatch.declare(_dispatch.Op(name="add", family="pointwise", reference=None))
+
+
+def test_plugin_kernel_runs_first_and_may_decline():
+    calls = []
+
+    def doubling_add(out, inputs, dtypes, params):
+        calls.append(inputs[0].numel())
+        if inputs[0].numel() < 3:
+            return NotImplemented  # declines small inputs; the reference runs
+        return reftorch.full(inputs[0].shape, 99.0)
+
+    info = plugins.load("test-plugin", lambda r: r.kernel("add", "cpu", [reftorch.float64],
+                                                          doubling_add))
+    try:
+        assert info.kernels == [("add", "cpu", reftorch.float64)]
+        assert plugins.serving("add", "cpu", reftorch.float64) == "test-plugin"
+        big = reftorch.ones(4, dtype=reftorch.float64)
+        assert (big + big).tolist() == [99.0] * 4
+        small = reftorch.ones(2, dtype=reftorch.float64)
+        assert (small + small).tolist() == [2.0, 2.0]
+        with plugins.use_reference_kernels():
+            assert plugins.serving("add", "cpu", reftorch.float64) == "reference"
+            assert (big + big).tolist() == [2.0] * 4
+        assert calls == [4, 2]
+        assert (reftorch.ones(4) + reftorch.ones(4)).tolist() == [2.0] * 4  # float32 untouched
+    finally:
+        plugins.unload("test-plugin")
+    assert plugins.serving("add", "cpu", reftorch.float64) in ("reference", "cpu")
+
+
+def test_broken_plugin_warns_once_and_reftorch_keeps_working():
+    def broken(registrar):
+        registrar.kernel("add", "cpu", [reftorch.int64], lambda *a: NotImplemented)
+        raise ImportError("libfoo.so not found")
+
+    with pytest.warns(RuntimeWarning, match="broken-plugin.*libfoo"):
+        assert plugins.load("broken-plugin", broken) is None
+    assert "broken-plugin" in plugins.failed()
+    assert plugins.kernels("add").get(("cpu", reftorch.int64)) is None  # rolled back
+    assert (reftorch.tensor([1]) + 1).tolist() == [2]
+
+
+def test_registering_an_unsupported_dtype_is_an_error():
+    with pytest.raises(ValueError):
+        _dispatch.register_kernel("bitwise_and", "cpu", [reftorch.float32],
+                                  lambda *a: NotImplemented, plugin="x")
+
+
+@pytest.mark.parametrize("choice", ["none", "all"])
+def test_reftorch_plugins_environment_variable(choice):
+    code = "import reftorch; print(sorted(reftorch.plugins.loaded()))"
+    env = dict(os.environ, REFTORCH_PLUGINS=choice)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    if choice == "none":
+        assert out == "[]"
+    else:
+        from importlib import metadata
+        installed = sorted(ep.name for ep in metadata.entry_points(group="reftorch.plugins"))
+        assert out == str([n for n in installed if n not in plugins.failed()])
+
+
+# --- a device type with no kernels: every op falls back to cpu and is counted ---------------
+
+class HostBackedStorage(Storage):
+    """A 'device' storage that keeps its bytes in a private host array."""
+
+    def __init__(self, size, dtype, device):
+        super().__init__(dtype, device)
+        self._data = np.zeros(size, dtype=dtype.numpy_dtype)
+
+    def __len__(self):
+        return len(self._data)
+
+    def data_ptr(self):
+        return self._data.ctypes.data
+
+    def read(self, start, count):
+        return self._data[start:start + count].copy()
+
+    def write(self, start, values):
+        self._data[start:start + len(values)] = values
+
+    def resize_(self, size):
+        self._data = np.resize(self._data, size)
+        return self
+
+
+class FakeBackend(DeviceBackend):
+    type_name = "meta"  # a name PyTorch's device parser knows; no real meta semantics
+
+    def allocate(self, size, dtype, device):
+        return HostBackedStorage(size, dtype, device)
+
+
+@pytest.fixture
+def fake_device():
+    _BACKENDS["meta"] = FakeBackend()
+    plugins.reset_fallbacks()
+    yield reftorch.device("meta:0")
+    del _BACKENDS["meta"]
+
+
+def test_fallback_runs_the_reference_and_counts(fake_device):
+    a = reftorch.arange(6.0).view(2, 3).to(fake_device)
+    b = reftorch.tensor([1.0, 2.0, 3.0], device=fake_device)
+    assert a.device == fake_device and plugins.serving("add", "meta", reftorch.float32) == \
+        "fallback"
+    c = a + b
+    assert c.device == fake_device
+    assert c.cpu().tolist() == [[1.0, 3.0, 5.0], [4.0, 6.0, 8.0]]
+    a.t().mul_(2)  # in-place through a non-contiguous view on the device
+    assert a.cpu().tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+    counts = plugins.fallbacks()
+    assert counts[("add", "meta", reftorch.float32)] == 1
+    assert counts[("mul", "meta", reftorch.float32)] == 1
+
+
+def test_mixing_devices_is_an_error(fake_device):
+    with pytest.raises(RuntimeError, match="same device"):
+        reftorch.ones(2, device=fake_device) + reftorch.ones(2)
+    # 0-dim cpu tensors act as scalars on any device, as in PyTorch.
+    result = reftorch.ones(2, device=fake_device) + reftorch.tensor(1.0)
+    assert result.device == fake_device and result.cpu().tolist() == [2.0, 2.0]
+
+
+def test_unknown_backend_gives_a_clear_error():
+    with pytest.raises(RuntimeError, match="no backend"):
+        reftorch.zeros(2, device="xpu")
+
+
+def test_hooks_see_every_dispatched_op():
+    seen = []
+    remove = plugins.add_hook(lambda op, inputs, params, result: seen.append(op.name))
+    try:
+        (reftorch.ones(2) * 3).neg()
+    finally:
+        remove()
+    assert seen == ["mul", "neg"]
