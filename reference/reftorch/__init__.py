@@ -27,7 +27,7 @@ from ._ops import pointwise as _P
 from ._ops import variants as _V
 from ._tensor_str import get_printoptions, printoptions, set_printoptions
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from . import autograd, plugins
+from . import autograd, cuda, plugins
 
 # --- elementwise functions: one line each, derived from the op declarations ------------------
 add = _V.functional(_P.ADD)

@@ -51,16 +51,16 @@ def numpy_kernel(fn):
         token = ignore_fp_errors()  # IEEE results (inf, nan) are the specification
         try:
             value = np.asarray(fn(*arrays, **params))
+            if out is not None:
+                np.copyto(out._np, value, casting="unsafe")
+                return out
+            result = dtypes[2]
+            if value.dtype is not result.numpy_dtype:
+                value = value.astype(result.numpy_dtype)  # may overflow to inf: no warning
+            elif value.base is not None or _is_one_of(value, arrays):
+                value = value.copy()  # never hand out memory that an input owns
         finally:
             restore_fp_errors(token)
-        if out is not None:
-            np.copyto(out._np, value, casting="unsafe")
-            return out
-        result = dtypes[2]
-        if value.dtype is not result.numpy_dtype:
-            value = value.astype(result.numpy_dtype)
-        elif value.base is not None or _is_one_of(value, arrays):
-            value = value.copy()  # never hand out memory that an input owns
         return Tensor._from_array(value, result)
     reference_kernel.__name__ = f"reference_{fn.__name__}"
     reference_kernel.__doc__ = fn.__doc__
