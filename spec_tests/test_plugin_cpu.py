@@ -1,0 +1,545 @@
+"""The C plugin (plugin_cpu/, distribution reftorch-cpu): it loads, serves float32/float64
+add, sub, mul, div and copy_ on cpu, gives the reference kernels' results bit for bit on every
+layout, and its raw C entry points reject bad arguments with Python exceptions.
+
+Every comparison runs the same code twice on fresh inputs: once with the plugin, once inside
+`reftorch.plugins.use_reference_kernels()`. The C call counter (`_C.calls()`) tells whether
+the C loop really ran or the kernel declined.
+"""
+import os
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+import reftorch
+
+try:
+    import reftorch_cpu
+    from reftorch_cpu import _C, kernels
+except ImportError as exc:  # not built or not installed in this environment
+    pytest.skip(f"reftorch_cpu is not importable ({exc}); build it with "
+                f"`pip install --no-build-isolation ./plugin_cpu`", allow_module_level=True)
+
+F32, F64 = reftorch.float32, reftorch.float64
+BIG = (300, 200)    # 60,000 elements: above MIN_NUMEL, and above the OpenMP size for float32
+MID = (96, 80)      # 7,680 elements: above MIN_NUMEL, one thread
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin_loaded():
+    """The plugin's kernels are registered (loaded by hand when REFTORCH_PLUGINS left it out)."""
+    loaded_here = "cpu" not in reftorch.plugins.loaded()
+    if loaded_here:
+        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
+    yield
+    if loaded_here:
+        reftorch.plugins.unload("cpu")
+
+
+@pytest.fixture(params=["threshold", "no-threshold"])
+def threshold(request, monkeypatch):
+    """Run with the real decline threshold, and with none so small cases reach C too."""
+    if request.param == "no-threshold":
+        monkeypatch.setattr(kernels, "MIN_NUMEL", 0)
+    return request.param
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+def values(shape, dtype, seed, special=True):
+    """Random values with the awkward ones mixed in: +-0, +-inf, nan, subnormals, huge."""
+    rng = np.random.default_rng(seed)
+    a = np.array(rng.standard_normal(shape) * 10, dtype=dtype.numpy_dtype)
+    if special and a.size:
+        tiny = np.finfo(dtype.numpy_dtype).smallest_subnormal
+        big = np.finfo(dtype.numpy_dtype).max
+        picks = [0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny * 3, big, -big, 1.0]
+        flat = a.reshape(-1)
+        where = rng.choice(flat.size, size=min(flat.size, 40), replace=False)
+        flat[where] = np.array(picks, dtype=a.dtype)[np.arange(where.size) % len(picks)]
+    return a
+
+
+def host(t):
+    return np.array(t.numpy())
+
+
+def assert_same(got, want):
+    """Same dtype, shape and values; nan where nan, and the same bits everywhere else."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    bits = {4: np.uint32, 8: np.uint64}[got.itemsize]
+    np.testing.assert_array_equal(got[~nan].view(bits), want[~nan].view(bits))
+
+
+def run_both(case):
+    """case() -> list of tensors to compare; run with the plugin and on the reference.
+    Returns how many C calls the plugin run made."""
+    before = _C.calls()
+    got = [host(t) for t in case()]
+    ran = _C.calls() - before
+    with reftorch.plugins.use_reference_kernels():
+        want = [host(t) for t in case()]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    return ran
+
+
+# Operand layouts: each builds a fresh tensor whose logical shape broadcasts to `shape` (2-D).
+def contiguous(shape, dtype, seed):
+    return reftorch.from_numpy(values(shape, dtype, seed))
+
+
+def transposed(shape, dtype, seed):
+    return reftorch.from_numpy(values(shape[::-1], dtype, seed)).t()
+
+
+def stepped(shape, dtype, seed):
+    """Every other column of a wider base: as_strided with step 2."""
+    r, c = shape
+    base = reftorch.from_numpy(values((r, 2 * c + 1), dtype, seed))
+    return base.as_strided((r, c), (2 * c + 1, 2), 1)
+
+
+def narrowed_selected(shape, dtype, seed):
+    """A middle slab of a 3-D base: select + narrow, rows not adjacent in memory."""
+    r, c = shape
+    base = reftorch.from_numpy(values((r, 3, c + 4), dtype, seed))
+    return base.select(1, 2).narrow(1, 3, c)
+
+
+def expanded_row(shape, dtype, seed):
+    """One row broadcast with an explicit stride-0 dim."""
+    return reftorch.from_numpy(values((1, shape[1]), dtype, seed)).expand(*shape)
+
+
+def row(shape, dtype, seed):
+    """A 1-D tensor that broadcasts over the rows."""
+    return reftorch.from_numpy(values((shape[1],), dtype, seed))
+
+
+def column(shape, dtype, seed):
+    """A column made with unsqueeze, broadcast over the columns."""
+    return reftorch.from_numpy(values((shape[0],), dtype, seed)).unsqueeze(1)
+
+
+def zero_dim(shape, dtype, seed):
+    return reftorch.from_numpy(values((), dtype, seed, special=False))
+
+
+LAYOUTS = [contiguous, transposed, stepped, narrowed_selected, expanded_row, row, column,
+           zero_dim]
+PAIRS = [(contiguous, contiguous), (transposed, transposed), (contiguous, transposed),
+         (transposed, contiguous), (stepped, narrowed_selected), (contiguous, expanded_row),
+         (contiguous, row), (column, row), (transposed, column), (zero_dim, stepped),
+         (contiguous, zero_dim)]
+pair_ids = [f"{a.__name__}-{b.__name__}" for a, b in PAIRS]
+
+OPS = [("add", {}), ("add", {"alpha": 2.5}), ("add", {"alpha": -3}), ("sub", {}),
+       ("sub", {"alpha": 0.1}), ("mul", {}), ("div", {})]
+op_ids = [f"{name}{'-' + str(p['alpha']) if p else ''}" for name, p in OPS]
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and registration
+
+def test_entry_point_is_declared():
+    points = {ep.name: ep.value for ep in metadata.entry_points(group="reftorch.plugins")}
+    assert points.get("cpu") == "reftorch_cpu:register"
+
+
+def test_loads_with_reftorch():
+    choice = os.environ.get("REFTORCH_PLUGINS", "all").strip().lower()
+    if choice not in ("", "all") and "cpu" not in choice.split(","):
+        pytest.skip(f"REFTORCH_PLUGINS={choice!r} leaves the cpu plugin out")
+    assert "cpu" not in reftorch.plugins.failed()
+    info = reftorch.plugins.loaded()["cpu"]
+    assert info.module == "reftorch_cpu"
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "copy_"])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_serves_float_ops_on_cpu(op, dtype):
+    assert reftorch.plugins.serving(op, "cpu", dtype) == "cpu"
+
+
+def test_leaves_other_dtypes_to_the_reference():
+    assert reftorch.plugins.serving("add", "cpu", reftorch.int64) == "reference"
+    assert reftorch.plugins.serving("add", "cpu", reftorch.float16) == "reference"
+
+
+def test_use_reference_kernels_bypasses_the_plugin():
+    with reftorch.plugins.use_reference_kernels():
+        assert reftorch.plugins.serving("add", "cpu", F32) == "reference"
+        before = _C.calls()
+        a = contiguous(BIG, F32, 0)
+        a + a
+        assert _C.calls() == before
+
+
+def test_c_module_facts():
+    assert _C.MAX_NDIM >= 8
+    assert _C.isa() in _C.supported_isas()
+    assert _C.supported_isas()[0] == "baseline"
+    assert kernels.MIN_NUMEL > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Results match the reference: functional, method, operator, in-place and out= forms
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name,params", OPS, ids=op_ids)
+@pytest.mark.parametrize("left,right", PAIRS, ids=pair_ids)
+def test_functional_matches_reference(left, right, name, params, dtype, threshold):
+    fn = getattr(reftorch, name)
+    ran = run_both(lambda: [fn(left(BIG, dtype, 1), right(BIG, dtype, 2), **params)])
+    assert ran == 1  # BIG is above the threshold: the C loop ran
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name,params", OPS, ids=op_ids)
+@pytest.mark.parametrize("left", LAYOUTS[:4], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("right", LAYOUTS, ids=lambda f: f.__name__)
+def test_inplace_matches_reference(left, right, name, params, dtype, threshold):
+    """a.add_(b) writes into a view of any layout; the whole base storage must match (so no
+    element outside the view was touched)."""
+    def case():
+        a = left(MID, dtype, 3)
+        result = getattr(a, name + "_")(right(MID, dtype, 4), **params)
+        assert result is a
+        return [a, reftorch.from_numpy(a._storage.array)]  # the view, and all its storage
+    assert run_both(case) == 1
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name,params", OPS, ids=op_ids)
+@pytest.mark.parametrize("out_layout", [contiguous, transposed, stepped, narrowed_selected],
+                         ids=lambda f: f.__name__)
+def test_out_matches_reference(out_layout, name, params, dtype, threshold):
+    fn = getattr(reftorch, name)
+
+    def case():
+        out = out_layout(MID, dtype, 5)
+        result = fn(transposed(MID, dtype, 6), column(MID, dtype, 7), out=out, **params)
+        assert result is out
+        return [out, reftorch.from_numpy(out._storage.array)]
+    assert run_both(case) == 1
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+def test_method_and_operator_forms(name):
+    sym = {"add": "__add__", "sub": "__sub__", "mul": "__mul__", "div": "__truediv__"}[name]
+    assert run_both(lambda: [getattr(contiguous(BIG, F32, 8), name)(stepped(BIG, F32, 9))]) == 1
+    assert run_both(lambda: [getattr(contiguous(BIG, F32, 8), sym)(transposed(BIG, F32, 9))]) == 1
+    # a Python scalar is wrapped as a 0-dim tensor of the tensor's dtype: still the C loop
+    assert run_both(lambda: [getattr(contiguous(BIG, F64, 8), sym)(0.75)]) == 1
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 5), (7, 0), ()], ids=str)
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_empty_and_zero_dim(shape, name, dtype, threshold):
+    fn = getattr(reftorch, name)
+    ran = run_both(lambda: [fn(contiguous(shape, dtype, 1), contiguous(shape, dtype, 2))])
+    assert ran == (1 if threshold == "no-threshold" else 0)
+
+    def inplace():
+        a = contiguous(shape, dtype, 3)
+        getattr(a, name + "_")(zero_dim(shape, dtype, 4))
+        return [a]
+    run_both(inplace)
+
+
+def test_result_layout_follows_a_dense_input():
+    """Like PyTorch: a.t() + b.t() stays transposed; a broadcast first operand defers."""
+    a, b = transposed(BIG, F32, 1), transposed(BIG, F32, 2)
+    assert (a + b).stride() == (1, BIG[0])
+    assert (row(BIG, F32, 3) + a).stride() == (1, BIG[0])
+    assert (contiguous(BIG, F32, 4) + a).stride() == (BIG[1], 1)
+
+
+def test_results_do_not_depend_on_thread_count():
+    a, b = contiguous((1000, 300), F32, 1), transposed((1000, 300), F32, 2)
+    previous = _C.set_num_threads(1)
+    try:
+        results = []
+        for threads in (1, 2, 3, 1):
+            _C.set_num_threads(threads)
+            results.append(host(a * b + a / b))
+    finally:
+        _C.set_num_threads(previous)
+    for r in results[1:]:
+        assert_same(r, results[0])
+
+
+@pytest.mark.parametrize("isa", _C.supported_isas())
+def test_every_instruction_set_matches_reference(isa):
+    previous = _C.set_isa(isa)
+    try:
+        for name, params in OPS:
+            fn = getattr(reftorch, name)
+            for dtype in (F32, F64):
+                assert run_both(lambda: [fn(contiguous(BIG, dtype, 1), contiguous(BIG, dtype, 2),
+                                            **params),
+                                         fn(contiguous(BIG, dtype, 3), zero_dim(BIG, dtype, 4),
+                                            **params),
+                                         fn(zero_dim(BIG, dtype, 5), contiguous(BIG, dtype, 6),
+                                            **params)]) == 3
+    finally:
+        _C.set_isa(previous)
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls the C loop must not take: the kernel declines and the reference answers
+
+def declined(case):
+    assert run_both(case) == 0
+
+
+def test_declines_div_with_rounding_mode():
+    for mode in ("trunc", "floor"):
+        declined(lambda: [reftorch.div(contiguous(BIG, F32, 1), contiguous(BIG, F32, 2),
+                                       rounding_mode=mode)])
+
+
+def test_declines_mixed_dtypes():
+    declined(lambda: [contiguous(BIG, F32, 1) + contiguous(BIG, F64, 2)])
+    declined(lambda: [contiguous(BIG, F32, 1) + reftorch.from_numpy(
+        np.arange(BIG[0] * BIG[1], dtype=np.int32).reshape(BIG))])
+    declined(lambda: [contiguous(BIG, F32, 1) + reftorch.from_numpy(np.array(2.0))])  # f64 0-dim
+
+    def into_float64():
+        out = contiguous(BIG, F64, 3)
+        reftorch.add(contiguous(BIG, F32, 1), contiguous(BIG, F32, 2), out=out)
+        return [out]
+    declined(into_float64)
+
+
+def test_declines_small_calls():
+    n = kernels.MIN_NUMEL - 1
+    declined(lambda: [contiguous((n,), F32, 1) + contiguous((n,), F32, 2)])
+
+
+def test_declines_beyond_max_ndim(monkeypatch):
+    """12 dims that cannot be merged: a contiguous, b fully reversed."""
+    monkeypatch.setattr(kernels, "MIN_NUMEL", 0)
+    shape = (2,) * 12
+    rev = tuple(2 ** i for i in range(12))
+
+    def case():
+        a = contiguous(shape, F32, 1)
+        b = reftorch.from_numpy(values((4096,), F32, 2)).as_strided(shape, rev)
+        return [a + b]
+    declined(case)
+
+
+def test_declines_non_real_alpha():
+    declined(lambda: [reftorch.add(contiguous(BIG, F64, 1), contiguous(BIG, F64, 2),
+                                   alpha=np.float64(2.0))])
+
+
+def test_partial_overlap_is_left_to_the_reference():
+    def transposed_self():
+        a = contiguous((100, 100), F32, 1)
+        a.add_(a.t())
+        return [a]
+    declined(transposed_self)
+
+    def shifted_out():
+        base = contiguous((1, 10001), F64, 2).select(0, 0)
+        reftorch.mul(base.narrow(0, 0, 10000), 3.0, out=base.narrow(0, 1, 10000))
+        return [base]
+    declined(shifted_out)
+
+    def two_storages_over_one_buffer():
+        array = values((10000,), F32, 3)
+        a, alias = reftorch.from_numpy(array), reftorch.from_numpy(array[1:])
+        a.narrow(0, 0, 9999).add_(alias)
+        return [a]
+    declined(two_storages_over_one_buffer)
+
+
+def test_exact_aliasing_runs_in_c():
+    def self_add():
+        a = contiguous(BIG, F32, 1)
+        a.add_(a)
+        a.mul_(a.narrow(0, 0, BIG[0]))  # the same view rebuilt: same elements, same order
+        return [a]
+    assert run_both(self_add) == 2
+
+
+def test_read_only_out_is_declined():
+    array = values(BIG, F32, 1)
+    array.flags.writeable = False
+    out = reftorch.from_numpy(array)
+    before = _C.calls()
+    with pytest.raises(Exception) as plugin_error:
+        reftorch.add(contiguous(BIG, F32, 2), 1.0, out=out)
+    assert _C.calls() == before
+    with reftorch.plugins.use_reference_kernels():
+        with pytest.raises(type(plugin_error.value)):
+            reftorch.add(contiguous(BIG, F32, 2), 1.0, out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# copy_
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("src_layout", LAYOUTS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dst_layout", LAYOUTS[:4], ids=lambda f: f.__name__)
+def test_copy_matches_reference(dst_layout, src_layout, dtype, threshold):
+    def case():
+        dst = dst_layout(MID, dtype, 1)
+        assert dst.copy_(src_layout(MID, dtype, 2)) is dst
+        return [dst, reftorch.from_numpy(dst._storage.array)]
+    assert run_both(case) == 1
+
+
+def test_copy_declines_dtype_conversion():
+    def case():
+        dst = contiguous(BIG, F64, 1)
+        dst.copy_(contiguous(BIG, F32, 2))
+        return [dst]
+    declined(case)
+
+
+def test_clone_and_contiguous_use_copy():
+    assert run_both(lambda: [transposed(BIG, F32, 1).contiguous()]) == 1
+    assert run_both(lambda: [stepped(BIG, F64, 2).clone()]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The raw C entry points: bad arguments raise TypeError/ValueError, never crash
+
+def buf(n=16, dtype=np.float32):
+    return np.arange(n, dtype=dtype)
+
+
+def binary_args(**change):
+    args = dict(op=_C.ADD, shape=[4, 4], out=buf(), out_offset=0, out_strides=[4, 1],
+                a=buf(), a_offset=0, a_strides=[4, 1], b=buf(), b_offset=0, b_strides=[0, 1],
+                alpha=1.0)
+    args.update(change)
+    return list(args.values())
+
+
+def copy_args(**change):
+    args = dict(shape=[4, 4], out=buf(), out_offset=0, out_strides=[4, 1], src=buf(),
+                src_offset=0, src_strides=[1, 4])
+    args.update(change)
+    return list(args.values())
+
+
+def test_raw_calls_work():
+    out = np.zeros(16, np.float32)
+    _C.binary(*binary_args(out=out, alpha=2.0))
+    np.testing.assert_array_equal(out.reshape(4, 4), buf().reshape(4, 4) + 2 * buf()[:4])
+    # negative strides are fine as long as every element is inside the buffer
+    out = np.zeros(16, np.float64)
+    _C.binary(_C.MUL, [16], out, 15, [-1], buf(dtype=np.float64), 0, [1],
+              buf(dtype=np.float64), 0, [1], 1.0)
+    np.testing.assert_array_equal(out, (buf(dtype=np.float64) ** 2)[::-1])
+    out = np.zeros(16, np.float32)
+    _C.copy(*copy_args(out=out))
+    np.testing.assert_array_equal(out.reshape(4, 4), buf().reshape(4, 4).T)
+    # 0-dim and empty shapes
+    out = np.zeros(3, np.float32)
+    _C.binary(_C.SUB, [], out, 2, [], buf(), 5, [], buf(), 1, [], 1.0)
+    assert out[2] == 4.0
+    _C.binary(_C.DIV, [0, 3], out, 0, [3, 1], buf(), 0, [3, 1], buf(), 0, [3, 1], 1.0)
+    _C.copy([], out, 0, [], buf(), 7, [])
+    assert out[0] == 7.0
+
+
+BAD_BINARY = {
+    "no arguments": ([], TypeError),
+    "op not an int": (binary_args(op="add"), TypeError),
+    "unknown op": (binary_args(op=99), ValueError),
+    "negative op": (binary_args(op=-1), ValueError),
+    "shape not a sequence": (binary_args(shape=5), TypeError),
+    "shape of floats": (binary_args(shape=[4.0, 4]), TypeError),
+    "too many dims": (binary_args(shape=[1] * 9, out_strides=[1] * 9, a_strides=[1] * 9,
+                                  b_strides=[1] * 9), ValueError),
+    "negative size": (binary_args(shape=[-4, 4]), ValueError),
+    "huge size": (binary_args(shape=[2 ** 40, 2 ** 40]), ValueError),
+    "size beyond int64": (binary_args(shape=[2 ** 70, 1]), ValueError),
+    "strides too short": (binary_args(a_strides=[1]), ValueError),
+    "strides not ints": (binary_args(b_strides=[0, None]), TypeError),
+    "negative offset": (binary_args(a_offset=-1), ValueError),
+    "offset not an int": (binary_args(a_offset=1.0), TypeError),
+    "reads past the end": (binary_args(a_offset=1), ValueError),
+    "writes past the end": (binary_args(out_strides=[5, 1]), ValueError),
+    "reads before the start": (binary_args(b_strides=[0, -1]), ValueError),
+    "stride overflow": (binary_args(a_strides=[2 ** 59, 1]), ValueError),
+    "out read-only": (binary_args(out=bytes(64)), TypeError),
+    "out read-only array": (binary_args(out=np.frombuffer(bytes(64), np.float32)), TypeError),
+    "bytearray": (binary_args(out=bytearray(64)), TypeError),
+    "int32 buffer": (binary_args(a=np.arange(16, dtype=np.int32)), TypeError),
+    "float16 buffer": (binary_args(a=np.arange(16, dtype=np.float16)), TypeError),
+    "mixed float32/float64": (binary_args(b=buf(dtype=np.float64)), TypeError),
+    "non-contiguous buffer": (binary_args(a=buf(32)[::2]), TypeError),
+    "None buffer": (binary_args(b=None), TypeError),
+    "alpha not a number": (binary_args(alpha="2"), TypeError),
+}
+
+
+@pytest.mark.parametrize("args,error", BAD_BINARY.values(), ids=BAD_BINARY.keys())
+def test_bad_binary_calls_raise(args, error):
+    with pytest.raises(error):
+        _C.binary(*args)
+
+
+BAD_COPY = {
+    "too few arguments": (copy_args()[:-1], TypeError),
+    "negative size": (copy_args(shape=[4, -1]), ValueError),
+    "reads past the end": (copy_args(src_strides=[1, 5]), ValueError),
+    "writes past the end": (copy_args(out_offset=16), ValueError),
+    "dtype conversion": (copy_args(src=buf(dtype=np.float64)), TypeError),
+    "out read-only": (copy_args(out=memoryview(bytes(64)).cast("f")), TypeError),
+    "not a buffer": (copy_args(src=[1.0] * 16), TypeError),
+}
+
+
+@pytest.mark.parametrize("args,error", BAD_COPY.values(), ids=BAD_COPY.keys())
+def test_bad_copy_calls_raise(args, error):
+    with pytest.raises(error):
+        _C.copy(*args)
+
+
+def test_bad_settings_raise():
+    with pytest.raises(ValueError):
+        _C.set_isa("sse9")
+    with pytest.raises(TypeError):
+        _C.set_isa(3)
+    with pytest.raises(ValueError):
+        _C.set_num_threads(0)
+
+
+def test_forked_child_does_not_hang():
+    """libgomp's thread pool does not survive fork(); a child must still finish big ops."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork() on this platform")
+    a = contiguous((1000, 300), F32, 1)
+    a + a  # the parent has used its OpenMP threads
+    pid = os.fork()
+    if pid == 0:  # child: exit 0 only if the op completes
+        try:
+            ok = host(a + a)[0, 0] == host(a)[0, 0] * 2 or np.isnan(host(a)[0, 0])
+        finally:
+            os._exit(0 if ok else 1)
+    import time
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung in a parallel kernel")
