@@ -456,6 +456,65 @@ def test_raw_calls_work():
     assert out[0] == 7.0
 
 
+def _random_view(rng, shape, distinct):
+    """(offset, strides, buffer length) of a random view of `shape`: dims in any order, gaps,
+    negative strides, and (unless `distinct`) broadcast dims."""
+    ndim = len(shape)
+    order = rng.permutation(ndim)
+    strides, step = [0] * ndim, int(rng.integers(1, 3))
+    for d in order:
+        strides[d] = step
+        step *= shape[d] + int(rng.integers(0, 2))
+    for d in range(ndim):
+        if rng.random() < 0.25:
+            strides[d] = -strides[d]
+        if not distinct and rng.random() < 0.2:
+            strides[d] = 0
+    low = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+    offset = -low + int(rng.integers(0, 3))
+    return offset, strides, offset + high + 1 + int(rng.integers(0, 3))
+
+
+def _visited(shape, offset, strides):
+    index = np.full(shape, offset, dtype=np.int64)
+    for d, grid in enumerate(np.indices(shape, dtype=np.int64) if shape else []):
+        index += grid * strides[d]
+    return index
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_raw_binary_on_random_geometries(threads):
+    """Random strided geometries (up to 8 dims, negative and zero strides, sizes large
+    enough for the parallel path) against NumPy indexing."""
+    rng = np.random.default_rng(threads)
+    previous = _C.set_num_threads(threads)
+    try:
+        for trial in range(150):
+            dtype = (np.float32, np.float64)[trial % 2]
+            ndim = int(rng.integers(0, _C.MAX_NDIM + 1))
+            shape = [int(rng.integers(1, 5)) for _ in range(ndim)]
+            if ndim and trial % 3 == 0:
+                shape[int(rng.integers(ndim))] = int(rng.integers(5000, 40000))
+            if np.prod(shape) > 200_000:
+                continue
+            views = [_random_view(rng, shape, distinct=(k == 0)) for k in range(3)]
+            bufs = [rng.standard_normal(length).astype(dtype) for _, _, length in views]
+            op = int(rng.integers(0, 4))
+            alpha = float(dtype(rng.standard_normal()))
+            want = bufs[0].copy()
+            idx = [_visited(shape, off, st) for off, st, _ in views]
+            a, b = bufs[1][idx[1]], bufs[2][idx[2]]
+            want[idx[0]] = [a + b * dtype(alpha), a - b * dtype(alpha), a * b, a / b][op]
+            args = []
+            for buffer, (offset, strides, _) in zip(bufs, views):
+                args += [buffer, offset, strides]
+            _C.binary(op, shape, *args, alpha)
+            assert_same(bufs[0], want)
+    finally:
+        _C.set_num_threads(previous)
+
+
 BAD_BINARY = {
     "no arguments": ([], TypeError),
     "op not an int": (binary_args(op="add"), TypeError),

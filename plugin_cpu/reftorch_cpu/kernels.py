@@ -89,14 +89,14 @@ def _geometry(out, inputs, numel):
 
     Built from the shared helpers (reftorch_plugins.geometry), with dims first put in the
     order of out's strides, largest outermost, so a transposed out (`a.t() + b.t()`) still
-    loops over memory in order. All operands contiguous with one shape, the common case, is
-    known without work."""
+    loops over memory in order. All operands with one shape and one dense layout (the common
+    case: all contiguous) is known without work."""
     shape, strides = out._shape, out._strides
     same = True
     for t in inputs:
         same = same and t._shape == shape and t._strides == strides
-    if same and _is_contiguous(shape, strides):
-        return [numel], [[1]] * (len(inputs) + 1)
+    if same and (_is_contiguous(shape, strides) or _is_dense(shape, strides)):
+        return [numel], [[1]] * (len(inputs) + 1)  # one block of memory, walked in order
     order = sorted(range(len(shape)), key=lambda d: -strides[d])
     shape = [shape[d] for d in order]
     operand_strides = [[strides[d] for d in order]]
@@ -177,7 +177,7 @@ def _new_result(shape, dtype, inputs):
     if len(shape) > 1:
         for t in inputs:
             if t._shape == shape:
-                if t._strides != result._strides and _is_dense(shape, t._strides):
+                if not _is_contiguous(shape, t._strides) and _is_dense(shape, t._strides):
                     result._set_geometry(result._storage, 0, shape, t._strides)
                 break
     return result
