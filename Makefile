@@ -34,7 +34,7 @@ test: install test-deps
 	$(BIN)/python -m pytest spec_tests $(PYTEST_ARGS)
 
 bench: install test-deps
-	$(BIN)/python -m pytest bench --benchmark-only -q -p no:randomly
+	$(BIN)/python -m pytest bench/bench_*.py --benchmark-only -q
 	$(BIN)/python bench/report.py
 
 clean:

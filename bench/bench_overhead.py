@@ -1,8 +1,10 @@
-"""Per-op overhead: `a + b` on 10-element float32 tensors, reftorch vs PyTorch vs NumPy.
+"""Per-op overhead: `a + b` on float32 tensors, reftorch vs PyTorch vs NumPy.
 
 Run with `make bench`; `bench/report.py` prints the ratios. Nothing here asserts a time.
 """
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -13,31 +15,20 @@ torch = pytest.importorskip("torch")
 
 SIZES = [10, 100_000]
 
+# name -> (make a float32 vector of n ones, context the timed loop runs in)
+IMPLEMENTATIONS = {
+    "reftorch": (reftorch.ones, contextlib.nullcontext),
+    "reftorch-reference-only": (reftorch.ones, reftorch.plugins.use_reference_kernels),
+    "torch": (torch.ones, contextlib.nullcontext),
+    "numpy": (lambda n: np.ones(n, np.float32), contextlib.nullcontext),
+}
+
 
 @pytest.mark.parametrize("n", SIZES)
-def test_add_reftorch(benchmark, n):
-    a, b = reftorch.ones(n), reftorch.ones(n)
+@pytest.mark.parametrize("impl", sorted(IMPLEMENTATIONS))
+def test_add(benchmark, impl, n):
+    make, context = IMPLEMENTATIONS[impl]
+    a, b = make(n), make(n)
     benchmark.group = f"add float32 n={n}"
-    benchmark(lambda: a + b)
-
-
-@pytest.mark.parametrize("n", SIZES)
-def test_add_reftorch_reference_only(benchmark, n):
-    a, b = reftorch.ones(n), reftorch.ones(n)
-    benchmark.group = f"add float32 n={n}"
-    with reftorch.plugins.use_reference_kernels():
+    with context():
         benchmark(lambda: a + b)
-
-
-@pytest.mark.parametrize("n", SIZES)
-def test_add_torch(benchmark, n):
-    a, b = torch.ones(n), torch.ones(n)
-    benchmark.group = f"add float32 n={n}"
-    benchmark(lambda: a + b)
-
-
-@pytest.mark.parametrize("n", SIZES)
-def test_add_numpy(benchmark, n):
-    a, b = np.ones(n, np.float32), np.ones(n, np.float32)
-    benchmark.group = f"add float32 n={n}"
-    benchmark(lambda: a + b)

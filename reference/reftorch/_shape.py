@@ -37,6 +37,17 @@ def is_contiguous(shape, strides):
     return True
 
 
+def is_dense(shape, strides):
+    """Non-overlapping and dense: some permutation of the dims is contiguous."""
+    dims = sorted((s, n) for s, n in zip(strides, shape) if n != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def infer_size(shape, numel):
     """Resolve one -1 in a requested shape; error when the shape cannot hold `numel`."""
     shape = tuple(operator.index(s) for s in shape)

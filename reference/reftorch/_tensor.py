@@ -13,9 +13,9 @@ import numpy as np
 
 from . import _dtype as D
 from ._device import CPU, Size
-from ._storage import CPUStorage, allocate, normalize_device
-from ._shape import (contiguous_strides, is_contiguous, wrap_dim, infer_size, view_strides,
-                     expand_strides)
+from ._storage import CPUStorage, allocate
+from ._shape import (contiguous_strides, expand_strides, infer_size, is_contiguous, is_dense,
+                     view_strides, wrap_dim)
 
 
 class Tensor:
@@ -652,18 +652,13 @@ def _is_int_tensor(x):
 
 
 def _is_dense(array):
-    """Whether a NumPy array with positive strides covers one dense block of memory."""
-    if any(s <= 0 for s in array.strides) or array.size == 0:
+    """Whether a NumPy array covers one dense block of memory with positive strides."""
+    itemsize = array.itemsize
+    strides = array.strides
+    if array.size == 0 or any(s <= 0 or s % itemsize for s, n in zip(strides, array.shape)
+                              if n != 1):
         return False
-    dims = sorted(zip(array.strides, array.shape))
-    expected = array.itemsize
-    for stride, size in dims:
-        if size == 1:
-            continue
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+    return is_dense(array.shape, [s // itemsize for s in strides])
 
 
 def _python_values(array):

@@ -13,7 +13,7 @@ import numpy as np
 from .. import _dispatch
 from .. import _dtype as D
 from .._device import CPU, as_device
-from .._shape import contiguous_strides, expand_strides
+from .._shape import contiguous_strides, expand_strides, is_dense
 from .._storage import CPUStorage, allocate, normalize_device
 from .._tensor import Tensor
 
@@ -83,22 +83,11 @@ def empty_like_layout(t, dtype=None, device=None):
     """An uninitialised tensor like `t`, keeping its strides when they are dense."""
     dtype = dtype or t.dtype
     device = device or t.device
-    strides = t._strides if _is_dense(t._shape, t._strides) else contiguous_strides(t._shape)
+    strides = t._strides if is_dense(t._shape, t._strides) else contiguous_strides(t._shape)
     result = Tensor._empty(t._shape, dtype, device)
     if strides != result._strides:
         result._set_geometry(result._storage, 0, t._shape, strides)
     return result
-
-
-def _is_dense(shape, strides):
-    """Non-overlapping and dense: some permutation of the dims is contiguous."""
-    dims = sorted((s, n) for s, n in zip(strides, shape) if n != 1)
-    expected = 1
-    for stride, size in dims:
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def clone(t, contiguous=False):
