@@ -44,8 +44,15 @@ def compare(ref_fn, torch_fn, check_strides=False):
 
 
 def compare_values(got, expected, check_strides=False):
-    if not hasattr(expected, "dtype"):
+    if isinstance(expected, (tuple, list)):
+        return _compare_sequences(got, expected, check_strides)
+    if expected is None or not hasattr(expected, "dtype"):
+        if isinstance(expected, float) and isinstance(got, float) and \
+                np.isclose(got, expected, rtol=1e-6, atol=1e-9, equal_nan=True):
+            return None
         return None if got == expected else f"value {got!r} != {expected!r}"
+    if not hasattr(got, "dtype"):
+        return f"reftorch returned {type(got).__name__}, torch a tensor"
     if tuple(got.shape) != tuple(expected.shape):
         return f"shape {tuple(got.shape)} != {tuple(expected.shape)}"
     if str(got.dtype) != str(expected.dtype):
@@ -63,4 +70,24 @@ def compare_values(got, expected, check_strides=False):
         ok = np.array_equal(a, b)
     if not ok:
         return f"values differ:\nreftorch {a.tolist()}\ntorch    {b.tolist()}"
+    return None
+
+
+def _compare_sequences(got, expected, check_strides):
+    """Tuples, lists and named tuples (torch.return_types): same kind, length and fields."""
+    if type(expected).__module__ == "torch.return_types":
+        if type(got).__name__ != type(expected).__name__:
+            return f"return type {type(got).__name__} != torch.return_types." \
+                   f"{type(expected).__name__}"
+        for name in ("values", "indices"):
+            if hasattr(expected, name) and not hasattr(got, name):
+                return f"result has no field '{name}'"
+    elif not isinstance(got, (tuple, list)):
+        return f"reftorch returned {type(got).__name__}, torch a {type(expected).__name__}"
+    if len(got) != len(expected):
+        return f"{len(got)} results != {len(expected)}"
+    for i, (g, e) in enumerate(zip(got, expected)):
+        msg = compare_values(g, e, check_strides)
+        if msg:
+            return f"result {i}: {msg}"
     return None

@@ -20,13 +20,17 @@ from ._legacy import (BFloat16Storage, BFloat16Tensor, BoolStorage, BoolTensor, 
                       FloatTensor, HalfStorage, HalfTensor, IntStorage, IntTensor, LongStorage,
                       LongTensor, ShortStorage, ShortTensor, TypedStorage,
                       set_default_tensor_type)
-from ._ops.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,
+from ._ops.creation import (arange, as_tensor, empty, empty_like, empty_strided, eye,
+                            from_numpy, full,
                             full_like, linspace, logspace, ones, ones_like, range,
                             scalar_tensor, tensor, zeros, zeros_like)
 from ._ops import pointwise as _P
 from ._ops import variants as _V
 from ._tensor_str import get_printoptions, printoptions, set_printoptions
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
+                       set_grad_enabled)
+from ._ops import gradient_ops as _gradient_ops
+from ._ops.gradient_ops import _view_gather, _view_scatter
 from . import autograd, cuda, plugins
 
 # --- elementwise functions: one line each, derived from the op declarations ------------------

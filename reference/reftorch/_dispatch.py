@@ -150,17 +150,23 @@ def add_hook(fn):
 
 def _make_fallback(op):
     def fallback(out, inputs, dtypes, params):
-        device = inputs[0].device if inputs else out.device
+        device = next((t.device for t in inputs if hasattr(t, "_storage")), None) or out.device
         _fallback_counts[(op.name, device.type, dtypes[0])] += 1
-        cpu_inputs = tuple(t.cpu() for t in inputs)
+        cpu_inputs = tuple(t.cpu() if hasattr(t, "_storage") else t for t in inputs)
         cpu_out = None if out is None else out.cpu()
         result = op.reference(cpu_out, cpu_inputs, dtypes, params)
         if out is None:
-            return result.to(device)
+            return _to_device(result, device)
         out.copy_(cpu_out)
         return out
     fallback.__name__ = f"{op.name}_fallback"
     return fallback
+
+
+def _to_device(result, device):
+    if isinstance(result, tuple):
+        return type(result)(_to_device(r, device) for r in result)
+    return result if result is None else result.to(device)
 
 
 def fallback_counts():

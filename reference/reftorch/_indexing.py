@@ -76,7 +76,7 @@ def _basic_view(t, indices):
         dim += 1
     shape += t._shape[dim:]
     strides += t._strides[dim:]
-    return t._view(shape, strides, offset)
+    return t._view(shape, strides, offset, op="slice")
 
 
 def _slice_bounds(index, size):

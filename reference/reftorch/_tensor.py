@@ -85,13 +85,16 @@ class Tensor:
         storage = allocate(numel, dtype, device)
         return cls._make(storage, 0, shape, contiguous_strides(shape))
 
-    def _view(self, shape, strides, offset=None):
-        """A tensor sharing this one's storage with new geometry."""
+    def _view(self, shape, strides, offset=None, op="as_strided", **params):
+        """A tensor sharing this one's storage with new geometry; `op` and `params` name the
+        view for autograd (its node and derivative row)."""
         t = Tensor._make(self._storage, self._offset if offset is None else offset,
                          tuple(shape), tuple(strides))
         t._base = self if self._base is None else self._base
-        from .autograd.graph import record_view
-        return record_view(self, t)
+        if self.requires_grad:
+            from .autograd.graph import record_view
+            record_view(self, t, op, params)
+        return t
 
     # --- the NumPy view ----------------------------------------------------------------------
     @property
@@ -277,14 +280,14 @@ class Tensor:
             raise RuntimeError(
                 "view size is not compatible with input tensor's size and stride (at least one "
                 "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
-        return self._view(shape, strides)
+        return self._view(shape, strides, op="view", self_shape=self._shape)
 
     def _view_as_dtype(self, dtype):
         if dtype.itemsize != self.dtype.itemsize:
             raise RuntimeError("view(dtype) with a different element size is not supported "
                                "by reftorch yet")
         if dtype is self.dtype:
-            return self._view(self._shape, self._strides)
+            return self._view(self._shape, self._strides, op="alias")
         storage = CPUStorage(self._storage.array.view(dtype.numpy_dtype), dtype)
         storage._version = self._storage._version
         return Tensor._make(storage, self._offset, self._shape, self._strides)
@@ -296,7 +299,7 @@ class Tensor:
         shape = infer_size(_shape_arg(shape), self.numel())
         strides = view_strides(self._shape, self._strides, shape)
         if strides is not None:
-            return self._view(shape, strides)
+            return self._view(shape, strides, op="view", self_shape=self._shape)
         return self.contiguous().view(shape)
 
     def reshape_as(self, other):
@@ -320,7 +323,7 @@ class Tensor:
         shape, strides = list(self._shape), list(self._strides)
         shape[dim0], shape[dim1] = shape[dim1], shape[dim0]
         strides[dim0], strides[dim1] = strides[dim1], strides[dim0]
-        return self._view(shape, strides)
+        return self._view(shape, strides, op="transpose", dim0=dim0, dim1=dim1)
 
     swapaxes = swapdims = transpose
 
@@ -328,7 +331,9 @@ class Tensor:
         if self.ndim > 2:
             raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
                                f"{self.ndim}D")
-        return self.transpose(0, 1) if self.ndim == 2 else self._view(self._shape, self._strides)
+        if self.ndim < 2:
+            return self._view(self._shape, self._strides, op="t")
+        return self._view(self._shape[::-1], self._strides[::-1], op="t")
 
     @property
     def T(self):
@@ -352,11 +357,12 @@ class Tensor:
         dims = [wrap_dim(d, n) for d in dims]
         if len(set(dims)) != n:
             raise RuntimeError("permute(): duplicate dims are not allowed.")
-        return self._view([self._shape[d] for d in dims], [self._strides[d] for d in dims])
+        return self._view([self._shape[d] for d in dims], [self._strides[d] for d in dims],
+                          op="permute", dims=tuple(dims))
 
     def expand(self, *sizes):
         shape, strides = expand_strides(self._shape, self._strides, _shape_arg(sizes))
-        return self._view(shape, strides)
+        return self._view(shape, strides, op="expand", self_shape=self._shape)
 
     def expand_as(self, other):
         return self.expand(other._shape)
@@ -375,7 +381,8 @@ class Tensor:
                                f"({size}).")
         shape = list(self._shape)
         shape[dim] = length
-        return self._view(shape, self._strides, self._offset + start * self._strides[dim])
+        return self._view(shape, self._strides, self._offset + start * self._strides[dim],
+                          op="narrow")
 
     def select(self, dim, index):
         if not self._shape:
@@ -390,7 +397,7 @@ class Tensor:
             index += size
         return self._view(self._shape[:dim] + self._shape[dim + 1:],
                           self._strides[:dim] + self._strides[dim + 1:],
-                          self._offset + index * self._strides[dim])
+                          self._offset + index * self._strides[dim], op="select")
 
     def squeeze(self, dim=None):
         n = self.ndim
@@ -401,14 +408,16 @@ class Tensor:
             dims = {wrap_dim(d, n) for d in given if n}
             dims = {d for d in dims if self._shape[d] == 1}
         keep = [i for i in range(n) if i not in dims]
-        return self._view([self._shape[i] for i in keep], [self._strides[i] for i in keep])
+        return self._view([self._shape[i] for i in keep], [self._strides[i] for i in keep],
+                          op="squeeze", self_shape=self._shape, dim=dim)
 
     def unsqueeze(self, dim):
         n = self.ndim
         dim = wrap_dim(dim, n + 1)
         stride = self._shape[dim] * self._strides[dim] if dim < n else 1
         return self._view(self._shape[:dim] + (1,) + self._shape[dim:],
-                          self._strides[:dim] + (stride,) + self._strides[dim:])
+                          self._strides[:dim] + (stride,) + self._strides[dim:],
+                          op="unsqueeze", dim=dim)
 
     def unfold(self, dimension, size, step):
         n = self.ndim
@@ -424,7 +433,7 @@ class Tensor:
         if n:
             shape[dim] = (dim_size - size) // step + 1
             strides[dim] = dim_stride * step
-        return self._view(shape + [size], strides + [dim_stride])
+        return self._view(shape + [size], strides + [dim_stride], op="unfold")
 
     def diagonal(self, offset=0, dim1=0, dim2=1):
         n = self.ndim
@@ -443,7 +452,7 @@ class Tensor:
         keep = [i for i in range(n) if i not in (d1, d2)]
         shape = [self._shape[i] for i in keep] + [length]
         strides = [self._strides[i] for i in keep] + [self._strides[d1] + self._strides[d2]]
-        return self._view(shape, strides, start)
+        return self._view(shape, strides, start, op="diagonal")
 
     def as_strided(self, size, stride, storage_offset=None):
         size, stride = tuple(size), tuple(stride)
@@ -461,7 +470,7 @@ class Tensor:
                 f"{offset}, and itemsize {self.itemsize} requiring a storage size of "
                 f"{needed * self.itemsize} are out of bounds for storage of size "
                 f"{len(self._storage) * self.itemsize}")
-        return self._view(size, stride, offset)
+        return self._view(size, stride, offset, op="as_strided")
 
     def contiguous(self, memory_format=None):
         if self.is_contiguous():
@@ -557,7 +566,35 @@ class Tensor:
     def retain_grad(self):
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is not None and not self._retains_grad:
+            self.grad_fn._retained[getattr(self, "_output_nr", 0)] = self
         self._retains_grad = True
+
+    # --- autograd -------------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor into the leaves' `.grad` (see autograd)."""
+        from .autograd.engine import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def register_hook(self, hook):
+        """Call `hook(grad)` when this tensor's gradient is computed; a returned tensor
+        replaces the gradient. Returns a handle whose `remove()` unregisters the hook."""
+        from .autograd.graph import RemovableHandle
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        node = self.grad_fn if self.grad_fn is not None else self._grad_accumulator()
+        hooks = node._pre_hooks.setdefault(getattr(self, "_output_nr", 0) or 0, [])
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    def _grad_accumulator(self):
+        """The AccumulateGrad node of this leaf (one per tensor, made on first use)."""
+        acc = self.__dict__.get("_accumulator")
+        if acc is None:
+            from .autograd.graph import AccumulateGrad
+            acc = self.__dict__["_accumulator"] = AccumulateGrad(self)
+        return acc
 
     @property
     def retains_grad(self):

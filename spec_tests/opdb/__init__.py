@@ -6,6 +6,7 @@ in TOLERANCES only. Adding an op to the spec tests means adding its entry here.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,6 +34,7 @@ class OpEntry:
     small_rhs: bool = False            # rhs in [0, 5]: shift amounts, integer exponents
     kwargs: list = field(default_factory=lambda: [{}])
     scalars: tuple = (3, -2.5, True)   # Python numbers tried as the second operand
+    differentiable: bool = True        # gradients checked against torch (float64)
 
 
 def _binary(name, method, **kw):
@@ -51,17 +53,18 @@ POINTWISE = [
     _binary("mul", "mul"),
     _binary("div", "div", kwargs=[{}, {"rounding_mode": "trunc"}, {"rounding_mode": "floor"}],
             nonzero_rhs=True),
-    _binary("floor_divide", "floor_divide", nonzero_rhs=True),
+    _binary("floor_divide", "floor_divide", nonzero_rhs=True, differentiable=False),
     _binary("remainder", "remainder", nonzero_rhs=True),
     _binary("pow", "pow", small_rhs=True, scalars=(2, 0.5, True)),
-    _binary("eq", "eq"), _binary("ne", "ne"), _binary("lt", "lt"), _binary("le", "le"),
-    _binary("gt", "gt"), _binary("ge", "ge"),
-    _binary("bitwise_and", "bitwise_and", scalars=(3, True)),
-    _binary("bitwise_or", "bitwise_or", scalars=(3, True)),
-    _binary("bitwise_xor", "bitwise_xor", scalars=(3, True)),
-    _binary("bitwise_left_shift", "bitwise_left_shift", small_rhs=True, scalars=(2,)),
-    _binary("bitwise_right_shift", "bitwise_right_shift", small_rhs=True, scalars=(2,)),
-    _unary("neg"), _unary("abs"), _unary("bitwise_not"),
+    *(_binary(name, name, differentiable=False) for name in ("eq", "ne", "lt", "le", "gt", "ge")),
+    _binary("bitwise_and", "bitwise_and", scalars=(3, True), differentiable=False),
+    _binary("bitwise_or", "bitwise_or", scalars=(3, True), differentiable=False),
+    _binary("bitwise_xor", "bitwise_xor", scalars=(3, True), differentiable=False),
+    _binary("bitwise_left_shift", "bitwise_left_shift", small_rhs=True, scalars=(2,),
+            differentiable=False),
+    _binary("bitwise_right_shift", "bitwise_right_shift", small_rhs=True, scalars=(2,),
+            differentiable=False),
+    _unary("neg"), _unary("abs"), _unary("bitwise_not", differentiable=False),
     OpEntry(name="positive", call=lambda m, a: m.positive(a), arity=1),
 ]
 
@@ -74,3 +77,28 @@ OPERATORS = {
 }
 
 BY_NAME = {entry.name: entry for entry in POINTWISE}
+
+
+def structured_ops():
+    """Every OpInfo entry (ops that are not plain elementwise), from the group modules."""
+    from . import indexing, other, reductions, sorting, views
+    return [*reductions.OPS, *indexing.OPS, *sorting.OPS, *other.OPS, *views.OPS]
+
+
+def pointwise_as_opinfo(entry):
+    """A pointwise entry as an OpInfo, so that gradient runners treat every op alike."""
+    from .core import OpInfo, Sample, tensor
+    from .samples import BINARY_SHAPES, UNARY_SHAPES, layouts
+
+    def samples(dtype_name, rng):
+        if entry.arity == 1:
+            for shape in UNARY_SHAPES:
+                for layout in layouts(shape):
+                    yield Sample((tensor(shape, dtype_name, rng, layout),), {}, f"{shape}")
+            return
+        for (sa, sb), kwargs in zip(BINARY_SHAPES, itertools.cycle(entry.kwargs)):
+            yield Sample((tensor(sa, dtype_name, rng),
+                          tensor(sb, dtype_name, rng, nonzero=entry.nonzero_rhs,
+                                 small=entry.small_rhs)), dict(kwargs), f"{sa} {sb}")
+    return OpInfo(name=entry.name, call=entry.call, samples=samples, dtypes=entry.dtypes,
+                  differentiable=entry.differentiable)

@@ -16,6 +16,7 @@ from .._device import CPU, as_device
 from .._shape import contiguous_strides, expand_strides, is_dense
 from .._storage import CPUStorage, allocate, normalize_device
 from .._tensor import Tensor
+from ..autograd.graph import prepare_inplace, record
 
 
 def _reference_copy(out, inputs, dtypes, params):
@@ -35,6 +36,9 @@ def copy_(dst, src):
     if src.is_complex() and not dst.is_complex():
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=3)
+    original_src = src
+    tracked = dst.requires_grad or src.requires_grad
+    saved = prepare_inplace("copy_", (dst, src)) if tracked else None
     if src._shape != dst._shape:
         shape, strides = expand_strides(src._shape, src._strides, dst._shape)
         src = Tensor._make(src._storage, src._offset, shape, strides)
@@ -46,6 +50,8 @@ def copy_(dst, src):
     else:
         write_host_values(dst, host_values(src).astype(dst.dtype.numpy_dtype))
     dst._bump_version()
+    if tracked:
+        record("copy_", (dst, original_src), dst, {}, saved)
     return dst
 
 
@@ -92,13 +98,11 @@ def empty_like_layout(t, dtype=None, device=None):
 
 def clone(t, contiguous=False):
     """A copy of `t` in new memory; keeps dense strides unless `contiguous` is asked for."""
-    from ..autograd.graph import record_op
+    from ..autograd.grad_mode import no_grad
     result = Tensor._empty(t._shape, t.dtype, t.device) if contiguous else empty_like_layout(t)
-    copy_(result, t)
-    return record_op(CLONE, (t,), result, {}, False)
-
-
-CLONE = _dispatch.Op(name="clone", family="copy", reference=None)
+    with no_grad():
+        copy_(result, t)
+    return record("clone", (t,), result, {})
 
 
 def to(t, *args, **kwargs):
@@ -108,14 +112,10 @@ def to(t, *args, **kwargs):
         return t
     result = Tensor._empty(t._shape, dtype, device) if device != t.device \
         else empty_like_layout(t, dtype=dtype)
-    copy_(result, t)
-    if t.requires_grad:
-        from ..autograd.graph import record_op
-        record_op(_TO_COPY, (t,), result, {}, False)
-    return result
-
-
-_TO_COPY = _dispatch.Op(name="_to_copy", family="copy", reference=None)
+    from ..autograd.grad_mode import no_grad
+    with no_grad():
+        copy_(result, t)
+    return record("_to_copy", (t,), result, {})
 
 
 def _parse_to_args(t, args, kwargs):

@@ -171,6 +171,21 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
     return t
 
 
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """An uninitialised tensor with the given sizes and strides (its storage spans them)."""
+    shape, strides = tuple(size), tuple(stride)
+    if len(shape) != len(strides):
+        raise RuntimeError(f"mismatch in length of strides and shape")
+    dtype = _factory_dtype(dtype, None)
+    span = 1 + builtins.sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
+    t = Tensor._empty((span,), dtype, normalize_device(device))
+    t._set_geometry(t._storage, 0, shape, strides)
+    if requires_grad:
+        set_requires_grad(t, True)
+    return t
+
+
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """A tensor of `size` filled with `fill_value`; the dtype follows the value's type."""

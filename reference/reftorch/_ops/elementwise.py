@@ -16,7 +16,8 @@ from .._device import CPU
 from .._promotion import (Promotion, broadcast_shapes2, check_inplace_shape, check_output_cast,
                           promoted_dtypes, result_dtype)
 from .._tensor import Tensor
-from ..autograd.graph import record_op
+from ..autograd.graph import prepare_inplace, record
+from ..autograd.grad_mode import is_grad_enabled
 from .._numpy_compat import ignore_fp_errors, restore_fp_errors
 
 _SCALAR_TYPES = (bool, int, float, complex)
@@ -167,12 +168,20 @@ def apply(op, operands, out=None, inplace=False, params=None):
             out.resize_(shape)
         if out.device != device:
             raise RuntimeError(f"Expected out tensor to be on {device} but got {out.device}")
+    saved = None
+    if out is not None and any(t.requires_grad for t in tensors):
+        if inplace:
+            saved = prepare_inplace(op.name, operands)
+        elif is_grad_enabled():
+            raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
+                               f"automatic differentiation, but one of the arguments requires "
+                               f"grad.")
     result = _dispatch.call(op, out, inputs, dtypes, params, device.type)
     if out is not None:
         out._bump_version()
     for t in tensors:
         if t.requires_grad:
-            return record_op(op, operands, result, params, inplace)
+            return record(op.name, operands, result, params, saved)
     return result
 
 

@@ -69,3 +69,17 @@ class set_grad_enabled(_GradModeContext):
             with set_grad_enabled(mode):
                 return fn(*args, **kwargs)
         return wrapper
+
+
+class inference_mode(_GradModeContext):
+    """Like `no_grad` (reftorch keeps no separate inference tensors)."""
+
+    def __init__(self, mode=True):
+        self.mode = not mode
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(not self.mode):
+                return fn(*args, **kwargs)
+        return wrapper

@@ -1,28 +1,74 @@
-"""Recording history: which op made a tensor (`grad_fn`) and whether it requires grad.
+"""Recording history: the nodes of the backward graph, their edges and saved tensors.
 
-Node class names match PyTorch's (`AddBackward0`), so they appear in reprs as in PyTorch.
-The backward engine and the derivative table arrive with the autograd capability; until then
-a node records its op and inputs (`next_functions`) and refuses to run backward.
+When grad mode is on and an op's input requires grad, `record` makes a node named like
+PyTorch's (`AddBackward0`) whose `next_functions` point at the inputs' own nodes (or at an
+`AccumulateGrad` for a leaf). The node keeps what its derivative row (derivatives.py) asks
+to save, each saved tensor with the version it had, so that a later in-place write is caught.
 """
 from __future__ import annotations
 
-from .grad_mode import is_grad_enabled
+import itertools
+import traceback
 
-# PyTorch's node names for the ops declared so far; an op without an entry gets
-# "<CamelCaseName>Backward0".
-_NODE_NAMES = {"div": "DivBackward0", "floor_divide": None, "remainder": "RemainderBackward0",
-               "bitwise_and": None, "bitwise_or": None, "bitwise_xor": None,
-               "bitwise_not": None, "bitwise_left_shift": None, "bitwise_right_shift": None,
-               "eq": None, "ne": None, "lt": None, "le": None, "gt": None, "ge": None,
-               "pow": "PowBackward0", "positive": None}
+from .grad_mode import is_grad_enabled
+from . import anomaly_mode
+
+_sequence = itertools.count()
+
+SAVED_TWICE = ("Trying to backward through the graph a second time (or directly access saved "
+               "tensors after they have already been freed). Saved intermediate values of the "
+               "graph are freed when you call .backward() or autograd.grad(). Specify "
+               "retain_graph=True if you need to backward through the graph a second time or if "
+               "you need to access saved tensors after calling backward.")
+
+
+class SavedTensor:
+    """A tensor kept for backward, with the version it had when it was saved."""
+    __slots__ = ("tensor", "version", "name")
+
+    def __init__(self, tensor, name):
+        self.tensor = tensor
+        self.version = tensor._version
+        self.name = name
+
+    def unpack(self, node):
+        t = self.tensor
+        if t._version != self.version:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{t.type()} {list(t.shape)}], which is output "
+                f"{0} of {type(node).__name__}, is at version {t._version}; expected version "
+                f"{self.version} instead. Hint: enable anomaly detection to find the operation "
+                f"that failed to compute its gradient, with torch.autograd.set_detect_anomaly"
+                f"(True).")
+        return t
+
+
+class InputMeta:
+    """What an input looked like, so the engine can shape and cast the gradient it gets."""
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, t):
+        self.shape, self.dtype, self.device = t._shape, t.dtype, t.device
 
 
 class Node:
-    """One recorded op in the graph."""
+    """One recorded op. Subclasses are named like PyTorch's nodes (see `node_class`)."""
 
-    def __init__(self, inputs):
-        self.next_functions = tuple((_edge(t), 0) for t in inputs)
+    def __init__(self, edges=(), metas=(), derivative=None):
+        self.next_functions = tuple(edges)       # ((node or None, output index), ...)
+        self._input_metas = tuple(metas)         # one per edge (None where the edge is None)
+        self._derivative = derivative
+        self._saved = {}                         # name -> SavedTensor
+        self._values = {}                        # name -> non-tensor value (params, shapes)
+        self._released = False
+        self._pre_hooks = {}                     # output index -> [hook(grad) -> grad]
+        self._hooks = []                         # hook(grad_inputs, grad_outputs)
+        self._retained = {}                      # output index -> tensor whose .grad to set
+        self._sequence_nr = next(_sequence)
         self.metadata = {}
+        if anomaly_mode.is_anomaly_enabled():
+            self.metadata["traceback_"] = "".join(traceback.format_stack()[:-3])
 
     def name(self):
         return type(self).__name__
@@ -30,69 +76,251 @@ class Node:
     def __repr__(self):
         return f"<{type(self).__name__} object at {hex(id(self))}>"
 
-    def __call__(self, *grads):
-        raise NotImplementedError(
-            f"{type(self).__name__}: the backward engine is not part of reftorch yet")
+    def register_hook(self, hook):
+        """`hook(grad_inputs, grad_outputs)` runs after this node; may return new grad_inputs."""
+        self._hooks.append(hook)
+        return RemovableHandle(self._hooks, hook)
+
+    def register_prehook(self, hook):
+        """`hook(grad_outputs)` runs before this node; may return new grad_outputs."""
+        self._pre_hooks.setdefault(None, []).append(hook)
+        return RemovableHandle(self._pre_hooks[None], hook)
+
+    def apply(self, *grads):
+        """The gradients for this node's inputs, given the gradients of its outputs."""
+        return self._derivative.backward(SavedContext(self), *grads)
+
+    __call__ = apply
+
+    def release(self):
+        self._saved.clear()
+        self._released = True
+
+    # The tensors a node saved, as PyTorch shows them (`node._saved_self`).
+    def __getattr__(self, attr):
+        if attr.startswith("_saved_"):
+            key = attr[len("_saved_"):]
+            if key in self.__dict__.get("_saved", {}):
+                return self._saved[key].unpack(self)
+            if key in self.__dict__.get("_values", {}):
+                return self._values[key]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
 
 
 class AccumulateGrad(Node):
+    """The node of a leaf: it adds the incoming gradient into `variable.grad`."""
+
     def __init__(self, variable):
+        super().__init__()
         self.variable = variable
-        self.next_functions = ()
-        self.metadata = {}
+
+
+class SavedContext:
+    """What a derivative formula sees: saved tensors, the op's parameters, input shapes."""
+
+    def __init__(self, node):
+        self._node = node
+
+    def __getattr__(self, name):
+        node = self._node
+        saved = node._saved.get(name)
+        if saved is not None:
+            return saved.unpack(node)
+        if name in node._values:
+            return node._values[name]
+        if node._released and name in node._derivative.saves:
+            raise RuntimeError(SAVED_TWICE)
+        raise AttributeError(f"{type(node).__name__} saved no '{name}'")
+
+    def shape(self, index):
+        """The shape of input `index` when the op ran."""
+        return self._node._input_metas[index].shape
+
+    def dtype(self, index):
+        return self._node._input_metas[index].dtype
+
+    def device(self, index):
+        return self._node._input_metas[index].device
+
+    @property
+    def needs_input_grad(self):
+        return tuple(edge is not None for edge, _ in self._node.next_functions)
+
+
+class RemovableHandle:
+    """Returned by `register_hook`; `remove()` unregisters the hook."""
+    _ids = itertools.count()
+
+    def __init__(self, container, hook, key=None):
+        self._container, self._hook, self._key = container, hook, key
+        self.id = next(self._ids)
+
+    def remove(self):
+        container = self._container
+        if isinstance(container, dict):
+            container.pop(self._key, None)
+        elif self._hook in container:
+            container.remove(self._hook)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
 
 
 _NODE_CLASSES = {}
 
 
 def node_class(name):
+    """The Node subclass called `name` (one class per name, made on first use)."""
     cls = _NODE_CLASSES.get(name)
     if cls is None:
         cls = _NODE_CLASSES[name] = type(name, (Node,), {})
     return cls
 
 
-def _camel(name):
-    return "".join(part.capitalize() for part in name.split("_"))
-
-
-def _edge(t):
+def gradient_edge(t):
+    """(node, output index) that gradients for `t` flow into, or None if `t` needs none."""
     if t is None or not getattr(t, "requires_grad", False):
         return None
     if t.grad_fn is not None:
-        return t.grad_fn
-    return AccumulateGrad(t)
+        return t.grad_fn, getattr(t, "_output_nr", 0) or 0
+    acc = t._grad_accumulator()
+    return acc, 0
 
 
-def _differentiable(dtype):
+def differentiable_dtype(dtype):
     return dtype.is_floating_point or dtype.is_complex
 
 
-def record_op(op, operands, result, params, inplace):
-    """Attach `grad_fn` to `result` when grad mode is on and an input requires grad."""
+def record(op_name, inputs, outputs, params, saved_inputs=None):
+    """Attach a node for `op_name` to `outputs` (a tensor or tuple) if an input requires grad.
+
+    `inputs` are the op's inputs in the order its derivative row names them (tensors, numbers
+    or None); `saved_inputs` may give replacements for inputs an in-place op overwrote.
+    Returns `outputs`.
+    """
     if not is_grad_enabled():
-        return result
-    tensors = [x for x in operands if getattr(x, "requires_grad", False)]
-    if not tensors:
-        return result
-    if inplace and operands[0].is_leaf and operands[0].requires_grad:
+        return outputs
+    from .derivatives import row_for
+    row = row_for(op_name)
+    if row is None or not row.differentiable:
+        return outputs
+    needs = False
+    for x in inputs:
+        if getattr(x, "requires_grad", False):
+            needs = True
+            break
+    if not needs:
+        return outputs
+    results = outputs if isinstance(outputs, tuple) else (outputs,)
+    edges, metas = [], []
+    for x in inputs:
+        edge = gradient_edge(x) if hasattr(x, "_shape") else None
+        edges.append(edge if edge is not None else (None, 0))
+        metas.append(InputMeta(x) if hasattr(x, "_shape") else None)
+    node = node_class(row.node_name(inputs, params))(edges, metas, row)
+    row.save(node, inputs, results, params, saved_inputs)
+    for index, out in enumerate(results):
+        if out is None or not hasattr(out, "_shape"):
+            continue
+        if index in row.nondifferentiable_outputs or not differentiable_dtype(out.dtype):
+            continue
+        out.grad_fn = node
+        out.requires_grad = True
+        out._output_nr = index
+    if results[0] is inputs[0] and results[0]._base is not None:
+        _rebase_history(results[0], node)
+    return outputs
+
+
+def _rebase_history(view, node):
+    """An in-place op wrote through a view: the base's history now includes that write.
+
+    The base gets a CopySlices node (its gradient passes through unchanged except in the
+    view's region, which goes through `node`), and the view becomes a view of the new base.
+    """
+    base = view._base
+    base_edge = gradient_edge(base)
+    edges = [base_edge or (None, 0)] + list(node.next_functions[1:])
+    metas = [InputMeta(base)] + list(node._input_metas[1:])
+    copy_slices = CopySlices(edges, metas, None)
+    copy_slices.fn = node
+    copy_slices.base_geometry, copy_slices.view_geometry = geometry(base), geometry(view)
+    base.grad_fn = copy_slices
+    base.requires_grad = True
+    base._output_nr = 0
+    from .derivatives import row_for
+    view_node = node_class("AsStridedBackward0")(
+        [(copy_slices, 0)], [InputMeta(base)], row_for("as_strided"))
+    view_node._values.update(self_geometry=geometry(base), view_geometry=geometry(view))
+    view.grad_fn = view_node
+    view._output_nr = 0
+
+
+class CopySlices(Node):
+    """The node of a base tensor after an in-place op wrote through one of its views."""
+
+    def apply(self, grad):
+        import reftorch
+        shape, strides, offset = self.base_geometry
+        view_shape, view_strides, view_offset = self.view_geometry
+        result = reftorch.empty_strided(shape, strides, dtype=grad.dtype, device=grad.device)
+        result.copy_(grad)
+        region = result.as_strided(view_shape, view_strides, view_offset - offset)
+        grads = self.fn.apply(region.clone())
+        grads = tuple(grads) + (None,) * (len(self.fn.next_functions) - len(grads))
+        if grads[0] is None:
+            region.zero_()
+        else:
+            region.copy_(grads[0])
+        return (result,) + tuple(grads[1:])
+
+    def release(self):
+        self.fn.release()
+        self._released = True
+
+
+def record_view(base, view, name, params):
+    """A view of a tensor that requires grad: its node maps the view's gradient to `base`."""
+    if base.requires_grad and is_grad_enabled():
+        params = dict(params, self_geometry=geometry(base), view_geometry=geometry(view))
+        record(name, (base,), view, params)
+    return view
+
+
+def geometry(t):
+    """(shape, strides, storage offset): where a tensor's elements sit in its storage."""
+    return t._shape, t._strides, t._offset
+
+
+def prepare_inplace(op_name, operands):
+    """Before an in-place op writes `operands[0]`: refuse leaves that require grad, and keep
+    a copy of the old value when the op's derivative needs it (returned for `record`)."""
+    target = operands[0]
+    if not is_grad_enabled():
+        return None
+    check_inplace(target)
+    if not any(getattr(x, "requires_grad", False) for x in operands):
+        return None
+    from .derivatives import row_for
+    row = row_for(op_name)
+    if row is not None and row.differentiable and "self" in row.saves:
+        return {"self": target.clone()}
+    return None
+
+
+def check_inplace(t):
+    """PyTorch forbids in-place writes to a leaf that requires grad (while grad mode is on)."""
+    if t.requires_grad and t.grad_fn is None and is_grad_enabled():
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
-    name = _NODE_NAMES.get(op.name, _camel(op.name) + "Backward0")
-    if name is None or not _differentiable(result.dtype):
-        return result
-    inputs = [x if hasattr(x, "requires_grad") else None for x in operands]
-    result.grad_fn = node_class(name)(inputs)
-    result.requires_grad = True
-    return result
-
-
-def record_view(base, view):
-    """A view of a tensor that requires grad requires grad too."""
-    if base.requires_grad and is_grad_enabled():
-        view.requires_grad = True
-        view.grad_fn = node_class("ViewBackward0")([base])
-    return view
+    base = t._base
+    if base is not None and base.requires_grad and base.grad_fn is None and \
+            is_grad_enabled():
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
 
 
 def set_requires_grad(t, flag):
@@ -100,7 +328,7 @@ def set_requires_grad(t, flag):
         raise RuntimeError("you can only change requires_grad flags of leaf variables. If you "
                            "want to use a computed variable in a subgraph that doesn't require "
                            "differentiation use var_no_grad = var.detach().")
-    if flag and not _differentiable(t.dtype):
+    if flag and not differentiable_dtype(t.dtype):
         raise RuntimeError("only Tensors of floating point and complex dtype can require "
                            "gradients")
     t.requires_grad = bool(flag)

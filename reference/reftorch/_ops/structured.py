@@ -1,0 +1,97 @@
+"""How every op that is not elementwise runs: declare it once, then `run` it.
+
+`run` is the one path for reductions, indexing, joining, sorting and the other structured
+ops: it checks the device and dtype, dispatches (plugins first, then the reference), writes
+`out=` and records autograd history. Reference kernels are NumPy functions over the inputs'
+arrays (`array_kernel` adapts one to the dispatcher's ABI); each returns fresh arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dispatch
+from .._promotion import check_output_cast
+from .._tensor import Tensor
+from .._numpy_compat import ignore_fp_errors, restore_fp_errors
+from ..autograd.graph import record
+from ..autograd.grad_mode import is_grad_enabled
+from .elementwise import _common_device
+
+
+def declare(name, reference, family, params=None, dtypes=None, doc=""):
+    """Declare a structured op whose reference is `reference(*arrays, **params)`.
+
+    Tensor inputs arrive as NumPy arrays; numbers and None pass through unchanged. The
+    function returns an array (or a tuple of arrays); numpy dtypes map back to reftorch's.
+    """
+    op = _dispatch.Op(name=name, family=family, reference=array_kernel(reference),
+                      params=dict(params or {}),
+                      dtypes=None if dtypes is None else frozenset(dtypes), doc=doc)
+    op.numpy_fn = reference
+    return _dispatch.declare(op)
+
+
+def array_kernel(fn):
+    """Adapt `fn(*arrays, **params)` into a reference kernel (see _dispatch)."""
+    def reference_kernel(out, inputs, dtypes, params):
+        arrays = [x._np if isinstance(x, Tensor) else x for x in inputs]
+        token = ignore_fp_errors()  # IEEE results (inf, nan) are the specification
+        try:
+            value = fn(*arrays, **params)
+        finally:
+            restore_fp_errors(token)
+        return _wrap(value, arrays)
+    reference_kernel.__name__ = f"reference_{fn.__name__}"
+    reference_kernel.__doc__ = fn.__doc__
+    return reference_kernel
+
+
+def _wrap(value, arrays):
+    if isinstance(value, tuple):
+        return tuple(_wrap(v, arrays) for v in value)
+    if value is None or isinstance(value, Tensor):
+        return value
+    value = np.asarray(value)
+    if value.base is not None or any(value is a for a in arrays):
+        value = value.copy()  # never hand out memory that an input owns
+    return Tensor._from_array(value)
+
+
+def run(op, inputs, params=None, out=None, dtype=None):
+    """Dispatch `op` on `inputs` (tensors, numbers, None); write `out=`; record history.
+
+    `dtype` is the dtype kernels are keyed by (default: the first tensor input's).
+    """
+    params = {} if params is None else params
+    tensors = [x for x in inputs if isinstance(x, Tensor)]
+    device = _common_device(tensors)
+    key = dtype or tensors[0].dtype
+    if op.dtypes is not None and key not in op.dtypes:
+        raise NotImplementedError(f"\"{op.name}_cpu\" not implemented for "
+                                  f"'{key.scalar_name}'")
+    if out is not None and is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires "
+                           f"grad.")
+    result = _dispatch.call(op, None, tuple(inputs), (key, key, key), params, device.type)
+    if out is not None:
+        return write_out(out, result)
+    return record(op.name, inputs, result, params)
+
+
+def write_out(out, result):
+    """Copy `result` into the caller's `out=` tensor(s), resizing them as PyTorch does."""
+    if isinstance(result, tuple):
+        if not isinstance(out, (tuple, list)) or len(out) != len(result):
+            raise TypeError(f"out must be a tuple of {len(result)} tensors")
+        return type(result)(write_out(o, r) for o, r in zip(out, result))
+    if not isinstance(out, Tensor):
+        raise TypeError(f"argument 'out' must be Tensor, not {type(out).__name__}")
+    check_output_cast(result.dtype, out.dtype)
+    if out.device != result.device:
+        raise RuntimeError(f"Expected out tensor to be on {result.device} but got "
+                           f"{out.device}")
+    if out._shape != result._shape:
+        out.resize_(result._shape)
+    out.copy_(result)
+    return out

@@ -1,0 +1,334 @@
+"""The backward engine: runs the recorded graph from the outputs back to the leaves.
+
+Nodes run once all the gradients flowing into them have arrived (dependency counting), later
+nodes first (PyTorch's order for independent branches). Each gradient a node returns is
+checked against what its input looked like in forward: summed down to the input's shape when
+it was broadcast, converted to the input's dtype, or rejected with PyTorch's message.
+"""
+from __future__ import annotations
+
+import heapq
+import warnings
+
+from . import anomaly_mode
+from .grad_mode import _set_enabled, is_grad_enabled
+from .graph import AccumulateGrad, gradient_edge
+
+
+def _as_tuple(x):
+    if x is None:
+        return ()
+    if isinstance(x, (tuple, list)):
+        return tuple(x)
+    return (x,)
+
+
+def _make_grads(outputs, grad_outputs):
+    """The gradient to start from for each output; ones for a scalar output when omitted."""
+    import reftorch
+    grads = []
+    for i, out in enumerate(outputs):
+        g = grad_outputs[i] if i < len(grad_outputs) else None
+        if g is None:
+            if out.requires_grad and out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if out.requires_grad and not (out.dtype.is_floating_point):
+                raise RuntimeError(f"grad can be implicitly created only for real scalar "
+                                   f"outputs but got {out.dtype}")
+            g = reftorch.ones_like(out)
+        elif isinstance(g, reftorch.Tensor):
+            if g._shape != out._shape:
+                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                                   f"{reftorch.Size(g._shape)} and output[{i}] has a shape of "
+                                   f"{reftorch.Size(out._shape)}.")
+            if g.is_complex() != out.is_complex():
+                raise RuntimeError(f"For complex Tensors, both grad_output and output are "
+                                   f"required to have the same dtype. Mismatch in dtype: "
+                                   f"grad_output[{i}] has a dtype of {g.dtype} and output[{i}]"
+                                   f" has a dtype of {out.dtype}.")
+        else:
+            g = reftorch.full(out._shape, g, dtype=out.dtype)
+        grads.append(g)
+    return grads
+
+
+def _root_edges(outputs):
+    edges = []
+    for i, out in enumerate(outputs):
+        edge = gradient_edge(out)
+        if edge is None:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
+                               f"have a grad_fn")
+        edges.append(edge)
+    return edges
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    """Accumulate d(tensors)/d(leaf) into every leaf's `.grad` (or only those in `inputs`)."""
+    tensors = _as_tuple(tensors)
+    grad_tensors = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
+    if retain_graph is None:
+        retain_graph = create_graph
+    input_edges = None
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        input_edges = [_input_edge(t, i) for i, t in enumerate(inputs)]
+    grads = _make_grads(tensors, grad_tensors)
+    _run(_root_edges(tensors), grads, retain_graph, create_graph, input_edges,
+         accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """The gradients of `outputs` with respect to `inputs`, without touching any `.grad`."""
+    import reftorch
+    outputs = _as_tuple(outputs)
+    inputs_tuple = _as_tuple(inputs)
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
+                      "True). To accumulate gradient for other parts of the graph, please use "
+                      "torch.autograd.backward.", FutureWarning, stacklevel=2)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if retain_graph is None:
+        retain_graph = create_graph
+    input_edges = [_input_edge(t, i) for i, t in enumerate(inputs_tuple)]
+    grads = _make_grads(outputs, _as_tuple(grad_outputs))
+    captured = _run(_root_edges(outputs), grads, retain_graph, create_graph, input_edges,
+                    accumulate=False)
+    results = []
+    for t, g in zip(inputs_tuple, captured):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
+            if materialize_grads:
+                g = reftorch.zeros_like(t)
+        results.append(g)
+    return tuple(results)
+
+
+def _input_edge(t, i):
+    import reftorch
+    if not isinstance(t, reftorch.Tensor):
+        raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
+    if not t.requires_grad:
+        raise RuntimeError(f"One of the differentiated Tensors does not require grad")
+    return gradient_edge(t)
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def _dependencies(roots):
+    """How many edges point at each node reachable from `roots`."""
+    counts = {}
+    seen = set()
+    stack = [node for node, _ in roots]
+    for node in stack:
+        seen.add(node)
+    while stack:
+        node = stack.pop()
+        for child, _ in node.next_functions:
+            if child is None:
+                continue
+            counts[child] = counts.get(child, 0) + 1
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return counts
+
+
+def _needed(roots, input_edges):
+    """The nodes on a path to one of `input_edges` (all nodes when there are none)."""
+    if input_edges is None:
+        return None
+    targets = {node for node, _ in input_edges}
+    memo = {}
+
+    def reaches(node):
+        # Iterative post-order: graphs of thousands of nodes must not hit the recursion limit.
+        stack = [(node, False)]
+        while stack:
+            current, expanded = stack.pop()
+            if current in memo:
+                continue
+            children = [c for c, _ in current.next_functions if c is not None]
+            if expanded:
+                memo[current] = current in targets or any(memo.get(c, False) for c in children)
+                continue
+            stack.append((current, True))
+            stack.extend((c, False) for c in children if c not in memo)
+        return memo[node]
+
+    for node, _ in roots:
+        reaches(node)
+    return {node for node, ok in memo.items() if ok}
+
+
+def _run(roots, grads, retain_graph, create_graph, input_edges, accumulate):
+    dependencies = _dependencies(roots)
+    needed = _needed(roots, input_edges)
+    capture = {}  # (node, output index) -> position in the captured list
+    if input_edges is not None:
+        for position, edge in enumerate(input_edges):
+            capture.setdefault(edge, []).append(position)
+    captured = [None] * (len(input_edges) if input_edges is not None else 0)
+
+    buffers = {}
+    ready = []
+    for (node, index), g in zip(roots, grads):
+        _add_to_buffer(buffers, node, index, g)
+    queued = set()
+    for node, _ in roots:
+        if dependencies.get(node, 0) == 0 and node not in queued:
+            queued.add(node)
+            heapq.heappush(ready, (-node._sequence_nr, id(node), node))
+
+    previous_mode = is_grad_enabled()
+    _set_enabled(create_graph)
+    try:
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            grads_in = buffers.pop(node, {})
+            grads_in = _run_pre_hooks(node, grads_in)
+            for index, g in grads_in.items():
+                positions = capture.get((node, index))
+                if positions:
+                    for p in positions:
+                        captured[p] = g
+            if isinstance(node, AccumulateGrad):
+                if accumulate and (input_edges is None or (node, 0) in capture):
+                    _accumulate(node.variable, grads_in.get(0), create_graph)
+                continue
+            if needed is not None and node not in needed:
+                continue
+            outputs = _call_node(node, grads_in)
+            if not retain_graph:
+                node.release()
+            for (child, index), g in zip(node.next_functions, outputs):
+                if child is None:
+                    continue
+                if g is not None:
+                    _add_to_buffer(buffers, child, index, g)
+                dependencies[child] -= 1
+                if dependencies[child] == 0 and child not in queued:
+                    queued.add(child)
+                    heapq.heappush(ready, (-child._sequence_nr, id(child), child))
+    finally:
+        _set_enabled(previous_mode)
+    return captured
+
+
+def _add_to_buffer(buffers, node, index, g):
+    slots = buffers.setdefault(node, {})
+    previous = slots.get(index)
+    slots[index] = g if previous is None else previous + g
+
+
+def _run_pre_hooks(node, grads_in):
+    """Tensor hooks (by output index) may replace a gradient; retained grads are stored."""
+    for index, hooks in list(node._pre_hooks.items()):
+        if index is None:
+            continue
+        g = grads_in.get(index)
+        if g is None:
+            continue
+        for hook in list(hooks):
+            replaced = hook(g)
+            if replaced is not None:
+                g = replaced
+        grads_in[index] = g
+    for hook in list(node._pre_hooks.get(None, ())):
+        ordered = tuple(grads_in.get(i) for i in range(max(grads_in, default=-1) + 1))
+        replaced = hook(ordered)
+        if replaced is not None:
+            grads_in = {i: g for i, g in enumerate(replaced) if g is not None}
+    for index, tensor in node._retained.items():
+        g = grads_in.get(index)
+        if g is not None:
+            _accumulate(tensor, g, is_grad_enabled())
+    return grads_in
+
+
+def _call_node(node, grads_in):
+    count = max(len(node._derivative.outputs) if node._derivative else 1,
+                max(grads_in, default=-1) + 1)
+    grad_outputs = tuple(grads_in.get(i) for i in range(count))
+    try:
+        grad_inputs = node.apply(*grad_outputs)
+    except Exception as exc:
+        if anomaly_mode.is_anomaly_enabled():
+            anomaly_mode.report_forward_trace(node)
+        raise exc
+    grad_inputs = _validate(node, tuple(grad_inputs))
+    for hook in list(node._hooks):
+        replaced = hook(grad_inputs, grad_outputs)
+        if replaced is not None:
+            grad_inputs = tuple(replaced)
+    return grad_inputs
+
+
+def _validate(node, grads):
+    """Shape each gradient like its input (PyTorch's validate_outputs)."""
+    edges = node.next_functions
+    if len(grads) != len(edges):
+        raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                           f"(expected {len(edges)}, got {len(grads)})")
+    checked = []
+    for i, (g, (child, _), meta) in enumerate(zip(grads, edges, node._input_metas)):
+        if child is None or g is None:
+            checked.append(None)
+            continue
+        if not hasattr(g, "_shape"):
+            raise TypeError(f"function {node.name()} returned a gradient of type "
+                            f"{type(g).__name__} at index {i}")
+        if g._shape != meta.shape:
+            if not _expandable(meta.shape, g._shape):
+                raise RuntimeError(f"Function {node.name()} returned an invalid gradient at "
+                                   f"index {i} - got {list(g._shape)} but expected shape "
+                                   f"compatible with {list(meta.shape)}")
+            g = g.sum_to_size(meta.shape)
+        if g.is_complex() and not meta.dtype.is_complex:
+            g = g.real
+        if g.dtype is not meta.dtype:
+            g = g.to(meta.dtype)
+        if anomaly_mode.is_anomaly_enabled() and anomaly_mode.is_anomaly_check_nan_enabled() \
+                and _has_nan(g):
+            anomaly_mode.report_forward_trace(node)
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
+                               f"output.")
+        checked.append(g)
+    return tuple(checked)
+
+
+def _expandable(shape, to_shape):
+    """Can a tensor of `shape` broadcast to `to_shape`?"""
+    if len(shape) > len(to_shape):
+        return False
+    for s, t in zip(reversed(shape), reversed(to_shape)):
+        if s != t and s != 1:
+            return False
+    return True
+
+
+def _has_nan(g):
+    import numpy as np
+    return bool(np.isnan(g.detach()._host_array()).any())
+
+
+def _accumulate(variable, g, create_graph):
+    """variable.grad += g, as PyTorch's AccumulateGrad does (a fresh tensor the first time)."""
+    if g is None:
+        return
+    if variable.grad is None:
+        variable.grad = g.clone() if create_graph else g.detach().clone()
+    elif create_graph or variable.grad.requires_grad:
+        variable.grad = variable.grad + g
+    else:
+        from .grad_mode import no_grad
+        with no_grad():
+            variable.grad.add_(g)

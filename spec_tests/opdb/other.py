@@ -1,0 +1,6 @@
+"""Op-database entries: other (see core.py for the entry format)."""
+from __future__ import annotations
+
+from .core import OpInfo, Sample, TensorArg, DTypeArg, tensor  # noqa: F401
+
+OPS = []
