@@ -31,7 +31,13 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from ._ops import gradient_ops as _gradient_ops
 from ._ops.gradient_ops import _view_gather, _view_scatter
-from . import autograd, cuda, plugins
+from . import autograd, cuda, plugins, return_types
+# Ops by documentation section: each module lists its public functions in __all__ and
+# attaches its Tensor methods itself.
+from ._ops.reduction import *  # noqa: F401,F403
+from ._ops.sorting import *  # noqa: F401,F403
+from ._ops.joining import *  # noqa: F401,F403
+from ._ops.other_ops import *  # noqa: F401,F403
 
 # --- elementwise functions: one line each, derived from the op declarations ------------------
 add = _V.functional(_P.ADD)

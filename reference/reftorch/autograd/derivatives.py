@@ -324,3 +324,18 @@ def _view_scatter(ctx, grad):
 @derivative("_view_gather", "ViewGatherBackward0", saves=("self_geometry", "view_geometry"))
 def _view_gather(ctx, grad):
     return torch._view_scatter(grad, ctx.self_geometry, ctx.view_geometry)
+
+
+# --- pointwise math -------------------------------------------------------------------------
+
+
+# --- reductions -----------------------------------------------------------------------------
+
+
+# --- indexing, slicing, joining, mutating ---------------------------------------------------
+
+
+# --- sorting, selection and comparison ------------------------------------------------------
+
+
+# --- other operations -----------------------------------------------------------------------
