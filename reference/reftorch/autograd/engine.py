@@ -100,12 +100,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     captured = _run(_root_edges(outputs), grads, retain_graph, create_graph, input_edges,
                     accumulate=False)
     results = []
-    for t, g in zip(inputs_tuple, captured):
+    for index, (t, g) in enumerate(zip(inputs_tuple, captured)):
         if g is None:
             if not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been "
-                                   "used in the graph. Set allow_unused=True if this is the "
-                                   "desired behavior.")
+                raise RuntimeError(f"The differentiated Tensor at index {index} appears to not "
+                                   f"have been used in the graph. Set allow_unused=True if this "
+                                   f"is the desired behavior.")
             if materialize_grads:
                 g = reftorch.zeros_like(t)
         results.append(g)
@@ -127,9 +127,11 @@ def _dependencies(roots):
     """How many edges point at each node reachable from `roots`."""
     counts = {}
     seen = set()
-    stack = [node for node, _ in roots]
-    for node in stack:
-        seen.add(node)
+    stack = []
+    for node, _ in roots:        # several outputs of one node are one root
+        if node not in seen:
+            seen.add(node)
+            stack.append(node)
     while stack:
         node = stack.pop()
         for child, _ in node.next_functions:
@@ -255,8 +257,13 @@ def _run_pre_hooks(node, grads_in):
 
 
 def _call_node(node, grads_in):
-    count = max(len(node._derivative.outputs) if node._derivative else 1,
-                max(grads_in, default=-1) + 1)
+    if node._derivative is not None:
+        declared = len(node._derivative.outputs)
+    elif hasattr(node, "_output_count"):
+        declared = node._output_count()
+    else:
+        declared = 1
+    count = max(declared, max(grads_in, default=-1) + 1)
     grad_outputs = tuple(grads_in.get(i) for i in range(count))
     try:
         grad_inputs = node.apply(*grad_outputs)

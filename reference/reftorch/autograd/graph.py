@@ -114,6 +114,9 @@ class AccumulateGrad(Node):
         super().__init__()
         self.variable = variable
 
+    def name(self):
+        return "torch::autograd::AccumulateGrad"
+
 
 class SavedContext:
     """What a derivative formula sees: saved tensors, the op's parameters, input shapes."""
@@ -262,6 +265,9 @@ def _rebase_history(view, node):
 class CopySlices(Node):
     """The node of a base tensor after an in-place op wrote through one of its views."""
 
+    def name(self):
+        return "torch::autograd::CopySlices"
+
     def apply(self, grad):
         import reftorch
         shape, strides, offset = self.base_geometry
@@ -329,6 +335,5 @@ def set_requires_grad(t, flag):
                            "want to use a computed variable in a subgraph that doesn't require "
                            "differentiation use var_no_grad = var.detach().")
     if flag and not differentiable_dtype(t.dtype):
-        raise RuntimeError("only Tensors of floating point and complex dtype can require "
-                           "gradients")
+        raise RuntimeError("only Tensors of floating point dtype can require gradients")
     t.requires_grad = bool(flag)

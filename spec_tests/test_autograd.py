@@ -1,0 +1,589 @@
+"""The autograd engine and its surroundings, checked against real PyTorch.
+
+Each test runs the same small program on reftorch and on torch and compares what matters:
+gradients, node names and graph structure, and the errors raised (type and message prefix).
+"""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import reftorch
+
+torch = pytest.importorskip("torch")
+
+BOTH = [reftorch, torch]
+
+
+def leaf(module, values, requires_grad=True):
+    return module.tensor(values, dtype=module.float64, requires_grad=requires_grad)
+
+
+def ones(module, n):
+    return module.ones(n, dtype=module.float64)
+
+
+def host(t):
+    return np.asarray(t.detach().cpu().numpy() if hasattr(t, "cpu") else t)
+
+
+def run_both(program):
+    """program(module) -> value; returns (reftorch value, torch value)."""
+    return program(reftorch), program(torch)
+
+
+def raised(program, module):
+    try:
+        program(module)
+    except Exception as exc:  # noqa: BLE001 - the caller compares both libraries
+        return exc
+    return None
+
+
+def assert_same_error(program, prefix_len=60):
+    r, t = raised(program, reftorch), raised(program, torch)
+    assert t is not None, "torch did not raise"
+    assert r is not None, f"reftorch did not raise; torch raised {t!r}"
+    assert type(r).__name__ == type(t).__name__ or isinstance(r, type(t)), (r, t)
+    assert str(r)[:prefix_len] == str(t)[:prefix_len], (str(r), str(t))
+
+
+# --- engine errors ---------------------------------------------------------------------------
+
+def test_inplace_on_saved_tensor_raises():
+    def program(m):
+        x = leaf(m, [1.0, 2.0, 3.0])
+        y = x * 2
+        z = y * y          # saves y
+        y.add_(1)
+        z.backward(ones(m, 3))
+    assert_same_error(program, prefix_len=86)
+
+
+def test_second_backward_without_retain_graph_raises():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        y = x * x
+        y.backward(ones(m, 2))
+        y.backward(ones(m, 2))
+    assert_same_error(program)
+
+
+def test_retain_graph_allows_second_backward():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        y = x * x
+        y.backward(ones(m, 2), retain_graph=True)
+        y.backward(ones(m, 2))
+        return host(x.grad)
+    r, t = run_both(program)
+    np.testing.assert_allclose(r, t)
+
+
+def test_inplace_on_leaf_requiring_grad_raises():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        x.mul_(2)
+    assert_same_error(program)
+
+
+def test_backward_on_non_scalar_without_gradient_raises():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        (x * 2).backward()
+    assert_same_error(program)
+
+
+def test_backward_on_tensor_without_grad_fn_raises():
+    def program(m):
+        leaf(m, [1.0], requires_grad=False).backward()
+    assert_same_error(program)
+
+
+# --- hooks, retain_grad, grad() --------------------------------------------------------------
+
+def test_tensor_hook_replaces_gradient_and_can_be_removed():
+    def program(m):
+        x = leaf(m, [1.0, 2.0, 3.0])
+        y = x * 3
+        seen = []
+        handle = y.register_hook(lambda g: seen.append(host(g)) or g * 10)
+        (y * 1).backward(ones(m, 3))
+        first = host(x.grad)
+        handle.remove()
+        x.grad = None
+        y = x * 3
+        (y * 1).backward(ones(m, 3))
+        return first, host(x.grad), seen
+    (r1, r2, rseen), (t1, t2, tseen) = run_both(program)
+    np.testing.assert_allclose(r1, t1)
+    np.testing.assert_allclose(r2, t2)
+    np.testing.assert_allclose(rseen, tseen)
+
+
+def test_leaf_hook_sees_and_replaces_gradient():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        x.register_hook(lambda g: g + 1)
+        (x * x).backward(ones(m, 2))
+        return host(x.grad)
+    r, t = run_both(program)
+    np.testing.assert_allclose(r, t)
+
+
+def test_retain_grad_on_intermediate():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        y = x * x
+        y.retain_grad()
+        z = y * 3
+        z.backward(ones(m, 2))
+        return host(y.grad), y.retains_grad, x.grad is not None
+    (rg, rr, rx), (tg, tr, tx) = run_both(program)
+    np.testing.assert_allclose(rg, tg)
+    assert (rr, rx) == (tr, tx)
+
+
+def test_intermediate_grad_is_none_without_retain_grad():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        y = x * x
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            (y * 2).backward(ones(m, 2))
+            return y.grad is None
+    assert run_both(program) == (True, True)
+
+
+def test_grad_allow_unused():
+    def program(m):
+        x, unused = leaf(m, [1.0, 2.0]), leaf(m, [5.0])
+        y = x * x
+        gx, gu = m.autograd.grad(y, (x, unused), ones(m, 2), allow_unused=True)
+        return host(gx), gu
+    (rx, ru), (tx, tu) = run_both(program)
+    np.testing.assert_allclose(rx, tx)
+    assert ru is None and tu is None
+
+
+def test_grad_unused_without_allow_unused_raises():
+    def program(m):
+        x, unused = leaf(m, [1.0, 2.0]), leaf(m, [5.0])
+        m.autograd.grad(x * x, (x, unused), ones(m, 2))
+    assert_same_error(program)
+
+
+def test_create_graph_double_backward():
+    def program(m):
+        x = leaf(m, [1.0, 2.0, 3.0])
+        y = x * x * x
+        (g,) = m.autograd.grad(y, x, ones(m, 3), create_graph=True)
+        (gg,) = m.autograd.grad(g, x, ones(m, 3))
+        return host(g), host(gg), g.requires_grad
+    (rg, rgg, rreq), (tg, tgg, treq) = run_both(program)
+    np.testing.assert_allclose(rg, tg)
+    np.testing.assert_allclose(rgg, tgg)
+    assert rreq == treq
+
+
+# --- graph structure -------------------------------------------------------------------------
+
+def structure(fn, depth=4):
+    """The graph below `fn` as nested (name, [children]) with AccumulateGrad leaves."""
+    if fn is None:
+        return None
+    if depth == 0:
+        return fn.name()
+    return (fn.name(), [structure(child, depth - 1) for child, _ in fn.next_functions])
+
+
+def test_node_names_and_next_functions_match_torch():
+    def program(m):
+        x, w = leaf(m, [1.0, 2.0]), leaf(m, [3.0, 4.0])
+        c = leaf(m, [0.5, 0.5], requires_grad=False)
+        y = (x * w + c) / w - x
+        return structure(y.grad_fn)
+    r, t = run_both(program)
+    assert r == t
+
+
+def test_view_then_inplace_rewrites_base_history():
+    def program(m):
+        x = leaf(m, [1.0, 2.0, 3.0, 4.0])
+        base = x * 1
+        view = base[1:3]
+        view.mul_(5)
+        base.backward(ones(m, 4))
+        return base.grad_fn.name(), host(x.grad), view.grad_fn.name()
+    r, t = run_both(program)
+    assert r[0] == t[0] and "CopySlices" in r[0]
+    assert r[2] == t[2]
+    np.testing.assert_allclose(r[1], t[1])
+
+
+def test_detach_shares_storage_and_stops_gradient():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        y = x * 2
+        d = y.detach()
+        d.add_(1)          # visible through y (shared storage)
+        return d.requires_grad, d.grad_fn is None, host(y)
+    (r1, r2, r3), (t1, t2, t3) = run_both(program)
+    assert (r1, r2) == (t1, t2)
+    np.testing.assert_allclose(r3, t3)
+
+
+def test_detach_inplace():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        y = x * 2
+        y.detach_()
+        return y.requires_grad, y.grad_fn is None, y.is_leaf
+    assert run_both(program)[0] == run_both(program)[1]
+
+
+def test_requires_grad_errors():
+    def non_leaf(m):
+        (leaf(m, [1.0]) * 2).requires_grad_(False)
+    assert_same_error(non_leaf)
+
+    def integer(m):
+        m.tensor([1, 2]).requires_grad_()
+    assert_same_error(integer)
+
+
+def test_data_is_detached_alias():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        d = x.data
+        d.mul_(3)
+        return d.requires_grad, host(x)
+    (r1, r2), (t1, t2) = run_both(program)
+    assert r1 == t1
+    np.testing.assert_allclose(r2, t2)
+
+
+# --- grad mode -------------------------------------------------------------------------------
+
+def test_grad_mode_decorators_and_context_managers():
+    def program(m):
+        x = leaf(m, [1.0])
+
+        @m.no_grad()
+        def off():
+            return (x * 2).requires_grad
+
+        @m.enable_grad()
+        def on():
+            return (x * 2).requires_grad
+
+        @m.set_grad_enabled(False)
+        def off2():
+            return (x * 2).requires_grad
+
+        with m.no_grad():
+            inner = on()
+        with m.set_grad_enabled(False):
+            ctx = (x * 2).requires_grad
+        return off(), inner, off2(), ctx, m.is_grad_enabled()
+    r, t = run_both(program)
+    assert r == t
+
+
+# --- custom Function -------------------------------------------------------------------------
+
+def make_functions(m):
+    class Cube(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(x)
+            ctx.scale = scale
+            return x * x * x * scale
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 3 * x * x * ctx.scale, None
+
+    class Split(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_non_differentiable  # attribute exists
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return ga * 2 + gb * 3
+
+    class Square(m.autograd.Function):       # PyTorch 2 style with setup_context
+        @staticmethod
+        def forward(x):
+            return x * x
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 2 * x
+
+    class WrongCount(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x * y
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    class Doubler(m.autograd.Function):      # in-place with mark_dirty
+        @staticmethod
+        def forward(ctx, x):
+            x.mul_(2)
+            ctx.mark_dirty(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    class NeedsGrad(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.flags = ctx.needs_input_grad
+            ctx.set_materialize_grads(True)
+            return x * 1, y * 1
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return ga, gb     # gb materialized as zeros although unused
+
+    return dict(Cube=Cube, Split=Split, Square=Square, WrongCount=WrongCount, Doubler=Doubler,
+                NeedsGrad=NeedsGrad)
+
+
+def test_custom_function_gradients_and_node_name():
+    def program(m):
+        f = make_functions(m)
+        x = leaf(m, [1.0, 2.0, 3.0])
+        y = f["Cube"].apply(x, 2.0)
+        z = f["Square"].apply(y) + y        # composes with built-in ops
+        z.backward(ones(m, 3))
+        a, b = f["Split"].apply(x)
+        g = m.autograd.grad((a, b), x, (ones(m, 3), ones(m, 3)))[0]
+        return (y.grad_fn.name(), structure(z.grad_fn), host(x.grad), host(g))
+    r, t = run_both(program)
+    assert r[0] == t[0] == "CubeBackward"
+    assert r[1] == t[1]
+    np.testing.assert_allclose(r[2], t[2])
+    np.testing.assert_allclose(r[3], t[3])
+
+
+def test_custom_function_wrong_number_of_grads_raises():
+    def program(m):
+        f = make_functions(m)
+        x, y = leaf(m, [1.0]), leaf(m, [2.0])
+        f["WrongCount"].apply(x, y).backward()
+    assert_same_error(program)
+
+
+def test_custom_function_saved_tensor_version_checked():
+    def program(m):
+        f = make_functions(m)
+        x = leaf(m, [1.0, 2.0])
+        h = x * 1
+        y = f["Square"].apply(h)
+        h.add_(1)
+        y.backward(ones(m, 2))
+    r, t = raised(program, reftorch), raised(program, torch)
+    assert isinstance(t, RuntimeError) and isinstance(r, RuntimeError)
+    prefix = "one of the variables needed for gradient computation has been modified"
+    assert str(t).startswith(prefix) and str(r).startswith(prefix)
+
+
+def test_custom_function_mark_dirty_and_needs_input_grad():
+    def program(m):
+        f = make_functions(m)
+        x = leaf(m, [1.0, 2.0])
+        h = x * 1
+        out = f["Doubler"].apply(h)
+        same = out is h
+        out.backward(ones(m, 2))
+        a, b = f["NeedsGrad"].apply(x, leaf(m, [1.0], requires_grad=False))
+        flags = a.grad_fn.flags
+        a.backward(ones(m, 2))       # b unused: its grad is materialized as zeros
+        return same, host(x.grad), flags, b.requires_grad
+    r, t = run_both(program)
+    assert r[0] == t[0] and r[2] == t[2] and r[3] == t[3]
+    np.testing.assert_allclose(r[1], t[1])
+
+
+def test_custom_function_on_leaf_mark_dirty_raises():
+    def program(m):
+        make_functions(m)["Doubler"].apply(leaf(m, [1.0]))
+    r, t = raised(program, reftorch), raised(program, torch)
+    assert isinstance(r, RuntimeError) and isinstance(t, RuntimeError)
+    assert "leaf Variable that requires grad" in str(r)
+
+
+def test_once_differentiable_blocks_double_backward():
+    def program(m):
+        class Exp3(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x * x
+
+            @staticmethod
+            @m.autograd.function.once_differentiable
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return grad * 3 * x * x
+
+        x = leaf(m, [1.0, 2.0])
+        cotangent = ones(m, 2).requires_grad_()
+        (g,) = m.autograd.grad(Exp3.apply(x), x, cotangent, create_graph=True)
+        first = host(g)
+        g.backward(ones(m, 2))
+        return first
+    r, t = raised(program, reftorch), raised(program, torch)
+    assert isinstance(t, RuntimeError) and isinstance(r, RuntimeError)
+    assert "once_differentiable" in str(r) and "once_differentiable" in str(t)
+
+
+def test_legacy_function_call_raises():
+    def program(m):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            make_functions(m)["Square"]()(leaf(m, [1.0]))
+    assert_same_error(program, prefix_len=40)
+
+
+# --- anomaly detection -----------------------------------------------------------------------
+
+def test_anomaly_detection_names_node_and_warns_with_forward_trace():
+    def program(m):
+        x = leaf(m, [0.0, 1.0])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with m.autograd.detect_anomaly():
+                y = x / x           # 0/0 in backward -> nan
+                try:
+                    y.backward(ones(m, 2))
+                except RuntimeError as exc:
+                    return str(exc), [str(w.message) for w in caught]
+        return None, []
+    (rmsg, rwarn), (tmsg, twarn) = run_both(program)
+    assert tmsg is not None and rmsg == tmsg
+    assert any("Traceback of forward call that caused the error" in w for w in rwarn)
+    assert any("test_autograd.py" in w for w in rwarn if "Traceback" in w)
+    assert any("Traceback of forward call" in w for w in twarn)
+
+
+def test_set_detect_anomaly_toggles_state():
+    from reftorch.autograd.anomaly_mode import is_anomaly_enabled
+
+    def program(m, enabled):
+        before = enabled()
+        with m.autograd.set_detect_anomaly(True):
+            inside = enabled()
+        after = enabled()
+        m.autograd.set_detect_anomaly(True)        # also a plain call
+        called = enabled()
+        m.autograd.set_detect_anomaly(False)
+        return before, inside, after, called, enabled()
+    assert program(reftorch, is_anomaly_enabled) == program(torch, torch.is_anomaly_enabled)
+
+
+# --- Variable --------------------------------------------------------------------------------
+
+def test_variable_shim():
+    def program(m):
+        x = m.ones(2, dtype=m.float64)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            v = m.autograd.Variable(x, volatile=True)
+        w = m.autograd.Variable(m.ones(2, dtype=m.float64), requires_grad=True)
+        return (type(v).__name__, isinstance(x, m.autograd.Variable), w.requires_grad,
+                [str(c.message)[:30] for c in caught])
+    r, t = run_both(program)
+    assert r == t
+
+
+# --- profiler --------------------------------------------------------------------------------
+
+def test_profiler_records_ops_and_exports_chrome_trace(tmp_path):
+    from reftorch.autograd import profiler
+    x = leaf(reftorch, [1.0, 2.0, 3.0])
+    with profiler.profile(record_shapes=True) as prof:
+        with profiler.record_function("my_block"):
+            y = x * 2
+            y = y * y + 1
+    averages = {a.key: a for a in prof.key_averages()}
+    assert averages["mul"].count == 2 and averages["add"].count == 1
+    assert averages["my_block"].count == 1
+    assert averages["my_block"].cpu_time_total >= averages["mul"].cpu_time_total
+    table = prof.key_averages().table(sort_by="cpu_time_total", row_limit=2)
+    assert "my_block" in table and table.count("\n") < 12
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    names = [e["name"] for e in events]
+    assert names.count("mul") == 2 and "my_block" in names
+    for e in events:
+        assert e["ph"] == "X" and e["dur"] >= 0 and {"ts", "pid", "tid"} <= set(e)
+    with profiler.emit_nvtx():
+        pass
+    # Nothing is recorded once the block has ended.
+    _ = x * 3
+    assert sum(a.count for a in prof.key_averages() if a.key == "mul") == 2
+
+
+def test_profiler_matches_torch_event_names():
+    def program(m):
+        x = leaf(m, [1.0, 2.0], requires_grad=False)
+        with m.autograd.profiler.profile() as prof:
+            with m.autograd.profiler.record_function("region"):
+                x * 2
+        return {e.key for e in prof.key_averages()}
+    r, t = run_both(program)
+    assert "region" in r and "region" in t
+    assert "mul" in r and "aten::mul" in t
+
+
+# --- checkpoint ------------------------------------------------------------------------------
+
+def test_checkpoint_gradients_equal_plain_computation():
+    import reftorch.utils.checkpoint as rcp
+    import torch.utils.checkpoint as tcp
+
+    def block(x, w):
+        return (x * w + 1) * x
+
+    def program(m, cp):
+        x, w = leaf(m, [1.0, 2.0, 3.0]), leaf(m, [0.5, -1.0, 2.0])
+        y = cp.checkpoint(block, x, w, use_reentrant=False) if cp else block(x, w)
+        (y * y).backward(ones(m, 3))
+        return host(x.grad), host(w.grad)
+    plain = program(reftorch, None)
+    for got in (program(reftorch, rcp), program(torch, tcp)):
+        np.testing.assert_allclose(got[0], plain[0])
+        np.testing.assert_allclose(got[1], plain[1])
+
+
+def test_checkpoint_sequential_gradients_match_torch():
+    import reftorch.utils.checkpoint as rcp
+    import torch.utils.checkpoint as tcp
+
+    def program(m, cp):
+        x = leaf(m, [1.0, -2.0, 3.0])
+        fns = [lambda a: a * a, lambda a: a * 3 + 1, lambda a: a * a, lambda a: a / 2]
+        y = cp.checkpoint_sequential(fns, 2, x, use_reentrant=True)
+        y.backward(ones(m, 3))
+        return host(x.grad)
+    np.testing.assert_allclose(program(reftorch, rcp), program(torch, tcp))
