@@ -65,6 +65,46 @@ Tensor.bitwise_left_shift_ = V.inplace(P.BITWISE_LEFT_SHIFT)
 Tensor.bitwise_right_shift = V.method(P.BITWISE_RIGHT_SHIFT)
 Tensor.bitwise_right_shift_ = V.inplace(P.BITWISE_RIGHT_SHIFT)
 
+# Pointwise math: every method derived from its op's declaration
+for _name in (
+    "acos", "asin", "atan", "acosh", "asinh", "atanh", "cos", "cosh", "sin", "sinh", "tan",
+    "tanh", "exp", "exp2", "expm1", "log", "log10", "log1p", "log2", "sigmoid",
+    "reciprocal", "rsqrt", "sqrt", "deg2rad", "rad2deg", "ceil", "floor", "trunc", "frac",
+    "sign", "sgn", "conj_physical", "logical_not"):
+    setattr(Tensor, _name, V.method(getattr(P, _name.upper()), arity=1))
+    setattr(Tensor, _name + "_", V.inplace(getattr(P, _name.upper()), arity=1))
+for _name in ("signbit", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "isreal"):
+    setattr(Tensor, _name, V.method(getattr(P, _name.upper()), arity=1))
+for _name in ("copysign", "xlogy", "fmod", "clamp_min", "clamp_max"):
+    setattr(Tensor, _name, V.method(getattr(P, _name.upper())))
+    setattr(Tensor, _name + "_", V.inplace(getattr(P, _name.upper())))
+for _name, (_fn, _method, _inplace) in P.TENSOR_OTHER_FORMS.items():
+    setattr(Tensor, _name, _method)
+    if _inplace is not None:
+        setattr(Tensor, _name + "_", _inplace)
+for _alias, _name in (("arccos", "acos"), ("arcsin", "asin"), ("arctan", "atan"),
+                      ("arccosh", "acosh"), ("arcsinh", "asinh"), ("arctanh", "atanh"),
+                      ("arctan2", "atan2"), ("fix", "trunc")):
+    setattr(Tensor, _alias, getattr(Tensor, _name))
+    setattr(Tensor, _alias + "_", getattr(Tensor, _name + "_"))
+Tensor.logit, Tensor.logit_ = P.logit_method, P.logit_inplace
+Tensor.nan_to_num, Tensor.nan_to_num_ = P.nan_to_num_method, P.nan_to_num_inplace
+Tensor.round, Tensor.round_ = P.round_method, P.round_inplace
+Tensor.square, Tensor.square_ = P.square_method, P.square_inplace
+Tensor.float_power, Tensor.float_power_ = P.float_power_method, P.float_power_inplace
+Tensor.angle = P.angle_method
+Tensor.conj = P.conj
+Tensor.is_conj = P.is_conj
+Tensor.resolve_conj = P.resolve_conj
+Tensor.real = property(P.real)
+Tensor.imag = property(P.imag)
+Tensor.clamp, Tensor.clamp_ = P.clamp_method, P.clamp_inplace
+Tensor.clip, Tensor.clip_ = Tensor.clamp, Tensor.clamp_
+Tensor.lerp, Tensor.lerp_ = P.lerp_method, P.lerp_inplace
+Tensor.addcmul, Tensor.addcmul_ = P.addcmul_method, P.addcmul_inplace
+Tensor.addcdiv, Tensor.addcdiv_ = P.addcdiv_method, P.addcdiv_inplace
+Tensor.where = P.where_method
+
 # Python operators
 Tensor.__add__ = V.operator(P.ADD)
 Tensor.__radd__ = V.reflected(P.ADD)

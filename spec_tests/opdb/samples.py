@@ -13,8 +13,13 @@ BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (3, 1)), ((3, 1), (1, 4)), ((2, 3, 4
 UNARY_SHAPES = [(3, 4), (), (0,), (2, 0, 3), (7,)]
 
 
-def values(shape, dtype_name, rng, nonzero=False, small=False):
-    """A float64/complex128/int64/bool NumPy array of values suited to `dtype_name`."""
+def values(shape, dtype_name, rng, nonzero=False, small=False, domain=None):
+    """A float64/complex128/int64/bool NumPy array of values suited to `dtype_name`.
+
+    `domain=(low, high)` draws real values (and real parts) uniformly from that interval, for
+    functions defined on part of the line only (acos, log, ...)."""
+    if domain is not None and dtype_name != "bool":
+        return _values_in(shape, dtype_name, rng, domain)
     if dtype_name == "bool":
         return rng.integers(0, 2, size=shape).astype(bool) | (
             np.ones(shape, bool) if nonzero else False)
@@ -30,6 +35,18 @@ def values(shape, dtype_name, rng, nonzero=False, small=False):
         v = np.abs(v) % 4
     if dtype_name.startswith("complex"):
         v = v + 1j * rng.standard_normal(size=shape)
+    return v
+
+
+def _values_in(shape, dtype_name, rng, domain):
+    low, high = domain
+    if dtype_name.startswith(("int", "uint")):
+        low = max(int(np.floor(low)), 0 if dtype_name == "uint8" else -9)
+        high = min(int(np.ceil(high)), 9)
+        return rng.integers(low, high + 1, size=shape)
+    v = rng.uniform(low, high, size=shape)
+    if dtype_name.startswith("complex"):
+        v = v + 0.5j * rng.standard_normal(size=shape)
     return v
 
 
