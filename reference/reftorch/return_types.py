@@ -34,7 +34,8 @@ def _make(name, fields):
 
 for _name in ("max", "min", "sort", "topk", "kthvalue", "mode", "median", "nanmedian",
               "cummax", "cummin", "aminmax"):
-    _make(_name, ("min", "max") if _name == "aminmax" else ("values", "indices"))
+    for _suffix in ("", "_out"):  # an out= call returns the `<name>_out` type
+        _make(_name + _suffix, ("min", "max") if _name == "aminmax" else ("values", "indices"))
 for _name, _fields in (("slogdet", ("sign", "logabsdet")), ("qr", ("Q", "R")),
                        ("svd", ("U", "S", "V")), ("geqrf", ("a", "tau")),
                        ("histogram", ("hist", "bin_edges")), ("frexp", ("mantissa", "exponent")),
