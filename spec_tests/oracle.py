@@ -16,7 +16,7 @@ def host(t):
     if hasattr(t, "_host_array"):
         a = t._host_array()
         return a.astype(np.float32) if name == "bfloat16" else a
-    t = t.detach().cpu()
+    t = t.detach().cpu().resolve_conj()
     return (t.float() if name == "bfloat16" else t).numpy()
 
 

@@ -64,3 +64,31 @@ OPS = [
     _view("as_strided", lambda shape: [(((2, 2), (1, 2)), "overlapping 2x2"),
                                        (((2,), (3,), 1), "offset 1")]),
 ]
+
+
+def _functional(name, make_args):
+    """The `torch.<name>(input, ...)` spelling of a view method."""
+    entry = _view(name, make_args, call=lambda m, x, *a: getattr(m, name)(x, *a))
+    entry.name = f"torch.{name}"
+    return entry
+
+
+OPS += [
+    _functional("reshape", lambda shape: [(((-1,),), "(-1,)"), ((-1,), "bare int")]),
+    _functional("transpose", _dims),
+    _functional("swapaxes", _dims),
+    _functional("permute", lambda shape: [((tuple(reversed(range(len(shape)))),), "reversed"),
+                                          ((0,) * len(shape), "varargs")]),
+    _functional("squeeze", lambda shape: [((), "all"), ((0,), "0")]),
+    _functional("unsqueeze", lambda shape: [((-1,), "-1")]),
+    _functional("narrow", lambda shape: [((0, 1, 1), "0,1,1")]),
+    _functional("select", lambda shape: [((-1, 0), "-1,0")]),
+    _functional("diagonal", lambda shape: [((0, 0, 1), "main")]),
+    _functional("flatten", lambda shape: [((0, -1), "all")]),
+    _functional("t", lambda shape: [((), "")]),
+    _functional("as_strided", lambda shape: [(((2, 2), (1, 2)), "2x2")]),
+    _functional("adjoint", lambda shape: [((), "")]),
+]
+# reftorch has no conjugate bit: conj() of a complex view is a copy, so adjoint's strides
+# differ from torch's for complex inputs (values, shape and gradients still match).
+OPS[-1].check_strides = False
