@@ -41,9 +41,12 @@ def register(registrar):
 def _binary_kernel(code):
     def kernel(out, inputs, dtypes, params):
         """out = a (op) b through the C loop, or NotImplemented to decline."""
+        # Small calls are the common decline: rule them out before any other check.
+        if len(inputs) != 2 or (inputs[0]._shape == inputs[1]._shape and
+                                math.prod(inputs[0]._shape) < MIN_NUMEL):
+            return NotImplemented
         dtype = dtypes[0]
-        if dtype not in DTYPES or dtypes[1] is not dtype or dtypes[2] is not dtype or \
-                len(inputs) != 2:
+        if dtype not in DTYPES or dtypes[1] is not dtype or dtypes[2] is not dtype:
             return NotImplemented
         alpha = _alpha(params, dtype)
         if alpha is None or params.get("rounding_mode") is not None:

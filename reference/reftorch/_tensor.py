@@ -108,6 +108,11 @@ class Tensor:
                     f"can't convert {self.device} device type tensor to numpy. Use "
                     f"Tensor.cpu() to copy the tensor to host memory first.")
             itemsize = storage.dtype.itemsize
+            if 0 in self._shape:
+                # An empty view may sit past the end of its storage (x[1] of a (2, 0) tensor).
+                a = np.empty(self._shape, dtype=storage.array.dtype)
+                self._cached_np = a
+                return a
             a = np.ndarray(self._shape, dtype=storage.array.dtype, buffer=storage.array,
                            offset=self._offset * itemsize,
                            strides=[s * itemsize for s in self._strides])

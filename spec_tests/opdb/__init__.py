@@ -35,16 +35,30 @@ class OpEntry:
     kwargs: list = field(default_factory=lambda: [{}])
     scalars: tuple = (3, -2.5, True)   # Python numbers tried as the second operand
     differentiable: bool = True        # gradients checked against torch (float64)
+    domain: tuple | None = None        # (low, high) for values of both operands (acos, log)
 
 
-def _binary(name, method, **kw):
+def _binary(name, method, has_inplace=True, **kw):
+    inplace = (lambda a, b, **k: getattr(a, method + "_")(b, **k)) if has_inplace else None
     return OpEntry(name=name, call=lambda m, a, b, **k: getattr(m, name)(a, b, **k),
-                   inplace=lambda a, b, **k: getattr(a, method + "_")(b, **k), **kw)
+                   inplace=inplace, **kw)
 
 
-def _unary(name, **kw):
+def _unary(name, has_inplace=True, **kw):
+    inplace = (lambda a, **k: getattr(a, name + "_")(**k)) if has_inplace else None
     return OpEntry(name=name, call=lambda m, a, **k: getattr(m, name)(a, **k), arity=1,
-                   inplace=lambda a, **k: getattr(a, name + "_")(**k), **kw)
+                   inplace=inplace, **kw)
+
+
+def _bool_result(name, arity=1, **kw):
+    """Classification and logic ops: bool results, no gradient."""
+    make = _unary if arity == 1 else _binary
+    args = (name,) if arity == 1 else (name, name)
+    return make(*args, differentiable=False, **kw)
+
+
+UNIT = (-0.95, 0.95)       # acos, asin, atanh
+POSITIVE = (0.1, 6.0)      # log, sqrt, ...
 
 
 POINTWISE = [
@@ -66,6 +80,44 @@ POINTWISE = [
             differentiable=False),
     _unary("neg"), _unary("abs"), _unary("bitwise_not", differentiable=False),
     OpEntry(name="positive", call=lambda m, a: m.positive(a), arity=1),
+    # --- pointwise math ---
+    _unary("acos", domain=UNIT), _unary("asin", domain=UNIT), _unary("atan"),
+    _unary("acosh", domain=(1.1, 6.0)), _unary("asinh"), _unary("atanh", domain=UNIT),
+    _unary("cos"), _unary("cosh"), _unary("sin"), _unary("sinh"), _unary("tan"),
+    _unary("tanh"), _unary("exp"), _unary("exp2"), _unary("expm1"),
+    _unary("log", domain=POSITIVE), _unary("log10", domain=POSITIVE),
+    _unary("log1p", domain=(-0.9, 6.0)), _unary("log2", domain=POSITIVE), _unary("sigmoid"),
+    _unary("logit", domain=(0.02, 0.98), kwargs=[{}, {"eps": 0.2}]),
+    _unary("reciprocal"), _unary("rsqrt", domain=POSITIVE), _unary("sqrt", domain=POSITIVE),
+    _unary("square"), _unary("deg2rad"), _unary("rad2deg"),
+    _unary("angle", has_inplace=False),
+    _unary("ceil"), _unary("floor"), _unary("trunc"), _unary("fix"), _unary("frac"),
+    _unary("round", kwargs=[{}, {"decimals": 2}, {"decimals": -1}]),
+    _unary("sign"),
+    # torch's gradient of real sgn is a ZeroTensor the gradient runner cannot read.
+    _unary("sgn", differentiable=False), _unary("conj_physical"),
+    OpEntry(name="conj", call=lambda m, a: m.conj(a).resolve_conj(), arity=1),
+    _unary("nan_to_num", kwargs=[{}, {"nan": 1.5, "posinf": 100.0, "neginf": -100.0}]),
+    *(_bool_result(name, has_inplace=False)
+      for name in ("signbit", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "isreal")),
+    _bool_result("logical_not"),
+    *(_bool_result(name, arity=2) for name in ("logical_and", "logical_or", "logical_xor")),
+    _binary("atan2", "atan2"), _binary("arctan2", "arctan2"),
+    _binary("hypot", "hypot"),
+    _binary("logaddexp", "logaddexp", has_inplace=False),
+    _binary("logaddexp2", "logaddexp2", has_inplace=False),
+    _binary("copysign", "copysign"),
+    _binary("heaviside", "heaviside", differentiable=False),
+    *(_binary(name, name, has_inplace=False)
+      for name in ("maximum", "minimum", "fmax", "fmin")),
+    _binary("float_power", "float_power", small_rhs=True, scalars=(2, 0.5, -1)),
+    _binary("xlogy", "xlogy", domain=POSITIVE, scalars=(3, 2.5, 0)),
+    _binary("ldexp", "ldexp", small_rhs=True),
+    _binary("nextafter", "nextafter", differentiable=False),
+    _binary("fmod", "fmod", nonzero_rhs=True, scalars=(3, -2.5, 0)),
+    _binary("gcd", "gcd", differentiable=False), _binary("lcm", "lcm", differentiable=False),
+    _binary("clamp_min", "clamp_min", scalars=(3, -2.5, True)),
+    _binary("clamp_max", "clamp_max", scalars=(3, -2.5, True)),
 ]
 
 # Python operators and the op each one must agree with.
@@ -76,13 +128,27 @@ OPERATORS = {
     "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
 }
 
+from .pointwise_special import POINTWISE_SPECIAL  # noqa: E402 (needs the helpers above)
+
+POINTWISE = POINTWISE + POINTWISE_SPECIAL
 BY_NAME = {entry.name: entry for entry in POINTWISE}
+
+
+def _ternary_entries():
+    # Elementwise ops with three operands (clamp, lerp, addcmul, addcdiv, where) are OpInfos:
+    # their samples need per-operand kinds (Number weights, None bounds, bool conditions).
+    from .pointwise_ternary import OPS
+    return OPS
+
+
+BY_NAME.update({entry.name: entry for entry in _ternary_entries()})
 
 
 def structured_ops():
     """Every OpInfo entry (ops that are not plain elementwise), from the group modules."""
-    from . import indexing, other, reductions, sorting, views
-    return [*reductions.OPS, *indexing.OPS, *sorting.OPS, *other.OPS, *views.OPS]
+    from . import indexing, other, pointwise_ternary, reductions, sorting, views
+    return [*reductions.OPS, *indexing.OPS, *sorting.OPS, *other.OPS, *views.OPS,
+            *pointwise_ternary.OPS]
 
 
 def pointwise_as_opinfo(entry):
@@ -92,13 +158,16 @@ def pointwise_as_opinfo(entry):
 
     def samples(dtype_name, rng):
         if entry.arity == 1:
+            kwargs_cycle = itertools.cycle(entry.kwargs)
             for shape in UNARY_SHAPES:
                 for layout in layouts(shape):
-                    yield Sample((tensor(shape, dtype_name, rng, layout),), {}, f"{shape}")
+                    yield Sample((tensor(shape, dtype_name, rng, layout, domain=entry.domain),),
+                                 dict(next(kwargs_cycle)), f"{shape}")
             return
         for (sa, sb), kwargs in zip(BINARY_SHAPES, itertools.cycle(entry.kwargs)):
-            yield Sample((tensor(sa, dtype_name, rng),
+            yield Sample((tensor(sa, dtype_name, rng, domain=entry.domain),
                           tensor(sb, dtype_name, rng, nonzero=entry.nonzero_rhs,
-                                 small=entry.small_rhs)), dict(kwargs), f"{sa} {sb}")
+                                 small=entry.small_rhs, domain=entry.domain)),
+                         dict(kwargs), f"{sa} {sb}")
     return OpInfo(name=entry.name, call=entry.call, samples=samples, dtypes=entry.dtypes,
                   differentiable=entry.differentiable)
