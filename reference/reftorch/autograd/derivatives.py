@@ -39,7 +39,6 @@ class Row:
         return self.node if isinstance(self.node, str) else self.node(inputs, params)
 
     def save(self, node, inputs, results, params, replaced=None):
-        from .graph import SavedTensor
         names = dict(zip(self.inputs, inputs))
         if replaced:
             names.update(replaced)
@@ -48,7 +47,7 @@ class Row:
             if key in names:
                 value = names[key]
                 if hasattr(value, "_shape"):
-                    node._saved[key] = SavedTensor(value, key)
+                    node._saved[key] = _saved_tensor(value, key)
                 else:
                     node._values[key] = value
             elif key in params:
@@ -59,6 +58,13 @@ class Row:
     def backward(self, ctx, *grads):
         result = self.backward_fn(ctx, *grads)
         return result if isinstance(result, tuple) else (result,)
+
+
+def _saved_tensor(value, key):
+    from .graph import SavedTensor  # graph imports this module: bind on first use
+    global _saved_tensor
+    _saved_tensor = SavedTensor
+    return SavedTensor(value, key)
 
 
 def _default(op, key):

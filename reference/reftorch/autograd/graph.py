@@ -206,7 +206,6 @@ def record(op_name, inputs, outputs, params, saved_inputs=None):
     """
     if not is_grad_enabled():
         return outputs
-    from .derivatives import row_for
     row = row_for(op_name)
     if row is None or not row.differentiable:
         return outputs
@@ -254,7 +253,6 @@ def _rebase_history(view, node):
     base.grad_fn = copy_slices
     base.requires_grad = True
     base._output_nr = 0
-    from .derivatives import row_for
     view_node = node_class("AsStridedBackward0")(
         [(copy_slices, 0)], [InputMeta(base)], row_for("as_strided"))
     view_node._values.update(self_geometry=geometry(base), view_geometry=geometry(view))
@@ -310,7 +308,6 @@ def prepare_inplace(op_name, operands):
     check_inplace(target)
     if not any(getattr(x, "requires_grad", False) for x in operands):
         return None
-    from .derivatives import row_for
     row = row_for(op_name)
     if row is not None and row.differentiable and "self" in row.saves:
         return {"self": target.clone()}
@@ -337,3 +334,7 @@ def set_requires_grad(t, flag):
     if flag and not differentiable_dtype(t.dtype):
         raise RuntimeError("only Tensors of floating point dtype can require gradients")
     t.requires_grad = bool(flag)
+
+
+# The derivative table imports nothing from this module at import time, so it can come last.
+from .derivatives import row_for  # noqa: E402
