@@ -14,27 +14,15 @@ import pytest
 import reftorch
 from reftorch.autograd import gradcheck, gradgradcheck
 from reftorch.autograd.gradcheck import GradcheckError
-from .opdb import POINTWISE, pointwise_as_opinfo, structured_ops
-from .opdb.core import build_sample
+from .opdb import differentiable_ops
+from .opdb.core import build_sample, grad_leaves
 
 torch = pytest.importorskip("torch")
 
 MAX_ELEMENTS = 30       # total input elements of one sample (finite differences are O(n^2))
 MAX_SAMPLES = 3         # samples checked per op
 
-GRADCHECK_OPS = [pointwise_as_opinfo(e) for e in POINTWISE if e.differentiable] + \
-    [e for e in structured_ops() if e.differentiable and getattr(e, "gradcheck", True)]
-GRADCHECK_OPS = [e for e in GRADCHECK_OPS if "float64" in e.dtypes]
-
-
-def _leaves(args, kwargs):
-    found = []
-    for a in list(args) + list(kwargs.values()):
-        if isinstance(a, (tuple, list)):
-            found += _leaves(a, {})
-        elif getattr(a, "requires_grad", False):
-            found.append(a)
-    return found
+GRADCHECK_OPS = [e for e in differentiable_ops() if e.gradcheck and "float64" in e.dtypes]
 
 
 def _small_samples(entry, dtype_name="float64"):
@@ -43,15 +31,14 @@ def _small_samples(entry, dtype_name="float64"):
     chosen = []
     for sample in entry.samples(dtype_name, rng):
         args, kwargs = build_sample(sample, reftorch, requires_grad=True)
-        leaves = _leaves(args, kwargs)
+        leaves = grad_leaves(args, kwargs)
         if not leaves or sum(x.numel() for x in leaves) > MAX_ELEMENTS:
             continue
+        torch_args, torch_kwargs = build_sample(sample, torch, requires_grad=True)
         try:
-            result = entry.call(torch, *build_sample(sample, torch, requires_grad=True)[0],
-                                **build_sample(sample, torch, requires_grad=True)[1])
+            entry.call(torch, *torch_args, **torch_kwargs)
         except Exception:  # noqa: BLE001 - an error sample: nothing to differentiate
             continue
-        del result
         if not _finite(entry.call(reftorch, *args, **kwargs)):
             continue     # outside the op's domain (pow of a negative base): no derivative
         chosen.append((sample.label, args, kwargs, leaves))

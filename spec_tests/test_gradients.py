@@ -12,14 +12,13 @@ import numpy as np
 import pytest
 
 import reftorch
-from .opdb import POINTWISE, pointwise_as_opinfo, structured_ops
-from .opdb.core import build_sample
-from .oracle import compare_values, host
+from .opdb import differentiable_ops
+from .opdb.core import build_sample, grad_leaves
+from .oracle import compare_values
 
 torch = pytest.importorskip("torch")
 
-GRADIENT_OPS = [pointwise_as_opinfo(e) for e in POINTWISE if e.differentiable] + \
-    [e for e in structured_ops() if e.differentiable]
+GRADIENT_OPS = differentiable_ops()
 CASES = [(entry, dtype) for entry in GRADIENT_OPS for dtype in entry.grad_dtypes
          if dtype in entry.dtypes]
 
@@ -30,20 +29,10 @@ def _flat_outputs(result):
     return [result] if hasattr(result, "requires_grad") else []
 
 
-def _leaves(args, kwargs):
-    found = []
-    for a in list(args) + list(kwargs.values()):
-        if isinstance(a, (tuple, list)):
-            found += _leaves(a, {})
-        elif getattr(a, "requires_grad", False):
-            found.append(a)
-    return found
-
-
 def pullback(module, entry, sample, cotangent_seed):
     """Input gradients of sum(output * cotangent) for one sample, or a string if it raised."""
     args, kwargs = build_sample(sample, module, requires_grad=True)
-    inputs = _leaves(args, kwargs)
+    inputs = grad_leaves(args, kwargs)
     try:
         outputs = [o for o in _flat_outputs(entry.call(module, *args, **kwargs))
                    if o.requires_grad]

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import reftorch
-import reftorch.special  # noqa: F401
 from .oracle import compare, host
 
 torch = pytest.importorskip("torch")

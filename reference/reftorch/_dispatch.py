@@ -75,6 +75,11 @@ def get_op(name):
         raise KeyError(f"no op named '{name}' is declared") from None
 
 
+def find_op(name):
+    """The op declared as `name`, or None."""
+    return _OPS.get(name)
+
+
 def all_ops():
     return dict(_OPS)
 

@@ -104,6 +104,13 @@ def view_strides(old_shape, old_strides, new_shape):
     return tuple(new_strides)
 
 
+def is_expandable(shape, to_shape):
+    """Can a tensor of `shape` broadcast to `to_shape` (sum_to_size's inverse)?"""
+    if len(shape) > len(to_shape):
+        return False
+    return all(s == t or s == 1 for s, t in zip(reversed(shape), reversed(to_shape)))
+
+
 def expand_strides(shape, strides, sizes):
     """Shape and strides of `expand(sizes)`: broadcast dims get stride 0."""
     sizes = tuple(operator.index(s) for s in sizes)

@@ -589,7 +589,7 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require "
                                "gradient")
         node = self.grad_fn if self.grad_fn is not None else self._grad_accumulator()
-        hooks = node._pre_hooks.setdefault(getattr(self, "_output_nr", 0) or 0, [])
+        hooks = node._pre_hooks.setdefault(getattr(self, "_output_nr", 0), [])
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
 

@@ -151,6 +151,13 @@ def structured_ops():
             *pointwise_ternary.OPS]
 
 
+def differentiable_ops():
+    """Every differentiable op in the database, pointwise entries as OpInfos: what the
+    gradient runners iterate over."""
+    return [pointwise_as_opinfo(e) for e in POINTWISE if e.differentiable] + \
+        [e for e in structured_ops() if e.differentiable]
+
+
 def pointwise_as_opinfo(entry):
     """A pointwise entry as an OpInfo, so that gradient runners treat every op alike."""
     from .core import OpInfo, Sample, tensor

@@ -51,6 +51,21 @@ class OpInfo:
     inplace_call: Callable | None = None  # call(self, *args, **kwargs) for the Tensor.op_ form
 
 
+def function(name):
+    """call(module, *args, **kwargs) -> module.name(*args, **kwargs): the torch.X spelling."""
+    return lambda module, *args, **kwargs: getattr(module, name)(*args, **kwargs)
+
+
+def method(name):
+    """call(module, self, *args, **kwargs) -> self.name(*args, **kwargs): the Tensor.X one."""
+    return lambda module, self, *args, **kwargs: getattr(self, name)(*args, **kwargs)
+
+
+def inplace(name):
+    """inplace_call(self, *args, **kwargs) -> self.name_(*args, **kwargs)."""
+    return lambda self, *args, **kwargs: getattr(self, name + "_")(*args, **kwargs)
+
+
 def tensor(shape, dtype, rng, layout="contiguous", requires_grad=True, **value_kw):
     """A TensorArg of `shape` with values suited to `dtype` (see samples.values)."""
     return TensorArg(np.asarray(values(shape, dtype, rng, **value_kw)), dtype, layout,
@@ -81,6 +96,17 @@ def build_sample(sample, module, requires_grad=False):
 
 
 GRAD_DTYPES = ("float32", "float64", "complex64", "complex128")
+
+
+def grad_leaves(args, kwargs):
+    """The tensors among a built sample's arguments (nested too) that require grad."""
+    found = []
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, (tuple, list)):
+            found += grad_leaves(a, {})
+        elif getattr(a, "requires_grad", False):
+            found.append(a)
+    return found
 
 
 def _torch():

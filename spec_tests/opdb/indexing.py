@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import DTYPE_NAMES
-from .core import OpInfo, Sample, TensorArg, DTypeArg, tensor  # noqa: F401
+from .core import OpInfo, Sample, TensorArg, function, inplace, tensor
 
 NUMERIC = tuple(d for d in DTYPE_NAMES if d != "bool")
 
@@ -16,14 +16,6 @@ def idx(array):
 
 def mask(array):
     return TensorArg(np.asarray(array, dtype=bool), "bool", requires_grad=False)
-
-
-def _fn(name):
-    return lambda m, *a, **k: getattr(m, name)(*a, **k)
-
-
-def _method_(name):
-    return lambda self, *a, **k: getattr(self, name + "_")(*a, **k)
 
 
 def cat_samples(dtype, rng):
@@ -316,51 +308,51 @@ def narrow_copy_samples(dtype, rng):
 
 
 OPS = [
-    OpInfo("cat", _fn("cat"), cat_samples),
-    OpInfo("concatenate", _fn("concatenate"), cat_samples, dtypes=("float32", "float64")),
-    OpInfo("stack", _fn("stack"), stack_samples),
-    OpInfo("hstack", _fn("hstack"), hvd_samples),
-    OpInfo("vstack", _fn("vstack"), hvd_samples),
-    OpInfo("dstack", _fn("dstack"), hvd_samples),
-    OpInfo("column_stack", _fn("column_stack"), hvd_samples),
-    OpInfo("split", _fn("split"), split_samples, check_strides=True),
-    OpInfo("chunk", _fn("chunk"), chunk_samples, check_strides=True),
-    OpInfo("tensor_split", _fn("tensor_split"), tensor_split_samples, check_strides=True),
-    OpInfo("hsplit", _fn("hsplit"), hsplit_samples, check_strides=True),
-    OpInfo("unbind", _fn("unbind"), unbind_samples, check_strides=True),
-    OpInfo("movedim", _fn("movedim"), movedim_samples, check_strides=True),
-    OpInfo("gather", _fn("gather"), gather_samples),
-    OpInfo("scatter", _fn("scatter"), scatter_samples, inplace_call=_method_("scatter")),
-    OpInfo("scatter_reduce_two_", _fn("scatter"), scatter_reduce_two_samples, dtypes=NUMERIC,
+    OpInfo("cat", function("cat"), cat_samples),
+    OpInfo("concatenate", function("concatenate"), cat_samples, dtypes=("float32", "float64")),
+    OpInfo("stack", function("stack"), stack_samples),
+    OpInfo("hstack", function("hstack"), hvd_samples),
+    OpInfo("vstack", function("vstack"), hvd_samples),
+    OpInfo("dstack", function("dstack"), hvd_samples),
+    OpInfo("column_stack", function("column_stack"), hvd_samples),
+    OpInfo("split", function("split"), split_samples, check_strides=True),
+    OpInfo("chunk", function("chunk"), chunk_samples, check_strides=True),
+    OpInfo("tensor_split", function("tensor_split"), tensor_split_samples, check_strides=True),
+    OpInfo("hsplit", function("hsplit"), hsplit_samples, check_strides=True),
+    OpInfo("unbind", function("unbind"), unbind_samples, check_strides=True),
+    OpInfo("movedim", function("movedim"), movedim_samples, check_strides=True),
+    OpInfo("gather", function("gather"), gather_samples),
+    OpInfo("scatter", function("scatter"), scatter_samples, inplace_call=inplace("scatter")),
+    OpInfo("scatter_reduce_two_", function("scatter"), scatter_reduce_two_samples, dtypes=NUMERIC,
            differentiable=False),
-    OpInfo("scatter_add", _fn("scatter_add"), scatter_add_samples,
-           inplace_call=_method_("scatter_add")),
-    OpInfo("scatter_reduce", _fn("scatter_reduce"), scatter_reduce_samples,
+    OpInfo("scatter_add", function("scatter_add"), scatter_add_samples,
+           inplace_call=inplace("scatter_add")),
+    OpInfo("scatter_reduce", function("scatter_reduce"), scatter_reduce_samples,
            dtypes=tuple(d for d in NUMERIC if not d.startswith("complex")),
-           inplace_call=_method_("scatter_reduce")),
-    OpInfo("index_select", _fn("index_select"), index_select_samples),
-    OpInfo("index_add", _fn("index_add"), index_add_samples, dtypes=NUMERIC,
-           inplace_call=_method_("index_add")),
-    OpInfo("index_copy", _fn("index_copy"), index_copy_samples,
-           inplace_call=_method_("index_copy")),
-    OpInfo("index_fill", _fn("index_fill"), index_fill_samples,
-           inplace_call=_method_("index_fill")),
-    OpInfo("index_put", _fn("index_put"), index_put_samples, dtypes=NUMERIC,
-           inplace_call=_method_("index_put")),
-    OpInfo("masked_select", _fn("masked_select"), masked_select_samples),
-    OpInfo("masked_fill", _fn("masked_fill"), masked_fill_samples),
-    OpInfo("masked_scatter", _fn("masked_scatter"), masked_scatter_samples),
-    OpInfo("take", _fn("take"), take_samples),
-    OpInfo("put", _fn("put"), put_samples, dtypes=NUMERIC, inplace_call=_method_("put")),
-    OpInfo("take_along_dim", _fn("take_along_dim"), take_along_dim_samples),
-    OpInfo("nonzero", _fn("nonzero"), nonzero_samples, differentiable=False),
-    OpInfo("argwhere", _fn("argwhere"), lambda d, r: (s for s in nonzero_samples(d, r)
+           inplace_call=inplace("scatter_reduce")),
+    OpInfo("index_select", function("index_select"), index_select_samples),
+    OpInfo("index_add", function("index_add"), index_add_samples, dtypes=NUMERIC,
+           inplace_call=inplace("index_add")),
+    OpInfo("index_copy", function("index_copy"), index_copy_samples,
+           inplace_call=inplace("index_copy")),
+    OpInfo("index_fill", function("index_fill"), index_fill_samples,
+           inplace_call=inplace("index_fill")),
+    OpInfo("index_put", function("index_put"), index_put_samples, dtypes=NUMERIC,
+           inplace_call=inplace("index_put")),
+    OpInfo("masked_select", function("masked_select"), masked_select_samples),
+    OpInfo("masked_fill", function("masked_fill"), masked_fill_samples),
+    OpInfo("masked_scatter", function("masked_scatter"), masked_scatter_samples),
+    OpInfo("take", function("take"), take_samples),
+    OpInfo("put", function("put"), put_samples, dtypes=NUMERIC, inplace_call=inplace("put")),
+    OpInfo("take_along_dim", function("take_along_dim"), take_along_dim_samples),
+    OpInfo("nonzero", function("nonzero"), nonzero_samples, differentiable=False),
+    OpInfo("argwhere", function("argwhere"), lambda d, r: (s for s in nonzero_samples(d, r)
                                                       if not s.kwargs), differentiable=False),
     OpInfo("repeat", lambda m, x, sizes: x.repeat(*sizes), repeat_samples),
-    OpInfo("tile", _fn("tile"), tile_samples),
-    OpInfo("repeat_interleave", _fn("repeat_interleave"), repeat_interleave_samples),
-    OpInfo("select_scatter", _fn("select_scatter"), scatter_view_samples("select")),
-    OpInfo("slice_scatter", _fn("slice_scatter"), scatter_view_samples("slice")),
-    OpInfo("diagonal_scatter", _fn("diagonal_scatter"), scatter_view_samples("diagonal")),
-    OpInfo("narrow_copy", _fn("narrow_copy"), narrow_copy_samples),
+    OpInfo("tile", function("tile"), tile_samples),
+    OpInfo("repeat_interleave", function("repeat_interleave"), repeat_interleave_samples),
+    OpInfo("select_scatter", function("select_scatter"), scatter_view_samples("select")),
+    OpInfo("slice_scatter", function("slice_scatter"), scatter_view_samples("slice")),
+    OpInfo("diagonal_scatter", function("diagonal_scatter"), scatter_view_samples("diagonal")),
+    OpInfo("narrow_copy", function("narrow_copy"), narrow_copy_samples),
 ]

@@ -6,17 +6,9 @@ import math
 import numpy as np
 
 from . import DTYPE_NAMES
-from .core import OpInfo, Sample, TensorArg, DTypeArg, tensor  # noqa: F401
+from .core import DTypeArg, OpInfo, Sample, TensorArg, function, method, tensor
 
 FLOAT_ONLY = ("float32", "float64")
-
-
-def _fn(name):
-    return lambda m, *a, **k: getattr(m, name)(*a, **k)
-
-
-def _method(name):
-    return lambda m, self, *a, **k: getattr(self, name)(*a, **k)
 
 
 def _t(shape, dt, rng, layout="contiguous", **kw):
@@ -295,52 +287,52 @@ def _indices_samples(dt, rng):
 
 
 OPS = [
-    OpInfo("flip", _fn("flip"), _flip_samples),
-    OpInfo("fliplr", _fn("fliplr"), _fliplr_samples),
-    OpInfo("flipud", _fn("flipud"), _fliplr_samples),
-    OpInfo("roll", _fn("roll"), _roll_samples),
-    OpInfo("rot90", _fn("rot90"), _rot90_samples),
-    OpInfo("tril", _fn("tril"), _triangle_samples,
+    OpInfo("flip", function("flip"), _flip_samples),
+    OpInfo("fliplr", function("fliplr"), _fliplr_samples),
+    OpInfo("flipud", function("flipud"), _fliplr_samples),
+    OpInfo("roll", function("roll"), _roll_samples),
+    OpInfo("rot90", function("rot90"), _rot90_samples),
+    OpInfo("tril", function("tril"), _triangle_samples,
            inplace_call=lambda a, *args, **kw: a.tril_(*args, **kw)),
-    OpInfo("triu", _fn("triu"), _triangle_samples,
+    OpInfo("triu", function("triu"), _triangle_samples,
            inplace_call=lambda a, *args, **kw: a.triu_(*args, **kw)),
-    OpInfo("diag", _fn("diag"), _diag_samples),
-    OpInfo("diag_embed", _fn("diag_embed"), _diag_embed_samples),
-    OpInfo("diagflat", _fn("diagflat"), _diagflat_samples),
-    OpInfo("trace", _fn("trace"), _trace_samples),
-    OpInfo("Tensor.trace", _method("trace"), _trace_samples, differentiable=False),
-    OpInfo("bincount", _fn("bincount"), _bincount_samples, differentiable=False),
-    OpInfo("histc", _fn("histc"), _histc_samples, differentiable=False),
-    OpInfo("histogram", _fn("histogram"), _histogram_samples, differentiable=False,
+    OpInfo("diag", function("diag"), _diag_samples),
+    OpInfo("diag_embed", function("diag_embed"), _diag_embed_samples),
+    OpInfo("diagflat", function("diagflat"), _diagflat_samples),
+    OpInfo("trace", function("trace"), _trace_samples),
+    OpInfo("Tensor.trace", method("trace"), _trace_samples, differentiable=False),
+    OpInfo("bincount", function("bincount"), _bincount_samples, differentiable=False),
+    OpInfo("histc", function("histc"), _histc_samples, differentiable=False),
+    OpInfo("histogram", function("histogram"), _histogram_samples, differentiable=False,
            dtypes=FLOAT_ONLY),
-    OpInfo("cross", _fn("cross"), _cross_samples),
-    OpInfo("einsum", _fn("einsum"), _einsum_samples),
-    OpInfo("tensordot", _fn("tensordot"), _tensordot_samples),
-    OpInfo("kron", _fn("kron"), _kron_samples),
-    OpInfo("block_diag", _fn("block_diag"), _block_diag_samples),
+    OpInfo("cross", function("cross"), _cross_samples),
+    OpInfo("einsum", function("einsum"), _einsum_samples),
+    OpInfo("tensordot", function("tensordot"), _tensordot_samples),
+    OpInfo("kron", function("kron"), _kron_samples),
+    OpInfo("block_diag", function("block_diag"), _block_diag_samples),
     # Half types: PyTorch accepts them only for empty inputs; reftorch rejects them always.
-    OpInfo("cdist", _fn("cdist"), _cdist_samples,
+    OpInfo("cdist", function("cdist"), _cdist_samples,
            dtypes=tuple(d for d in DTYPE_NAMES if d not in ("float16", "bfloat16"))),
-    OpInfo("renorm", _fn("renorm"), _renorm_samples,
+    OpInfo("renorm", function("renorm"), _renorm_samples,
            inplace_call=lambda a, *args, **kw: a.renorm_(*args, **kw)),
-    OpInfo("atleast_1d", _fn("atleast_1d"), _atleast_samples),
-    OpInfo("atleast_2d", _fn("atleast_2d"), _atleast_samples),
-    OpInfo("atleast_3d", _fn("atleast_3d"), _atleast_samples),
+    OpInfo("atleast_1d", function("atleast_1d"), _atleast_samples),
+    OpInfo("atleast_2d", function("atleast_2d"), _atleast_samples),
+    OpInfo("atleast_3d", function("atleast_3d"), _atleast_samples),
     # PyTorch 2.x cannot differentiate vander (an in-place error in its backward): its
     # gradient is checked in test_other_ops.py against a differentiable formulation.
-    OpInfo("vander", _fn("vander"), _vander_samples, differentiable=False),
-    OpInfo("diff", _fn("diff"), _diff_samples),
-    OpInfo("cov", _fn("cov"), _cov_samples),
-    OpInfo("corrcoef", _fn("corrcoef"), _corrcoef_samples),
-    OpInfo("broadcast_to", _fn("broadcast_to"), _broadcast_to_samples),
-    OpInfo("broadcast_tensors", _fn("broadcast_tensors"), _broadcast_tensors_samples),
-    OpInfo("meshgrid", _fn("meshgrid"), _meshgrid_samples),
-    OpInfo("cartesian_prod", _fn("cartesian_prod"), _cartesian_prod_samples),
-    OpInfo("combinations", _fn("combinations"), _combinations_samples),
-    OpInfo("unflatten", _fn("unflatten"), _unflatten_samples),
-    OpInfo("ravel", _fn("ravel"), _ravel_samples),
-    OpInfo("tril_indices", _fn("tril_indices"), _indices_samples, dtypes=("int64",),
+    OpInfo("vander", function("vander"), _vander_samples, differentiable=False),
+    OpInfo("diff", function("diff"), _diff_samples),
+    OpInfo("cov", function("cov"), _cov_samples),
+    OpInfo("corrcoef", function("corrcoef"), _corrcoef_samples),
+    OpInfo("broadcast_to", function("broadcast_to"), _broadcast_to_samples),
+    OpInfo("broadcast_tensors", function("broadcast_tensors"), _broadcast_tensors_samples),
+    OpInfo("meshgrid", function("meshgrid"), _meshgrid_samples),
+    OpInfo("cartesian_prod", function("cartesian_prod"), _cartesian_prod_samples),
+    OpInfo("combinations", function("combinations"), _combinations_samples),
+    OpInfo("unflatten", function("unflatten"), _unflatten_samples),
+    OpInfo("ravel", function("ravel"), _ravel_samples),
+    OpInfo("tril_indices", function("tril_indices"), _indices_samples, dtypes=("int64",),
            differentiable=False),
-    OpInfo("triu_indices", _fn("triu_indices"), _indices_samples, dtypes=("int64",),
+    OpInfo("triu_indices", function("triu_indices"), _indices_samples, dtypes=("int64",),
            differentiable=False),
 ]

@@ -5,8 +5,6 @@ input identically in both libraries (erfinv on x / 10, mvlgamma on |x| + 2).
 """
 from __future__ import annotations
 
-import reftorch.special  # noqa: F401 (makes reftorch.special an attribute of reftorch)
-
 from . import OpEntry, _unary
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import COMPLEX, DTYPE_NAMES, FLOATING, INTEGRAL
-from .core import OpInfo, Sample, TensorArg, DTypeArg, tensor  # noqa: F401
+from . import COMPLEX, FLOATING, INTEGRAL
+from .core import OpInfo, Sample, TensorArg, function, method
 from .samples import layouts
 
 ORDERED = ("bool",) + INTEGRAL + FLOATING      # every dtype sorting supports
@@ -239,32 +239,24 @@ def bucketize_samples(dtype, rng):
                  {"out": empty_out("int32"), "out_int32": True}, "out=")
 
 
-def _fn(name):
-    return lambda m, *a, **k: getattr(m, name)(*a, **k)
-
-
-def _method(name):
-    return lambda m, self, *a, **k: getattr(self, name)(*a, **k)
-
-
 OPS = [
-    OpInfo("sort", _fn("sort"), sort_samples),
-    OpInfo("sort(out=)", _fn("sort"), sort_out_samples, differentiable=False),
-    OpInfo("Tensor.sort", _method("sort"), sort_samples, dtypes=ORDERED + COMPLEX),
-    OpInfo("argsort", _fn("argsort"), argsort_samples, differentiable=False),
-    OpInfo("msort", _fn("msort"), msort_samples),
-    OpInfo("Tensor.msort", _method("msort"), msort_samples, differentiable=False),
-    OpInfo("topk", _fn("topk"), topk_samples),
-    OpInfo("Tensor.topk", _method("topk"), topk_samples, differentiable=False),
-    OpInfo("kthvalue", _fn("kthvalue"), kthvalue_samples),
-    OpInfo("Tensor.kthvalue", _method("kthvalue"), kthvalue_samples, differentiable=False),
-    OpInfo("isclose", _fn("isclose"), isclose_samples, differentiable=False),
-    OpInfo("Tensor.isclose", _method("isclose"), isclose_samples, differentiable=False),
-    OpInfo("allclose", _fn("allclose"), isclose_samples, differentiable=False),
-    OpInfo("Tensor.allclose", _method("allclose"), isclose_samples, differentiable=False),
-    OpInfo("equal", _fn("equal"), equal_samples, differentiable=False),
-    OpInfo("Tensor.equal", _method("equal"), equal_samples, differentiable=False),
-    OpInfo("isin", _fn("isin"), isin_samples, differentiable=False),
-    OpInfo("searchsorted", _fn("searchsorted"), searchsorted_samples, differentiable=False),
-    OpInfo("bucketize", _fn("bucketize"), bucketize_samples, differentiable=False),
+    OpInfo("sort", function("sort"), sort_samples),
+    OpInfo("sort(out=)", function("sort"), sort_out_samples, differentiable=False),
+    OpInfo("Tensor.sort", method("sort"), sort_samples, dtypes=ORDERED + COMPLEX),
+    OpInfo("argsort", function("argsort"), argsort_samples, differentiable=False),
+    OpInfo("msort", function("msort"), msort_samples),
+    OpInfo("Tensor.msort", method("msort"), msort_samples, differentiable=False),
+    OpInfo("topk", function("topk"), topk_samples),
+    OpInfo("Tensor.topk", method("topk"), topk_samples, differentiable=False),
+    OpInfo("kthvalue", function("kthvalue"), kthvalue_samples),
+    OpInfo("Tensor.kthvalue", method("kthvalue"), kthvalue_samples, differentiable=False),
+    OpInfo("isclose", function("isclose"), isclose_samples, differentiable=False),
+    OpInfo("Tensor.isclose", method("isclose"), isclose_samples, differentiable=False),
+    OpInfo("allclose", function("allclose"), isclose_samples, differentiable=False),
+    OpInfo("Tensor.allclose", method("allclose"), isclose_samples, differentiable=False),
+    OpInfo("equal", function("equal"), equal_samples, differentiable=False),
+    OpInfo("Tensor.equal", method("equal"), equal_samples, differentiable=False),
+    OpInfo("isin", function("isin"), isin_samples, differentiable=False),
+    OpInfo("searchsorted", function("searchsorted"), searchsorted_samples, differentiable=False),
+    OpInfo("bucketize", function("bucketize"), bucketize_samples, differentiable=False),
 ]

@@ -176,7 +176,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     """An uninitialised tensor with the given sizes and strides (its storage spans them)."""
     shape, strides = tuple(size), tuple(stride)
     if len(shape) != len(strides):
-        raise RuntimeError(f"mismatch in length of strides and shape")
+        raise RuntimeError("mismatch in length of strides and shape")
     dtype = _factory_dtype(dtype, None)
     span = 1 + builtins.sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
     t = Tensor._empty((span,), dtype, normalize_device(device))

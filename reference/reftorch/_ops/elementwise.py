@@ -94,7 +94,7 @@ def scalar_tensor(value, dtype, device):
     """A Python number as a 0-dim tensor of `dtype`, wrapping like a C cast (uint8 300 -> 44)."""
     if isinstance(value, int) and not isinstance(value, bool) and \
             not -2**63 <= value < 2**64:
-        raise RuntimeError(f"Overflow when unpacking long")
+        raise RuntimeError("Overflow when unpacking long")
     if dtype.category <= D.Category.INTEGER and isinstance(value, int) and value >= 2**63:
         value -= 2**64
     array = np.array(value).astype(dtype.numpy_dtype)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._shape import wrap_dim
+from .._shape import is_expandable
 from .._tensor import Tensor
 from . import structured
 
@@ -25,22 +25,25 @@ def _slots(geometry):
     return index
 
 
-def _storage_size(*geometries):
-    return max((int(_slots(g).max()) + 1 if _slots(g).size else 0) for g in geometries)
+def _shared_storage(self_geometry, view_geometry, dtype):
+    """Both tensors' storage indices, and a zero buffer long enough for both."""
+    self_slots, view_slots = _slots(self_geometry), _slots(view_geometry)
+    size = max((int(slots.max()) + 1 if slots.size else 0) for slots in (self_slots, view_slots))
+    return self_slots, view_slots, np.zeros(size, dtype=dtype)
 
 
 def view_scatter(grad, self_geometry, view_geometry):
     """Gradient of a view (`grad`, shaped like the view) with respect to the viewed tensor."""
-    storage = np.zeros(_storage_size(self_geometry, view_geometry), dtype=grad.dtype)
-    np.add.at(storage, _slots(view_geometry), grad)
-    return storage[_slots(self_geometry)]
+    self_slots, view_slots, storage = _shared_storage(self_geometry, view_geometry, grad.dtype)
+    np.add.at(storage, view_slots, grad)
+    return storage[self_slots]
 
 
 def view_gather(grad, self_geometry, view_geometry):
     """The view applied to `grad` (shaped like the viewed tensor): the adjoint of the above."""
-    storage = np.zeros(_storage_size(self_geometry, view_geometry), dtype=grad.dtype)
-    storage[_slots(self_geometry)] = grad
-    return storage[_slots(view_geometry)]
+    self_slots, view_slots, storage = _shared_storage(self_geometry, view_geometry, grad.dtype)
+    storage[self_slots] = grad
+    return storage[view_slots]
 
 
 def sum_to_size(a, size):
@@ -74,16 +77,10 @@ def tensor_sum_to_size(self, *size):
     size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
     if tuple(size) == self._shape:
         return self
-    if not _expandable(size, self._shape):
+    if not is_expandable(size, self._shape):
         raise RuntimeError(f"size {{{', '.join(map(str, size))}}} is not expandable to size "
                            f"{{{', '.join(map(str, self._shape))}}}.")
     return structured.run(SUM_TO_SIZE, (self,), {"size": tuple(size)})
-
-
-def _expandable(size, shape):
-    if len(size) > len(shape):
-        return False
-    return all(s == t or s == 1 for s, t in zip(reversed(size), reversed(shape)))
 
 
 Tensor.sum_to_size = tensor_sum_to_size

@@ -21,7 +21,7 @@ from .._promotion import broadcast_shapes, check_output_cast, promote_types
 from .._shape import wrap_dim
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
-from ..autograd.graph import prepare_inplace, record
+from ..autograd.graph import record
 from . import structured
 
 __all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
@@ -60,16 +60,6 @@ def _same_dtype(self, other, fn, what="source"):
     if self.dtype is not other.dtype:
         raise RuntimeError(f"{fn}(): self ({self.dtype.scalar_name}) and {what} "
                            f"({other.dtype.scalar_name}) must have the same scalar type")
-
-
-def _run_inplace(op, inputs, params):
-    """Run out-of-place `op`, write its result into inputs[0], record it as an in-place op."""
-    target = inputs[0]
-    saved = prepare_inplace(op.name, inputs)
-    with no_grad():
-        result = structured.run(op, inputs, params)
-        target.copy_(result)
-    return record(op.name, inputs, target, params, saved)
 
 
 def _zeros(shape, like):
@@ -422,7 +412,7 @@ def _scatter_args(fn, self, dim, index, src, value, reduce):
     else:
         _check_gather_shapes(fn, self, dim, index)
     if reduce is not None and reduce not in ("add", "multiply"):
-        raise RuntimeError(f"reduce argument must be either add or multiply.")
+        raise RuntimeError("reduce argument must be either add or multiply.")
     if reduce is None:
         op = SCATTER if isinstance(src, Tensor) else SCATTER_VALUE
     else:
@@ -444,7 +434,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None, out=None):
 
 def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
     op, dim, src = _scatter_args("scatter_", self, dim, index, src, value, reduce)
-    return _run_inplace(op, (self, index, src), {"dim": dim, "reduce": reduce})
+    return structured.run_inplace(op, (self, index, src), {"dim": dim, "reduce": reduce})
 
 
 def _scatter_add_args(fn, self, dim, index, src):
@@ -466,7 +456,7 @@ def scatter_add(input, dim, index, src, *, out=None):
 
 def scatter_add_(self, dim, index, src):
     dim = _scatter_add_args("scatter_add_", self, dim, index, src)
-    return _run_inplace(SCATTER_ADD, (self, index, src), {"dim": dim})
+    return structured.run_inplace(SCATTER_ADD, (self, index, src), {"dim": dim})
 
 
 _REDUCE_UFUNCS = {"sum": np.add, "prod": np.multiply, "mean": np.add, "amax": np.fmax,
@@ -543,7 +533,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True, out=Non
 def scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
     dim = _scatter_reduce_args("scatter_reduce_", self, dim, index, src, reduce)
     params = {"dim": dim, "reduce": reduce, "include_self": bool(include_self)}
-    return _run_inplace(SCATTER_REDUCE, (self, index, src), params)
+    return structured.run_inplace(SCATTER_REDUCE, (self, index, src), params)
 
 
 # --- index_select / index_add / index_copy / index_fill -------------------------------------
@@ -635,7 +625,7 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
 
 def index_add_(self, dim, index, source, *, alpha=1):
     dim = _index_source_args("index_add_", self, dim, index, source)
-    return _run_inplace(INDEX_ADD, (self, index, source), {"dim": dim, "alpha": alpha})
+    return structured.run_inplace(INDEX_ADD, (self, index, source), {"dim": dim, "alpha": alpha})
 
 
 def index_copy(input, dim, index, source, *, out=None):
@@ -647,7 +637,7 @@ def index_copy(input, dim, index, source, *, out=None):
 
 def index_copy_(self, dim, index, source):
     dim = _index_source_args("index_copy_", self, dim, index, source)
-    return _run_inplace(INDEX_COPY, (self, index, source), {"dim": dim})
+    return structured.run_inplace(INDEX_COPY, (self, index, source), {"dim": dim})
 
 
 def _index_fill_args(fn, self, dim, index, value):
@@ -671,7 +661,7 @@ def index_fill(input, dim, index, value):
 
 def index_fill_(self, dim, index, value):
     dim = _index_fill_args("index_fill_", self, dim, index, value)
-    return _run_inplace(INDEX_FILL, (self, index, value), {"dim": dim})
+    return structured.run_inplace(INDEX_FILL, (self, index, value), {"dim": dim})
 
 
 # --- advanced indexing as ops: index and index_put --------------------------------------------
@@ -796,7 +786,7 @@ def index_put(input, indices, values, accumulate=False):
 
 def index_put_(self, indices, values, accumulate=False):
     indices = _index_put_args(self, indices, values)
-    return _run_inplace(INDEX_PUT, (self, values),
+    return structured.run_inplace(INDEX_PUT, (self, values),
                         {"indices": indices, "accumulate": builtins.bool(accumulate)})
 
 
@@ -859,7 +849,7 @@ def masked_fill_(self, mask, value):
     if broadcast_shapes(self._shape, mask._shape) != self._shape:
         raise RuntimeError(f"output with shape {list(self._shape)} doesn't match the broadcast "
                            f"shape {list(broadcast_shapes(self._shape, mask._shape))}")
-    return _run_inplace(MASKED_FILL, (self, mask, value), {})
+    return structured.run_inplace(MASKED_FILL, (self, mask, value), {})
 
 
 def _masked_scatter_kernel(a, mask, source):
@@ -899,7 +889,7 @@ def masked_scatter_(self, mask, source):
     if shape != self._shape:
         raise RuntimeError(f"output with shape {list(self._shape)} doesn't match the broadcast "
                            f"shape {list(shape)}")
-    return _run_inplace(MASKED_SCATTER, (self, mask, source), {})
+    return structured.run_inplace(MASKED_SCATTER, (self, mask, source), {})
 
 
 # --- take / put -------------------------------------------------------------------------------
@@ -965,7 +955,7 @@ def put(input, index, source, accumulate=False):
 
 def put_(self, index, source, accumulate=False):
     _put_args("put_", self, index, source)
-    return _run_inplace(PUT, (self, index, source), {"accumulate": builtins.bool(accumulate)})
+    return structured.run_inplace(PUT, (self, index, source), {"accumulate": builtins.bool(accumulate)})
 
 
 def take_along_dim(input, indices, dim=None, *, out=None):
@@ -1218,21 +1208,13 @@ def _python_objects(a):
 
 # --- Tensor methods -----------------------------------------------------------------------------
 
-def _method(fn):
-    def method(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return method
-
-
 for _name in ("chunk", "split", "tensor_split", "hsplit", "vsplit", "dsplit", "unbind",
               "gather", "scatter", "scatter_add", "scatter_reduce", "index_select",
               "index_add", "index_copy", "index_fill", "index_put", "masked_select",
               "masked_fill", "masked_scatter", "take", "take_along_dim", "put", "nonzero",
               "argwhere", "movedim", "moveaxis", "tile", "repeat_interleave", "narrow_copy",
               "select_scatter", "slice_scatter", "diagonal_scatter"):
-    setattr(Tensor, _name, _method(globals()[_name]))
+    setattr(Tensor, _name, globals()[_name])  # a function on the class binds self as input
 
 
 def _split_method(self, split_size, dim=0):

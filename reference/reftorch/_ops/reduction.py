@@ -1047,16 +1047,8 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 
 # --- Tensor methods ---------------------------------------------------------------------------
 
-def _method(fn):
-    def method(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return method
-
-
 for _name in __all__:
     if _name in ("var_mean", "std_mean"):
         continue  # functions only: torch.Tensor has no var_mean / std_mean
-    setattr(Tensor, _name, _method(globals()[_name]))
+    setattr(Tensor, _name, globals()[_name])  # a function on the class binds self as input
 del _name

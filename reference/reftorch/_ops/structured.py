@@ -13,8 +13,8 @@ from .. import _dispatch
 from .._promotion import check_output_cast
 from .._tensor import Tensor
 from .._numpy_compat import ignore_fp_errors, restore_fp_errors
-from ..autograd.graph import record
-from ..autograd.grad_mode import is_grad_enabled
+from ..autograd.graph import prepare_inplace, record
+from ..autograd.grad_mode import is_grad_enabled, no_grad
 from .elementwise import _common_device
 
 
@@ -77,6 +77,17 @@ def run(op, inputs, params=None, out=None, dtype=None):
     if out is not None:
         return write_out(out, result)
     return record(op.name, inputs, result, params)
+
+
+def run_inplace(op, inputs, params=None):
+    """`Tensor.op_`: run the out-of-place `op`, write its result into inputs[0], and record
+    the call as an in-place op (its node's `self` is the value before the write)."""
+    params = {} if params is None else params
+    target = inputs[0]
+    saved = prepare_inplace(op.name, inputs)
+    with no_grad():
+        target.copy_(run(op, inputs, params))
+    return record(op.name, inputs, target, params, saved)
 
 
 def write_out(out, result):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._dispatch import find_op
+
 _ROWS = {}
 
 
@@ -38,39 +40,29 @@ class Row:
     def node_name(self, inputs, params):
         return self.node if isinstance(self.node, str) else self.node(inputs, params)
 
-    def save(self, node, inputs, results, params, replaced=None):
+    def values_to_save(self, inputs, results, params, replaced=None):
+        """(name, value) for each name in `saves`: an input (or its replacement), an output,
+        or a parameter (the op's declared default when the caller left it out)."""
         names = dict(zip(self.inputs, inputs))
         if replaced:
             names.update(replaced)
         names.update(zip(self.outputs, results))
         for key in self.saves:
             if key in names:
-                value = names[key]
-                if hasattr(value, "_shape"):
-                    node._saved[key] = _saved_tensor(value, key)
-                else:
-                    node._values[key] = value
+                yield key, names[key]
             elif key in params:
-                node._values[key] = params[key]
+                yield key, params[key]
             else:
-                node._values[key] = _default(self.op, key)
+                yield key, _default(self.op, key)
 
     def backward(self, ctx, *grads):
         result = self.backward_fn(ctx, *grads)
         return result if isinstance(result, tuple) else (result,)
 
 
-def _saved_tensor(value, key):
-    from .graph import SavedTensor  # graph imports this module: bind on first use
-    global _saved_tensor
-    _saved_tensor = SavedTensor
-    return SavedTensor(value, key)
-
-
 def _default(op, key):
     """A parameter the caller left out has the op's declared default."""
-    from .._dispatch import all_ops
-    declared = all_ops().get(op)
+    declared = find_op(op)
     return None if declared is None else declared.params.get(key)
 
 
@@ -624,12 +616,6 @@ _PI = 3.141592653589793
 _SQRT_2PI = 2.5066282746310002
 
 
-def _special():
-    """reftorch.special (imported on use: it is a submodule, not an attribute, at first)."""
-    from .. import special
-    return special
-
-
 @derivative("erf", "ErfBackward0", saves=("self",))
 def _erf(ctx, grad):
     return grad * (_TWO_OVER_SQRT_PI * torch.exp(-ctx.self * ctx.self))
@@ -671,12 +657,12 @@ def _mvlgamma(ctx, grad):
 
 @derivative("i0", "I0Backward0", saves=("self",))
 def _i0(ctx, grad):
-    return grad * _special().i1(ctx.self)
+    return grad * torch.special.i1(ctx.self)
 
 
 @derivative("special_i0e", "SpecialI0EBackward0", saves=("self", "result"))
 def _i0e(ctx, grad):
-    return grad * (_special().i1e(ctx.self) - torch.sgn(ctx.self) * ctx.result)
+    return grad * (torch.special.i1e(ctx.self) - torch.sgn(ctx.self) * ctx.result)
 
 
 @derivative("special_i1", "SpecialI1Backward0", saves=("self", "result"))
@@ -689,7 +675,7 @@ def _i1(ctx, grad):
 @derivative("special_i1e", "SpecialI1EBackward0", saves=("self", "result"))
 def _i1e(ctx, grad):
     x = ctx.self
-    slope = _special().i0e(x) - ctx.result * (torch.sgn(x) + 1 / x)
+    slope = torch.special.i0e(x) - ctx.result * (torch.sgn(x) + 1 / x)
     return grad * torch.where(x == 0, 0.5, slope)
 
 
@@ -731,7 +717,7 @@ def _xlog1py(ctx, grad):
     grad_self = grad_other = None
     if needs[0]:
         # log1p(other), taken as 0 where self == 0 and other <= -1 (PyTorch's convention).
-        grad_self = _special().xlog1py(grad, y)
+        grad_self = torch.special.xlog1py(grad, y)
         if hasattr(x, "_shape"):
             grad_self = torch.where((x == 0) & (y <= -1), 0.0, grad_self)
     if needs[1]:

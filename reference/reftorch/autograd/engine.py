@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import warnings
 
+from .._shape import is_expandable
 from . import anomaly_mode
 from .grad_mode import _set_enabled, is_grad_enabled
 from .graph import AccumulateGrad, gradient_edge
@@ -117,7 +118,7 @@ def _input_edge(t, i):
     if not isinstance(t, reftorch.Tensor):
         raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
     if not t.requires_grad:
-        raise RuntimeError(f"One of the differentiated Tensors does not require grad")
+        raise RuntimeError("One of the differentiated Tensors does not require grad")
     return gradient_edge(t)
 
 
@@ -294,7 +295,7 @@ def _validate(node, grads):
             raise TypeError(f"function {node.name()} returned a gradient of type "
                             f"{type(g).__name__} at index {i}")
         if g._shape != meta.shape:
-            if not _expandable(meta.shape, g._shape):
+            if not is_expandable(meta.shape, g._shape):
                 raise RuntimeError(f"Function {node.name()} returned an invalid gradient at "
                                    f"index {i} - got {list(g._shape)} but expected shape "
                                    f"compatible with {list(meta.shape)}")
@@ -310,16 +311,6 @@ def _validate(node, grads):
                                f"output.")
         checked.append(g)
     return tuple(checked)
-
-
-def _expandable(shape, to_shape):
-    """Can a tensor of `shape` broadcast to `to_shape`?"""
-    if len(shape) > len(to_shape):
-        return False
-    for s, t in zip(reversed(shape), reversed(to_shape)):
-        if s != t and s != 1:
-            return False
-    return True
 
 
 def _has_nan(g):

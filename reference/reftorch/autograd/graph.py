@@ -37,7 +37,7 @@ class SavedTensor:
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: [{t.type()} {list(t.shape)}], which is output "
-                f"{0} of {type(node).__name__}, is at version {t._version}; expected version "
+                f"0 of {type(node).__name__}, is at version {t._version}; expected version "
                 f"{self.version} instead. Hint: enable anomaly detection to find the operation "
                 f"that failed to compute its gradient, with torch.autograd.set_detect_anomaly"
                 f"(True).")
@@ -188,7 +188,7 @@ def gradient_edge(t):
     if t is None or not getattr(t, "requires_grad", False):
         return None
     if t.grad_fn is not None:
-        return t.grad_fn, getattr(t, "_output_nr", 0) or 0
+        return t.grad_fn, getattr(t, "_output_nr", 0)
     acc = t._grad_accumulator()
     return acc, 0
 
@@ -209,21 +209,20 @@ def record(op_name, inputs, outputs, params, saved_inputs=None):
     row = row_for(op_name)
     if row is None or not row.differentiable:
         return outputs
-    needs = False
-    for x in inputs:
-        if getattr(x, "requires_grad", False):
-            needs = True
-            break
-    if not needs:
+    if not any(getattr(x, "requires_grad", False) for x in inputs):
         return outputs
     results = outputs if isinstance(outputs, tuple) else (outputs,)
     edges, metas = [], []
     for x in inputs:
-        edge = gradient_edge(x) if hasattr(x, "_shape") else None
-        edges.append(edge if edge is not None else (None, 0))
-        metas.append(InputMeta(x) if hasattr(x, "_shape") else None)
+        is_tensor = hasattr(x, "_shape")
+        edges.append((gradient_edge(x) if is_tensor else None) or (None, 0))
+        metas.append(InputMeta(x) if is_tensor else None)
     node = node_class(row.node_name(inputs, params))(edges, metas, row)
-    row.save(node, inputs, results, params, saved_inputs)
+    for key, value in row.values_to_save(inputs, results, params, saved_inputs):
+        if hasattr(value, "_shape"):
+            node._saved[key] = SavedTensor(value, key)
+        else:
+            node._values[key] = value
     for index, out in enumerate(results):
         if out is None or not hasattr(out, "_shape"):
             continue
@@ -316,12 +315,13 @@ def prepare_inplace(op_name, operands):
 
 def check_inplace(t):
     """PyTorch forbids in-place writes to a leaf that requires grad (while grad mode is on)."""
-    if t.requires_grad and t.grad_fn is None and is_grad_enabled():
+    if not is_grad_enabled():
+        return
+    if t.requires_grad and t.grad_fn is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     base = t._base
-    if base is not None and base.requires_grad and base.grad_fn is None and \
-            is_grad_enabled():
+    if base is not None and base.requires_grad and base.grad_fn is None:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
 
