@@ -40,6 +40,10 @@ from ._ops.sorting import *  # noqa: F401,F403
 from ._ops.joining import *  # noqa: F401,F403
 from ._ops.other_ops import *  # noqa: F401,F403
 from ._ops.tensor_functions import *  # noqa: F401,F403
+from ._ops.blas import *  # noqa: F401,F403
+from ._ops.linalg import *  # noqa: F401,F403
+from ._ops.spectral import *  # noqa: F401,F403
+from ._ops.random import *  # noqa: F401,F403
 
 # --- elementwise functions: one line each, derived from the op declarations ------------------
 add = _V.functional(_P.ADD)

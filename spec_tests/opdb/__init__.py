@@ -146,9 +146,10 @@ BY_NAME.update({entry.name: entry for entry in _ternary_entries()})
 
 def structured_ops():
     """Every OpInfo entry (ops that are not plain elementwise), from the group modules."""
-    from . import indexing, other, pointwise_ternary, reductions, sorting, views
+    from . import (blas, indexing, linalg, other, pointwise_ternary, reductions, sorting,
+                   spectral, views)
     return [*reductions.OPS, *indexing.OPS, *sorting.OPS, *other.OPS, *views.OPS,
-            *pointwise_ternary.OPS]
+            *pointwise_ternary.OPS, *blas.OPS, *linalg.OPS, *spectral.OPS]
 
 
 def differentiable_ops():

@@ -1461,3 +1461,15 @@ def _vander(ctx, grad):
 
 not_differentiable("bincount", "histc", "histogram", "_cdist_backward", "_renorm_backward",
                    "_vander_backward")
+
+
+# --- matrix products (BLAS) -----------------------------------------------------------------
+
+
+# --- linear algebra (LAPACK) ----------------------------------------------------------------
+
+
+# --- spectral ops ---------------------------------------------------------------------------
+
+
+# --- random sampling ------------------------------------------------------------------------
