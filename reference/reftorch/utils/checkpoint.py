@@ -19,17 +19,15 @@ def _is_tensor(x):
 
 
 def _get_rng_state():
-    """The CPU RNG state, where reftorch has a generator (preservation is a no-op otherwise)."""
-    import reftorch
-    getter = getattr(reftorch, "get_rng_state", None)
-    return getter() if getter is not None else None
+    """The default CPU generator's state: the recomputation replays the same random draws."""
+    from ..random import get_rng_state
+    return get_rng_state()
 
 
 def _set_rng_state(state):
-    import reftorch
-    setter = getattr(reftorch, "set_rng_state", None)
-    if state is not None and setter is not None:
-        setter(state)
+    from ..random import set_rng_state
+    if state is not None:
+        set_rng_state(state)
 
 
 class CheckpointFunction(Function):
