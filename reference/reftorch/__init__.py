@@ -31,7 +31,9 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from ._ops import gradient_ops as _gradient_ops
 from ._ops.gradient_ops import _view_gather, _view_scatter
-from . import autograd, cuda, plugins, return_types, special, utils
+from . import autograd, cuda, plugins, random, return_types, special, utils
+from .random import (Generator, default_generator, get_rng_state, initial_seed, manual_seed,
+                     seed, set_rng_state)
 # Ops by documentation section: each module lists its public functions in __all__ and
 # attaches its Tensor methods itself.
 from ._ops.special_pointwise import *  # noqa: F401,F403
@@ -43,7 +45,8 @@ from ._ops.tensor_functions import *  # noqa: F401,F403
 from ._ops.blas import *  # noqa: F401,F403
 from ._ops.linalg import *  # noqa: F401,F403
 from ._ops.spectral import *  # noqa: F401,F403
-from ._ops.random import *  # noqa: F401,F403
+from . import fft  # noqa: E402 (the torch.fft module, callable as the legacy torch.fft)
+from ._ops.sampling import *  # noqa: F401,F403
 
 # --- elementwise functions: one line each, derived from the op declarations ------------------
 add = _V.functional(_P.ADD)

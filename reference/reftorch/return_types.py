@@ -44,7 +44,11 @@ for _name, _fields in (("slogdet", ("sign", "logabsdet")), ("qr", ("Q", "R")),
                        ("linalg_eigh", ("eigenvalues", "eigenvectors")),
                        ("linalg_eig", ("eigenvalues", "eigenvectors")),
                        ("linalg_slogdet", ("sign", "logabsdet")),
-                       ("linalg_svd", ("U", "S", "Vh")), ("linalg_qr", ("Q", "R"))):
+                       ("linalg_svd", ("U", "S", "Vh")), ("linalg_qr", ("Q", "R")),
+                       ("solve", ("solution", "LU")), ("gels", ("solution", "QR")),
+                       ("symeig", ("eigenvalues", "eigenvectors")),
+                       ("eig", ("eigenvalues", "eigenvectors")), ("pstrf", ("u", "pivot")),
+                       ("_lu_with_info", ("LU", "pivots", "info"))):
     _make(_name, _fields)
 
 

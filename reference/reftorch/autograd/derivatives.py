@@ -1464,12 +1464,336 @@ not_differentiable("bincount", "histc", "histogram", "_cdist_backward", "_renorm
 
 
 # --- matrix products (BLAS) -----------------------------------------------------------------
+# Rows for the primitive products; matmul, inner, outer/ger, chain_matmul and matrix_power are
+# compositions of these (and views), so their graphs show these nodes. Complex gradients use
+# conjugates: d(A @ B) gives grad @ B^H for A and A^H @ grad for B.
+
+def _mH(t):
+    """The conjugate transpose of the last two dims."""
+    return _conj(t).transpose(-2, -1)
+
+
+def _scaled(grad, factor):
+    """grad * conj(factor), skipping the multiply for a factor of 1."""
+    return grad if factor == 1 else grad * _conj_scalar(factor)
+
+
+@derivative("mm", "MmBackward0", inputs=("self", "mat2"), saves=("self", "mat2"))
+def _mm(ctx, grad):
+    needs = ctx.needs_input_grad
+    return (torch.mm(grad, _mH(ctx.mat2)) if needs[0] else None,
+            torch.mm(_mH(ctx.self), grad) if needs[1] else None)
+
+
+@derivative("bmm", "BmmBackward0", inputs=("self", "mat2"), saves=("self", "mat2"))
+def _bmm(ctx, grad):
+    needs = ctx.needs_input_grad
+    return (torch.bmm(grad, _mH(ctx.mat2)) if needs[0] else None,
+            torch.bmm(_mH(ctx.self), grad) if needs[1] else None)
+
+
+@derivative("mv", "MvBackward0", inputs=("self", "vec"), saves=("self", "vec"))
+def _mv(ctx, grad):
+    needs = ctx.needs_input_grad
+    return (torch.outer(grad, _conj(ctx.vec)) if needs[0] else None,
+            torch.mv(_mH(ctx.self), grad) if needs[1] else None)
+
+
+@derivative("dot", "DotBackward0", inputs=("self", "tensor"), saves=("self", "tensor"))
+def _dot(ctx, grad):
+    needs = ctx.needs_input_grad
+    return (grad * _conj(ctx.tensor) if needs[0] else None,
+            grad * _conj(ctx.self) if needs[1] else None)
+
+
+@derivative("vdot", "VdotBackward0", inputs=("self", "other"), saves=("self", "other"))
+def _vdot(ctx, grad):
+    # vdot(a, b) = sum(conj(a) * b): a's gradient is conjugated once more.
+    needs = ctx.needs_input_grad
+    return (_conj(grad) * ctx.other if needs[0] else None,
+            grad * ctx.self if needs[1] else None)
+
+
+@derivative("addmm", "AddmmBackward0", inputs=("self", "mat1", "mat2"),
+            saves=("mat1", "mat2", "beta", "alpha"))
+def _addmm(ctx, grad):
+    needs = ctx.needs_input_grad
+    return (_scaled(grad, ctx.beta) if needs[0] else None,
+            _scaled(torch.mm(grad, _mH(ctx.mat2)), ctx.alpha) if needs[1] else None,
+            _scaled(torch.mm(_mH(ctx.mat1), grad), ctx.alpha) if needs[2] else None)
+
+
+@derivative("baddbmm", "BaddbmmBackward0", inputs=("self", "batch1", "batch2"),
+            saves=("batch1", "batch2", "beta", "alpha"))
+def _baddbmm(ctx, grad):
+    needs = ctx.needs_input_grad
+    return (_scaled(grad, ctx.beta) if needs[0] else None,
+            _scaled(torch.bmm(grad, _mH(ctx.batch2)), ctx.alpha) if needs[1] else None,
+            _scaled(torch.bmm(_mH(ctx.batch1), grad), ctx.alpha) if needs[2] else None)
+
+
+@derivative("addbmm", "AddbmmBackward0", inputs=("self", "batch1", "batch2"),
+            saves=("batch1", "batch2", "beta", "alpha"))
+def _addbmm(ctx, grad):
+    # Every matrix of the batch received the same gradient (the sum's).
+    needs = ctx.needs_input_grad
+    batch = ctx.shape(1)[0]
+    repeated = grad.unsqueeze(0).expand(batch, *grad.shape)
+    return (_scaled(grad, ctx.beta) if needs[0] else None,
+            _scaled(torch.bmm(repeated, _mH(ctx.batch2)), ctx.alpha) if needs[1] else None,
+            _scaled(torch.bmm(_mH(ctx.batch1), repeated), ctx.alpha) if needs[2] else None)
+
+
+@derivative("addmv", "AddmvBackward0", inputs=("self", "mat", "vec"),
+            saves=("mat", "vec", "beta", "alpha"))
+def _addmv(ctx, grad):
+    needs = ctx.needs_input_grad
+    return (_scaled(grad, ctx.beta) if needs[0] else None,
+            _scaled(torch.outer(grad, _conj(ctx.vec)), ctx.alpha) if needs[1] else None,
+            _scaled(torch.mv(_mH(ctx.mat), grad), ctx.alpha) if needs[2] else None)
+
+
+@derivative("addr", "AddrBackward0", inputs=("self", "vec1", "vec2"),
+            saves=("vec1", "vec2", "beta", "alpha"))
+def _addr(ctx, grad):
+    # addr promotes its operands, so the saved vectors are brought to the gradient's dtype.
+    needs = ctx.needs_input_grad
+    vec1, vec2 = (_conj(v).to(grad.dtype) for v in (ctx.vec1, ctx.vec2))
+    return (_scaled(grad, ctx.beta) if needs[0] else None,
+            _scaled(torch.mv(grad, vec2), ctx.alpha) if needs[1] else None,
+            _scaled(torch.mv(grad.t(), vec1), ctx.alpha) if needs[2] else None)
+
+
+@derivative("_matrix_power_inverse", "LinalgInvExBackward0", saves=("result",))
+def _matrix_power_inverse(ctx, grad):
+    # d(A^-1) = -A^-1 dA A^-1, so A's gradient is -A^-H grad A^-H.
+    inverse_h = _mH(ctx.result)
+    return -torch.matmul(torch.matmul(inverse_h, grad), inverse_h)
+
 
 
 # --- linear algebra (LAPACK) ----------------------------------------------------------------
 
+# The formulas live next to the kernels (reftorch/_ops/linalg.py, `*_gradient`), written with
+# reftorch ops so that they differentiate again.
+def _la():
+    from .._ops import linalg
+    return linalg
+
+
+@derivative("cholesky", "CholeskyBackward0", saves=("result", "upper"))
+def _cholesky(ctx, grad):
+    return _la().cholesky_gradient(grad, ctx.result, ctx.upper)
+
+
+@derivative("cholesky_inverse", "CholeskyInverseBackward0", saves=("self", "result", "upper"))
+def _cholesky_inverse(ctx, grad):
+    return _la().cholesky_inverse_gradient(grad, ctx.self, ctx.result, ctx.upper)
+
+
+@derivative("cholesky_solve", "CholeskySolveBackward0", inputs=("self", "input2"),
+            saves=("input2", "result", "upper"))
+def _cholesky_solve(ctx, grad):
+    return _la().cholesky_solve_gradient(grad, ctx.input2, ctx.result, ctx.upper,
+                                         ctx.needs_input_grad)
+
+
+@derivative("inverse", "LinalgInvExBackward0", saves=("result",))
+def _inverse(ctx, grad):
+    return _la().inverse_gradient(grad, ctx.result)
+
+
+@derivative("det", "LinalgDetBackward0", saves=("self", "result"))
+def _det(ctx, grad):
+    return _la().det_gradient(grad, ctx.self, ctx.result)
+
+
+@derivative("slogdet", "LinalgSlogdetBackward0", outputs=("sign", "logabsdet"),
+            saves=("self", "sign"))
+def _slogdet(ctx, grad_sign, grad_logabsdet):
+    return _la().slogdet_gradient(grad_sign, grad_logabsdet, ctx.self, ctx.sign)
+
+
+@derivative("solve", "LinalgSolveExBackward0", inputs=("self", "A"), outputs=("solution", "LU"),
+            saves=("A", "solution"), nondifferentiable_outputs=(1,))
+def _solve(ctx, grad, _grad_lu):
+    return _la().solve_gradient(grad, ctx.A, ctx.solution, ctx.needs_input_grad)
+
+
+@derivative("triangular_solve", "TriangularSolveBackward0", inputs=("self", "A"),
+            outputs=("solution", "cloned_coefficient"),
+            saves=("A", "solution", "upper", "transpose", "unitriangular"))
+def _triangular_solve(ctx, grad_x, grad_m):
+    return _la().triangular_solve_gradient(grad_x, grad_m, ctx.A, ctx.solution, ctx.upper,
+                                           ctx.transpose, ctx.unitriangular)
+
+
+@derivative("qr", "LinalgQrBackward0", outputs=("Q", "R"), saves=("Q", "R", "some"))
+def _qr(ctx, grad_q, grad_r):
+    return _la().qr_gradient(grad_q, grad_r, ctx.shape(0), ctx.Q, ctx.R, ctx.some)
+
+
+@derivative("svd", "LinalgSvdBackward0", outputs=("U", "S", "V"), saves=("U", "S", "V", "some"))
+def _svd(ctx, grad_u, grad_s, grad_v):
+    return _la().svd_gradient(grad_u, grad_s, grad_v, ctx.shape(0), ctx.U, ctx.S, ctx.V,
+                              ctx.some)
+
+
+# symeig and eig are gone from PyTorch: their rows carry the modern functions' node names.
+@derivative("symeig", "LinalgEighBackward0", outputs=("eigenvalues", "eigenvectors"),
+            saves=("eigenvalues", "eigenvectors"))
+def _symeig(ctx, grad_values, grad_vectors):
+    return _la().eigh_gradient(grad_values, grad_vectors, ctx.eigenvalues, ctx.eigenvectors)
+
+
+@derivative("eig", "LinalgEigBackward0", outputs=("eigenvalues", "eigenvectors"),
+            saves=("eigenvalues", "eigenvectors"))
+def _eig(ctx, grad_values, grad_vectors):
+    return _la().eig_gradient(grad_values, grad_vectors, ctx.eigenvalues, ctx.eigenvectors)
+
+
+@derivative("pinverse", "LinalgPinvBackward0", saves=("self", "result"))
+def _pinverse(ctx, grad):
+    return _la().pinverse_gradient(grad, ctx.self, ctx.result)
+
+
+@derivative("lu", "LinalgLuFactorExBackward0", outputs=("LU", "pivots", "infos"),
+            saves=("LU", "pivots"), nondifferentiable_outputs=(1, 2))
+def _lu(ctx, grad, _grad_pivots, _grad_infos):
+    return _la().lu_gradient(grad, ctx.LU, ctx.pivots)
+
+
+@derivative("lu_unpack", "LuUnpackBackward0", inputs=("LU_data", "LU_pivots"),
+            outputs=("P", "L", "U"), nondifferentiable_outputs=(0,))
+def _lu_unpack(ctx, _grad_p, grad_l, grad_u):
+    return _la().lu_unpack_gradient(grad_l, grad_u, ctx.shape(0)), None
+
+
+@derivative("lu_solve", "LinalgLuSolveBackward0", inputs=("self", "LU_data", "LU_pivots"),
+            saves=("LU_data", "LU_pivots", "result"))
+def _lu_solve(ctx, grad):
+    return _la().lu_solve_gradient(grad, ctx.LU_data, ctx.LU_pivots, ctx.result,
+                                   ctx.needs_input_grad)
+
+
+@derivative("orgqr", "LinalgHouseholderProductBackward0", inputs=("self", "input2"),
+            saves=("self", "input2"))
+def _orgqr(ctx, grad):
+    return _la().orgqr_gradient(grad, ctx.self, ctx.input2)
+
+
+@derivative("ormqr", "OrmqrBackward0", inputs=("self", "input2", "input3"),
+            saves=("self", "input2", "input3", "left", "transpose"))
+def _ormqr(ctx, grad):
+    return _la().ormqr_gradient(grad, ctx.self, ctx.input2, ctx.input3, ctx.left,
+                                ctx.transpose)
+
+
+@derivative("geqrf", "GeqrfBackward0", outputs=("a", "tau"))
+def _geqrf(ctx, grad_a, grad_tau):
+    raise RuntimeError("The derivative for 'geqrf' is not implemented.")
+
+
+not_differentiable("gels", "pstrf", "matrix_rank")
+
 
 # --- spectral ops ---------------------------------------------------------------------------
 
+# Every transform scales by 1, 1/sqrt(n) or 1/n whatever its direction, so the adjoint of a
+# transform is the transform in the other direction with the same scale: c2c <-> c2c, and
+# r2c <-> c2r with the bookkeeping of the dropped half (zeros for r2c's adjoint; the bins
+# that stand for two bins of the full spectrum count twice in c2r's adjoint).
+
+@derivative("_fft_c2c", "FftC2CBackward0", saves=("dim", "normalization", "forward"))
+def _fft_c2c(ctx, grad):
+    from .._ops.spectral import fft_c2c
+    return fft_c2c(grad, ctx.dim, ctx.normalization, not ctx.forward)
+
+
+@derivative("_fft_r2c", "FftR2CBackward0", saves=("dim", "normalization", "onesided"))
+def _fft_r2c(ctx, grad):
+    from .._ops.spectral import fft_c2c, pad_with_zeros
+    if ctx.onesided:
+        last = ctx.dim[-1]
+        grad = pad_with_zeros(grad, last, ctx.shape(0)[last])
+    return fft_c2c(grad, ctx.dim, ctx.normalization, False).real
+
+
+@derivative("_fft_c2r", "FftC2RBackward0", saves=("dim", "normalization", "last_dim_size"))
+def _fft_c2r(ctx, grad):
+    from .._ops.spectral import double_mirrored_bins, fft_r2c
+    half = fft_r2c(grad, ctx.dim, ctx.normalization, True)
+    return double_mirrored_bins(half, ctx.dim[-1], ctx.last_dim_size)
+
+
+def _fft_with_size_node(inputs, params):
+    if params["complex_input"] and params["complex_output"]:
+        return "FftC2CBackward0"
+    return "FftR2CBackward0" if params["complex_output"] else "FftC2RBackward0"
+
+
+@derivative("_fft_with_size", _fft_with_size_node,
+            saves=("signal_ndim", "complex_input", "complex_output", "inverse", "normalization",
+                   "output_sizes"))
+def _fft_with_size(ctx, grad):
+    """The legacy real-pair transforms (torch.fft/ifft/rfft/irfft): the same adjoints, with
+    the signal's last dim at -2 of a real-pair tensor."""
+    from .._ops.spectral import double_mirrored_bins, fft_with_size, pad_with_zeros
+    ndim, norm = ctx.signal_ndim, ctx.normalization
+    if ctx.complex_input and ctx.complex_output:
+        return fft_with_size(grad, ndim, True, True, not ctx.inverse, norm, False, ())
+    if ctx.complex_output:          # rfft
+        grad = pad_with_zeros(grad, grad.ndim - 2, ctx.shape(0)[-1])
+        return fft_with_size(grad, ndim, True, True, True, norm, False, ()).select(-1, 0)
+    half = fft_with_size(grad, ndim, False, True, False, norm, True, ())   # irfft
+    half = double_mirrored_bins(half, half.ndim - 2, ctx.output_sizes[-1])
+    return pad_with_zeros(half, half.ndim - 2, ctx.shape(0)[-2])
+
+
 
 # --- random sampling ------------------------------------------------------------------------
+# An in-place sampler overwrites its tensor: nothing flows back to the old values.
+def _sampler_row(op, node):
+    @derivative(op, node, inputs=("self",))
+    def _(ctx, grad):
+        return torch.zeros_like(grad)
+
+
+for _op, _node in (("uniform_", "UniformBackward0"), ("normal_", "NormalBackward0"),
+                   ("exponential_", "ExponentialBackward0"),
+                   ("geometric_", "GeometricBackward0"), ("cauchy_", "CauchyBackward0"),
+                   ("log_normal_", "LogNormalBackward0")):
+    _sampler_row(_op, _node)
+
+
+@derivative("random_", lambda inputs, params: f"RandomBackward{params.get('form', 0)}")
+def _random(ctx, grad):
+    return torch.zeros_like(grad)
+
+
+@derivative("bernoulli_", lambda inputs, params: "BernoulliBackward1"
+            if params.get("p_tensor") else "BernoulliBackward2")
+def _bernoulli_inplace(ctx, grad):
+    return torch.zeros_like(grad)
+
+
+@derivative("bernoulli", "BernoulliBackward0")
+def _bernoulli(ctx, grad):
+    return torch.zeros_like(grad)
+
+
+def _normal_node(inputs, params):
+    mean_is_tensor, std_is_tensor = (hasattr(x, "_shape") for x in inputs)
+    return "NormalBackward" + ("3" if mean_is_tensor and std_is_tensor else
+                               "1" if mean_is_tensor else "2")
+
+
+# PyTorch treats the samples as constants of mean and std (no reparameterization): zero
+# gradients. Write mean + std * randn(...) for the reparameterized form.
+@derivative("normal", _normal_node, inputs=("mean", "std"))
+def _normal(ctx, grad):
+    return tuple(torch.zeros(ctx.shape(i), dtype=ctx.dtype(i)) if needed else None
+                 for i, needed in enumerate(ctx.needs_input_grad))
+
+
+not_differentiable("randperm")
