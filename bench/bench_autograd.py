@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests
 
 torch = pytest.importorskip("torch")
 
@@ -62,11 +63,4 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("impl", ["reftorch", "torch", "numpy"])
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_autograd_chain(benchmark, case, impl):
-    fn = CASES[case].get(impl)
-    if fn is None:
-        pytest.skip(f"no {impl} implementation for {case}")
-    benchmark.group = case
-    benchmark(fn)
+test_autograd_chain = as_tests(CASES)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests, float32_inputs
 
 torch = pytest.importorskip("torch")
 
@@ -15,8 +16,7 @@ _RNG = np.random.default_rng(0)
 
 
 def _inputs(shape):
-    array = _RNG.standard_normal(shape).astype(np.float32)
-    return reftorch.from_numpy(array.copy()), torch.from_numpy(array.copy()), array
+    return float32_inputs(shape, _RNG)
 
 
 CASES = {}
@@ -54,8 +54,4 @@ CASES["matmul batch@matrix float32 (32,64,64)@(64,64) n=131072"] = {
     "numpy": lambda a=_a, a3=_a3: np.matmul(a, a3)}
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("impl", ["reftorch", "torch", "numpy"])
-def test_blas(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_blas = as_tests(CASES)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests
 
 torch = pytest.importorskip("torch")
 
@@ -35,8 +36,4 @@ for _n in (1_000, 100_000):
         "numpy": lambda a=_a: np.where(a > 0, np.float32(0), a)}
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("impl", ["reftorch", "torch", "numpy"])
-def test_indexing(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_indexing = as_tests(CASES)

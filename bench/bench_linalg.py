@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests, inputs
 
 torch = pytest.importorskip("torch")
 
@@ -20,7 +21,7 @@ def _inputs(shape, spd=False):
     array = _RNG.standard_normal(shape) + 2 * np.sqrt(n) * np.eye(n)
     if spd:
         array = array @ np.swapaxes(array, -1, -2)
-    return reftorch.from_numpy(array.copy()), torch.from_numpy(array.copy()), array
+    return inputs(array)
 
 
 def _lu_numpy(a):
@@ -52,8 +53,4 @@ for _shape in ((64, 64), (32, 32, 32)):
         "numpy": lambda a=_a: _lu_numpy(a)}
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("impl", ["reftorch", "torch", "numpy"])
-def test_linalg(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_linalg = as_tests(CASES)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests, float32_inputs
 
 torch = pytest.importorskip("torch")
 
@@ -15,8 +16,7 @@ _RNG = np.random.default_rng(0)
 
 
 def _inputs(shape):
-    array = _RNG.standard_normal(shape).astype(np.float32)
-    return reftorch.from_numpy(array.copy()), torch.from_numpy(array.copy()), array
+    return float32_inputs(shape, _RNG)
 
 
 CASES = {}
@@ -45,8 +45,4 @@ for _rows in (30, 300):  # 30x30 and 300x300 distances over 32 features
         "numpy": lambda a=_a: np.sqrt(((a[:, None, :] - a[None, :, :]) ** 2).sum(-1))}
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("impl", ["reftorch", "torch", "numpy"])
-def test_other(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_other = as_tests(CASES)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests
 
 torch = pytest.importorskip("torch")
 
@@ -44,8 +45,4 @@ def _cases():
 CASES = _cases()
 
 
-@pytest.mark.parametrize("impl", ["reftorch", "torch", "numpy"])
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_pointwise(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_pointwise = as_tests(CASES)

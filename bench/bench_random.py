@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests
 
 torch = pytest.importorskip("torch")
 
@@ -39,10 +40,4 @@ CASES["multinomial 64x1000 draw 100 with replacement"] = {
     "reftorch": lambda w=reftorch.from_numpy(_W): reftorch.multinomial(w, 100, True),
     "torch": lambda w=torch.from_numpy(_W): torch.multinomial(w, 100, True)}
 
-_PARAMS = [(case, impl) for case, fns in CASES.items() for impl in sorted(fns)]
-
-
-@pytest.mark.parametrize("case,impl", _PARAMS, ids=[f"{c} {i}" for c, i in _PARAMS])
-def test_random(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_random = as_tests(CASES)

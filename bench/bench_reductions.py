@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests
 
 torch = pytest.importorskip("torch")
 
@@ -58,8 +59,4 @@ def _cases(n):
 CASES = {name: impls for n in SIZES for name, impls in _cases(n).items()}
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("impl", ["reftorch", "torch", "numpy"])
-def test_reduction(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_reduction = as_tests(CASES)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests
 
 torch = pytest.importorskip("torch")
 
@@ -48,8 +49,4 @@ def _cases(n):
 CASES = {name: impls for n in SIZES for name, impls in _cases(n).items()}
 
 
-@pytest.mark.parametrize("impl", ["reftorch", "torch", "numpy"])
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_sorting(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_sorting = as_tests(CASES)

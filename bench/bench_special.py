@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests
 import reftorch.special  # noqa: F401
 
 torch = pytest.importorskip("torch")
@@ -30,10 +31,4 @@ for _n in (1_000, 100_000):
     CASES[f"erfinv float32 n={_n}"] = {"reftorch": lambda r=_r / 10: reftorch.erfinv(r),
                                        "torch": lambda t=_t / 10: torch.erfinv(t)}
 
-_PARAMS = [(case, impl) for case, fns in CASES.items() for impl in sorted(fns)]
-
-
-@pytest.mark.parametrize("case,impl", _PARAMS, ids=[f"{c} {i}" for c, i in _PARAMS])
-def test_special(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_special = as_tests(CASES)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from cases import as_tests
 
 torch = pytest.importorskip("torch")
 
@@ -58,8 +59,4 @@ CASES["hann_window float32 n=1024"] = {
     "numpy": lambda: np.hanning(1025)[:-1].astype(np.float32)}
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("impl", ["reftorch", "torch", "numpy"])
-def test_spectral(benchmark, case, impl):
-    benchmark.group = case
-    benchmark(CASES[case][impl])
+test_spectral = as_tests(CASES)
