@@ -102,14 +102,14 @@ def _round_once(wide, exact_at, error=None):
 
 # --- where the values go ------------------------------------------------------------------------
 
-def _iteration_view(a):
-    """`a` with its dimensions ordered as PyTorch's iterator visits them (decreasing stride),
-    so that filling it in C order follows PyTorch's order."""
-    order = sorted(builtins.range(a.ndim), key=lambda d: -a.strides[d])
-    return a.transpose(order)
+def _in_iteration_order(self, array):
+    """`array` (shaped like `self`) viewed with its dimensions in the order PyTorch's
+    iterator visits `self`'s (decreasing stride), so that C order follows PyTorch's order."""
+    order = sorted(builtins.range(self.ndim), key=lambda d: -self._strides[d])
+    return array.transpose(order)
 
 
-def _check_writable(self, name):
+def _check_writable(self):
     if any(st == 0 and n > 1 for n, st in zip(self._shape, self._strides)):
         raise RuntimeError("unsupported operation: more than one element of the written-to "
                            "tensor refers to a single memory location. Please clone() the "
@@ -121,11 +121,12 @@ def _fill(self, name, values, params=None):
     `name`; its autograd node passes no gradient back (the old values are overwritten)."""
     prepare_inplace(name, (self,))
     if self.device.type == "cpu":
-        target = _iteration_view(self._np)
+        target = _in_iteration_order(self, self._np)
         target[...] = values.reshape(target.shape)
     else:
         host = empty_like(self, device="cpu")
-        _iteration_view(host._np)[...] = values.reshape(host.shape)
+        target = _in_iteration_order(self, host._np)
+        target[...] = values.reshape(target.shape)
         with no_grad():
             self.copy_(host)
     self._bump_version()
@@ -170,7 +171,7 @@ def uniform_(self, from_=0, to=1, *, generator=None):
     if not from_ <= to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
                            f"from={from_} > to={to}")
-    _check_writable(self, "uniform_")
+    _check_writable(self)
     gen = generator_or_default(generator)
     return _fill(self, "uniform_", _uniform_values(gen, self.numel(), self.dtype, from_, to))
 
@@ -182,15 +183,8 @@ def _complex_as_real(self, sampler, *args, generator=None):
     parts = empty_strided(self._shape + (2,), tuple(2 * s for s in self._strides) + (1,),
                           dtype=real_dtype)
     sampler(parts, *args, generator=generator)
-    prepare_inplace(sampler.__name__, (self,))
     values = parts._np.view(self.dtype.numpy_dtype)[..., 0]
-    if self.device.type == "cpu":
-        self._np[...] = values
-    else:
-        with no_grad():
-            self.copy_(Tensor._from_array(np.ascontiguousarray(values)))
-    self._bump_version()
-    return record(sampler.__name__, (self,), self, {})
+    return _fill(self, sampler.__name__, _in_iteration_order(self, values).ravel())
 
 
 # --- normal ---------------------------------------------------------------------------------
@@ -261,7 +255,7 @@ def normal_(self, mean=0, std=1, *, generator=None):
     _require_floating(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    _check_writable(self, "normal_")
+    _check_writable(self)
     gen = generator_or_default(generator)
     return _fill(self, "normal_", _normal_values(gen, self, mean, std))
 
@@ -275,7 +269,7 @@ def _float64_sampler(name, kernel, transform, check=None):
             check(*params)
         if kernel is not None:
             _require_floating(self, kernel)
-        _check_writable(self, name)
+        _check_writable(self)
         u = _unit_uniform(generator_or_default(generator), self.numel(), D.float64)
         with np.errstate(all="ignore"):
             values = transform(u, *params)
@@ -331,7 +325,7 @@ def log_normal_(self, mean=1, std=2, *, generator=None):
     _require_floating(self, "log_normal_cpu")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
-    _check_writable(self, "log_normal_")
+    _check_writable(self)
     normals = _fma(_scalar_normals(generator_or_default(generator), self.numel()), std, mean)
     return _fill(self, "log_normal_", _cast(_libm("exp", normals), self.dtype))
 
@@ -341,25 +335,19 @@ def log_normal_(self, mean=1, std=2, *, generator=None):
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 1 where a uniform sample falls below p (a number or a tensor of them)."""
     gen = generator_or_default(generator)
-    _check_writable(self, "bernoulli_")
+    _check_writable(self)
     if isinstance(p, Tensor):
         probs = p.detach().cpu().expand(self.shape)
         # float64 probabilities meet float64 uniforms; any other dtype meets float32 ones
         u_dtype = D.float64 if p.dtype is D.float64 else D.float32
         u = _unit_uniform(gen, self.numel(), u_dtype)
-        probs = _iteration_view_like(self, probs._np.astype(np.float64))
+        probs = _in_iteration_order(self, probs._np.astype(np.float64)).ravel()
         return _fill(self, "bernoulli_", _cast((u < probs).astype(np.float64), self.dtype),
                      {"p_tensor": True})
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
     u = _unit_uniform(gen, self.numel(), D.float64)
     return _fill(self, "bernoulli_", _cast((u < p).astype(np.float64), self.dtype))
-
-
-def _iteration_view_like(self, values):
-    """`values` (shaped like self) flattened in self's iteration order."""
-    order = sorted(builtins.range(self.ndim), key=lambda d: -self._strides[d])
-    return np.transpose(values, order).ravel()
 
 
 def bernoulli(input, p=None, *, generator=None, out=None):
@@ -392,15 +380,10 @@ def _integer_values(gen, count, low, span):
 
 
 def _full_range_values(gen, count, dtype):
-    """random_() without bounds: [0, 2**digits] for floating dtypes, [0, max] for integers."""
-    if dtype is D.bool:
-        return (gen.random32(count) & np.uint64(1)).astype(bool)
-    if dtype.is_floating_point:
-        draws = gen.random64(count) if dtype is D.float64 else gen.random32(count)
-        return (draws % np.uint64((1 << DIGITS[dtype]) + 1)).astype(dtype.numpy_dtype)
-    top = int(np.iinfo(dtype.numpy_dtype).max)
-    draws = gen.random64(count) if dtype is D.int64 else gen.random32(count)
-    return (draws % np.uint64(top + 1)).astype(dtype.numpy_dtype)
+    """random_() without bounds: draw % (largest + 1), from 64-bit draws for float64 and
+    int64 (largest: 2**digits for floating dtypes, the maximum for integers, 1 for bool)."""
+    draws = gen.random64(count) if dtype in (D.float64, D.int64) else gen.random32(count)
+    return _cast((draws % np.uint64(_largest(dtype) + 1)).astype(np.int64), dtype)
 
 
 def _largest(dtype):
@@ -433,7 +416,7 @@ def random_(self, *args, generator=None, **bounds):
     unknown = set(given) - set(names)
     if unknown:
         raise TypeError(f"random_() got an unexpected keyword argument '{unknown.pop()}'")
-    _check_writable(self, "random_")
+    _check_writable(self)
     gen = generator_or_default(generator)
     count, dtype = self.numel(), self.dtype
     if dtype.is_complex:
@@ -455,13 +438,7 @@ def random_(self, *args, generator=None, **bounds):
         span = high - low
         form = 0 if "from" in given else 1
     values = _integer_values(gen, count, low, span)
-    return _fill(self, "random_", _cast_integers(values, dtype), {"form": form})
-
-
-def _cast_integers(values, dtype):
-    if dtype is D.bool:
-        return values != 0
-    return values.astype(dtype.numpy_dtype)
+    return _fill(self, "random_", _cast(values, dtype), {"form": form})
 
 
 # --- factories -----------------------------------------------------------------------------
@@ -478,7 +455,11 @@ def _factory(size, dtype, out, device, requires_grad, fill):
         with no_grad():
             fill(out)
         return out
-    t = empty(shape, dtype=_factory_dtype(dtype, None), device=device)
+    return _sampled(empty(shape, dtype=_factory_dtype(dtype, None), device=device), fill,
+                    requires_grad)
+
+
+def _sampled(t, fill, requires_grad):
     fill(t)
     if requires_grad:
         t.requires_grad_(True)
@@ -542,11 +523,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
 
 
 def _like(input, dtype, device, requires_grad, fill):
-    t = empty_like(input, dtype=dtype, device=device)
-    fill(t)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
+    return _sampled(empty_like(input, dtype=dtype, device=device), fill, requires_grad)
 
 
 # --- normal(): every overload ----------------------------------------------------------------
@@ -658,15 +635,13 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     if not replacement and num_samples > categories:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
-    weights = input.detach().cpu()._np.astype(np.float64)
-    _check_weights(weights)
+    host = input.detach().cpu()
+    _check_weights(host._np.reshape(-1, categories))
     gen = generator_or_default(generator)
-    rows = weights.reshape(-1, categories)
     if not replacement or num_samples == 1:
-        indices = _multinomial_by_exponentials(input, num_samples, gen)
+        indices = _multinomial_by_exponentials(host, num_samples, gen)
     else:
-        indices = _multinomial_by_search(input.detach().cpu()._np.reshape(-1, categories),
-                                         num_samples, gen)
+        indices = _multinomial_by_search(host._np.reshape(-1, categories), num_samples, gen)
     indices = indices.reshape(input.shape[:-1] + (num_samples,))
     result = Tensor._from_array(np.ascontiguousarray(indices, dtype=np.int64))
     if input.device.type != "cpu":
@@ -677,21 +652,18 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     return result
 
 
-def _check_weights(weights):
-    if not np.isfinite(weights).all():
+def _check_weights(rows):
+    if not np.isfinite(rows).all() or (rows < 0).any():
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    if (weights < 0).any():
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    if (weights.reshape(-1, weights.shape[-1]).sum(axis=1) <= 0).any():
+    if (rows.astype(np.float64).sum(axis=1) <= 0).any():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
 
 
-def _multinomial_by_exponentials(input, num_samples, gen):
+def _multinomial_by_exponentials(weights, num_samples, gen):
     """Without replacement: the num_samples largest of weight / E, E ~ Exponential(1) drawn
-    in the input's dtype (the exponential-race form of sampling without replacement)."""
-    races = empty_like(input.detach().cpu(), memory_format=None)
-    exponential_(races, generator=gen)
-    keys = input.detach().cpu()._np / races._np
+    in the weights' dtype (the exponential-race form of sampling without replacement)."""
+    races = exponential_(empty_like(weights), generator=gen)
+    keys = weights._np / races._np
     keys = keys.reshape(-1, keys.shape[-1])
     # descending by key; ties keep the lower index first
     order = np.argsort(-keys, axis=1, kind="stable")
