@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import OpInfo, Sample, TensorArg, function, method, tensor
+from .core import OpInfo, Sample, TensorArg, function, inplace, method, tensor
 
 FLOAT_COMPLEX = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 INVERTIBLE = ("float32", "float64", "complex64", "complex128")
@@ -292,63 +292,37 @@ def _matrix_power_samples(dt, rng):
     yield Sample((_t((3,), dt, rng), 2), {}, "error 1-d")
 
 
+def _forms(name, samples, inplace_form=False):
+    """torch.<name> (differentiable, with its in-place form) and Tensor.<name>."""
+    return [OpInfo(name, function(name), samples, grad_dtypes=GRAD,
+                   inplace_call=inplace(name) if inplace_form else None),
+            OpInfo(f"Tensor.{name}", method(name), _method_samples(samples),
+                   dtypes=METHOD_DTYPES, differentiable=False)]
+
+
 OPS = [
-    OpInfo("mm", function("mm"), _mm_samples, grad_dtypes=GRAD),
-    OpInfo("Tensor.mm", method("mm"), _method_samples(_mm_samples), dtypes=METHOD_DTYPES,
-           differentiable=False),
-    OpInfo("bmm", function("bmm"), _bmm_samples, grad_dtypes=GRAD),
-    OpInfo("Tensor.bmm", method("bmm"), _method_samples(_bmm_samples), dtypes=METHOD_DTYPES,
-           differentiable=False),
-    OpInfo("mv", function("mv"), _mv_samples, grad_dtypes=GRAD),
-    OpInfo("Tensor.mv", method("mv"), _method_samples(_mv_samples), dtypes=METHOD_DTYPES,
-           differentiable=False),
-    OpInfo("dot", function("dot"), _dot_samples, grad_dtypes=GRAD),
-    OpInfo("Tensor.dot", method("dot"), _method_samples(_dot_samples), dtypes=METHOD_DTYPES,
-           differentiable=False),
-    OpInfo("vdot", function("vdot"), _dot_samples, grad_dtypes=GRAD),
-    OpInfo("Tensor.vdot", method("vdot"), _method_samples(_dot_samples), dtypes=METHOD_DTYPES,
-           differentiable=False),
-    OpInfo("matmul", function("matmul"), _matmul_samples, grad_dtypes=GRAD),
-    OpInfo("Tensor.matmul", method("matmul"), _method_samples(_matmul_samples),
-           dtypes=METHOD_DTYPES, differentiable=False),
+    *_forms("mm", _mm_samples),
+    *_forms("bmm", _bmm_samples),
+    *_forms("mv", _mv_samples),
+    *_forms("dot", _dot_samples),
+    *_forms("vdot", _dot_samples),
+    *_forms("matmul", _matmul_samples),
     OpInfo("Tensor.__matmul__", method("__matmul__"), _method_samples(_matmul_samples),
            dtypes=METHOD_DTYPES),
     OpInfo("Tensor.__rmatmul__", method("__rmatmul__"), _method_samples(_matmul_samples),
            dtypes=METHOD_DTYPES, differentiable=False),
-    OpInfo("inner", function("inner"), _inner_samples, grad_dtypes=GRAD),
-    OpInfo("Tensor.inner", method("inner"), _method_samples(_inner_samples),
-           dtypes=METHOD_DTYPES, differentiable=False),
-    OpInfo("outer", function("outer"), _outer_samples, grad_dtypes=GRAD),
+    *_forms("inner", _inner_samples),
+    *_forms("outer", _outer_samples),
     OpInfo("ger", function("ger"), _outer_samples, differentiable=False),
-    OpInfo("Tensor.outer", method("outer"), _method_samples(_outer_samples),
-           dtypes=METHOD_DTYPES, differentiable=False),
     OpInfo("Tensor.ger", method("ger"), _method_samples(_outer_samples), dtypes=METHOD_DTYPES,
            differentiable=False),
-    OpInfo("addmm", function("addmm"), _addmm_samples, grad_dtypes=GRAD,
-           inplace_call=lambda a, *args, **kw: a.addmm_(*args, **kw)),
-    OpInfo("Tensor.addmm", method("addmm"), _method_samples(_addmm_samples),
-           dtypes=METHOD_DTYPES, differentiable=False),
+    *_forms("addmm", _addmm_samples, inplace_form=True),
     OpInfo("Tensor.addmm deprecated", method("addmm"), _legacy_method_samples,
-           dtypes=METHOD_DTYPES, differentiable=False,
-           inplace_call=lambda a, *args, **kw: a.addmm_(*args, **kw)),
-    OpInfo("addbmm", function("addbmm"), _addbmm_samples, grad_dtypes=GRAD,
-           inplace_call=lambda a, *args, **kw: a.addbmm_(*args, **kw)),
-    OpInfo("Tensor.addbmm", method("addbmm"), _method_samples(_addbmm_samples),
-           dtypes=METHOD_DTYPES, differentiable=False),
-    OpInfo("baddbmm", function("baddbmm"), _baddbmm_samples, grad_dtypes=GRAD,
-           inplace_call=lambda a, *args, **kw: a.baddbmm_(*args, **kw)),
-    OpInfo("Tensor.baddbmm", method("baddbmm"), _method_samples(_baddbmm_samples),
-           dtypes=METHOD_DTYPES, differentiable=False),
-    OpInfo("addmv", function("addmv"), _addmv_samples, grad_dtypes=GRAD,
-           inplace_call=lambda a, *args, **kw: a.addmv_(*args, **kw)),
-    OpInfo("Tensor.addmv", method("addmv"), _method_samples(_addmv_samples),
-           dtypes=METHOD_DTYPES, differentiable=False),
-    OpInfo("addr", function("addr"), _addr_samples, grad_dtypes=GRAD,
-           inplace_call=lambda a, *args, **kw: a.addr_(*args, **kw)),
-    OpInfo("Tensor.addr", method("addr"), _method_samples(_addr_samples),
-           dtypes=METHOD_DTYPES, differentiable=False),
+           dtypes=METHOD_DTYPES, differentiable=False, inplace_call=inplace("addmm")),
+    *_forms("addbmm", _addbmm_samples, inplace_form=True),
+    *_forms("baddbmm", _baddbmm_samples, inplace_form=True),
+    *_forms("addmv", _addmv_samples, inplace_form=True),
+    *_forms("addr", _addr_samples, inplace_form=True),
     OpInfo("chain_matmul", function("chain_matmul"), _chain_matmul_samples, grad_dtypes=GRAD),
-    OpInfo("matrix_power", function("matrix_power"), _matrix_power_samples, grad_dtypes=GRAD),
-    OpInfo("Tensor.matrix_power", method("matrix_power"),
-           _method_samples(_matrix_power_samples), dtypes=METHOD_DTYPES, differentiable=False),
+    *_forms("matrix_power", _matrix_power_samples),
 ]
