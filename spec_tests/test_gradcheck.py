@@ -168,5 +168,5 @@ def _declared_ops():
 def test_declared_op_has_derivative_row(name):
     from reftorch.autograd.derivatives import row_for
     assert row_for(name) is not None, (
-        f"op '{name}' has no derivative row: add one to autograd/derivatives.py or mark it "
+        f"op '{name}' has no derivative row: add one to its section in autograd/derivatives/ or mark it "
         f"with not_differentiable(...)")

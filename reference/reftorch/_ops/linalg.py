@@ -11,7 +11,7 @@ vectorized over the batch and the remaining rows, which is how LAPACK's unblocke
 Legacy functions (potrf, gesv, gels, btrifact, symeig, eig, ...) keep their documented
 behaviour and warn with a DeprecationWarning that names the modern route. The gradient
 formulas (the `*_gradient` functions at the end) are written with reftorch ops, so they can
-themselves be differentiated; autograd/derivatives.py calls them.
+themselves be differentiated; autograd/derivatives/linalg.py calls them.
 """
 from __future__ import annotations
 
@@ -880,7 +880,7 @@ def btrisolve(b, LU_data, LU_pivots):
     return lu_solve(b, LU_data, LU_pivots)
 
 
-# --- gradient formulas (called by autograd/derivatives.py) -----------------------------------
+# --- gradient formulas (called by autograd/derivatives/linalg.py) -----------------------------------
 #
 # Written with reftorch ops so that they differentiate again (double backward). `_H` is the
 # conjugate transpose of the last two dims; gradients follow PyTorch's convention for

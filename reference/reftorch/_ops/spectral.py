@@ -8,7 +8,7 @@ Three structured ops do every transform, on complex tensors, as ATen does:
             parameter because the half spectrum does not determine it).
 Each scales its result by 1, 1/sqrt(n) or 1/n (`normalization` "none", "sqrt_n", "n", n the
 product of the transformed sizes) independently of the direction, so the adjoint of every
-transform is another one with the same normalization (see autograd/derivatives.py).
+transform is another one with the same normalization (see autograd/derivatives/spectral.py).
 
 The legacy functions of PyTorch 0.4-1.7 (`torch.fft(input, signal_ndim)`, ifft, rfft, irfft)
 work on the real-pair layout: a complex number is a last dim of size 2. They run as one op,

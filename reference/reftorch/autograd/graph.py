@@ -2,7 +2,7 @@
 
 When grad mode is on and an op's input requires grad, `record` makes a node named like
 PyTorch's (`AddBackward0`) whose `next_functions` point at the inputs' own nodes (or at an
-`AccumulateGrad` for a leaf). The node keeps what its derivative row (derivatives.py) asks
+`AccumulateGrad` for a leaf). The node keeps what its derivative row (autograd/derivatives/) asks
 to save, each saved tensor with the version it had, so that a later in-place write is caught.
 """
 from __future__ import annotations

@@ -1,0 +1,95 @@
+"""The table every section registers its rows in, and what the formulas share."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..._dispatch import find_op
+
+_ROWS = {}
+
+
+@dataclass(eq=False)
+class Row:
+    op: str
+    node: object                       # the node name, or fn(inputs, params) -> name
+    backward_fn: object
+    inputs: tuple = ("self",)
+    saves: tuple = ()
+    outputs: tuple = ("result",)
+    nondifferentiable_outputs: frozenset = field(default_factory=frozenset)
+    differentiable: bool = True
+
+    def node_name(self, inputs, params):
+        return self.node if isinstance(self.node, str) else self.node(inputs, params)
+
+    def values_to_save(self, inputs, results, params, replaced=None):
+        """(name, value) for each name in `saves`: an input (or its replacement), an output,
+        or a parameter (the op's declared default when the caller left it out)."""
+        names = dict(zip(self.inputs, inputs))
+        if replaced:
+            names.update(replaced)
+        names.update(zip(self.outputs, results))
+        for key in self.saves:
+            if key in names:
+                yield key, names[key]
+            elif key in params:
+                yield key, params[key]
+            else:
+                yield key, _default(self.op, key)
+
+    def backward(self, ctx, *grads):
+        result = self.backward_fn(ctx, *grads)
+        return result if isinstance(result, tuple) else (result,)
+
+
+def _default(op, key):
+    """A parameter the caller left out has the op's declared default."""
+    declared = find_op(op)
+    return None if declared is None else declared.params.get(key)
+
+
+def derivative(op, node, inputs=("self",), saves=(), outputs=("result",),
+               nondifferentiable_outputs=()):
+    """Register the derivative row of `op` (decorates the formula)."""
+    def register(fn):
+        if op in _ROWS:
+            raise RuntimeError(f"derivative of '{op}' is registered twice")
+        _ROWS[op] = Row(op, node, fn, tuple(inputs), tuple(saves), tuple(outputs),
+                        frozenset(nondifferentiable_outputs))
+        return fn
+    return register
+
+
+def not_differentiable(*ops):
+    """Ops whose outputs never require grad (comparisons, indices, bit operations)."""
+    for op in ops:
+        _ROWS[op] = Row(op, None, None, differentiable=False)
+
+
+def row_for(op):
+    return _ROWS.get(op)
+
+
+def all_rows():
+    return dict(_ROWS)
+
+
+# The formulas use the public API; importing it lazily keeps this table importable first.
+class _Torch:
+    def __getattr__(self, name):
+        import reftorch
+        return getattr(reftorch, name)
+
+
+torch = _Torch()
+
+
+def _conj(t):
+    return t.conj() if t.is_complex() else t
+
+
+def _real_if(grad, dtype):
+    """A gradient for a real input of an op with a complex result keeps only the real part."""
+    return grad.real if grad.is_complex() and not dtype.is_complex else grad
+
+
