@@ -631,19 +631,29 @@ def _rows(t):
     return t.reshape(int(np.prod(t.shape[:-1])), t.shape[-1])
 
 
+def _unfold_rows(result, shape):
+    """A fresh product reshaped back to the batch's shape. PyTorch records this reshape as
+    `_unsafe_view` (the product has no other users), and the result is not a view."""
+    from .._shape import contiguous_strides
+    unfolded = result._view(shape, contiguous_strides(shape), op="unsafe_view",
+                            self_shape=result._shape)
+    unfolded._base = None
+    return unfolded
+
+
 def _matmul_nd(a, b):
     if b.ndim == 1 and a.ndim == 2:
         return mv(a, b)
     if b.ndim == 1:
         # matrix (or a batch of them, folded into the rows) @ vector
-        return mv(_rows(a), b).reshape(a.shape[:-1])
+        return _unfold_rows(mv(_rows(a), b), a.shape[:-1])
     if a.ndim == 1 and b.ndim == 2:
-        return mm(a.unsqueeze(0), b).squeeze(0)
+        return mm(a.unsqueeze(0), b).squeeze_(0)
     if b.ndim == 2:
         # A batch of matrices @ one matrix: fold the batch into the rows, one mm.
         if a.ndim == 2:
             return mm(a, b)
-        return mm(_rows(a), b).reshape(a.shape[:-1] + b.shape[-1:])
+        return _unfold_rows(mm(_rows(a), b), a.shape[:-1] + b.shape[-1:])
     # Batched: a 1-D `a` becomes a row; batch dims broadcast; one bmm over the flattened batch.
     row = a.ndim == 1
     if row:
@@ -654,8 +664,8 @@ def _matmul_nd(a, b):
     count = int(np.prod(batch))
     a3 = a.expand(*batch, n, k).reshape(count, n, k)
     b3 = b.expand(*batch, k2, p).reshape(count, k2, p)
-    result = bmm(a3, b3).reshape(batch + (n, p))
-    return result.squeeze(-2) if row else result
+    # (the row's dim of size 1 goes in the same reshape)
+    return _unfold_rows(bmm(a3, b3), batch + ((p,) if row else (n, p)))
 
 
 def inner(input, other, *, out=None):

@@ -42,34 +42,39 @@ def zero_(self):
     return fill_(self, 0)
 
 
-def t_(self):
-    t = self.t()
-    self._set_geometry(self._storage, self._offset, t._shape, t._strides)
+def _become(self, view, node):
+    """Give self the geometry of `view` (a view of self just made); with autograd, self's
+    history continues through the view's node, under PyTorch's name for the in-place form."""
+    from ..autograd.graph import check_inplace, node_class
+    if self.requires_grad:
+        check_inplace(self)
+    self._set_geometry(self._storage, view._offset, view._shape, view._strides)
+    if view.grad_fn is not None:
+        view.grad_fn.__class__ = node_class(node)
+        self.grad_fn = view.grad_fn
     return self
+
+
+def t_(self):
+    return _become(self, self.t(), "TBackward1")
 
 
 def transpose_(self, dim0, dim1):
-    t = self.transpose(dim0, dim1)
-    self._set_geometry(self._storage, self._offset, t._shape, t._strides)
-    return self
+    return _become(self, self.transpose(dim0, dim1), "TransposeBackward1")
 
 
 def squeeze_(self, dim=None):
-    t = self.squeeze(dim)
-    self._set_geometry(self._storage, self._offset, t._shape, t._strides)
-    return self
+    node = "SqueezeBackward3" if dim is None else \
+        "SqueezeBackward4" if isinstance(dim, int) else "SqueezeBackward5"
+    return _become(self, self.squeeze(dim), node)
 
 
 def unsqueeze_(self, dim):
-    t = self.unsqueeze(dim)
-    self._set_geometry(self._storage, self._offset, t._shape, t._strides)
-    return self
+    return _become(self, self.unsqueeze(dim), "UnsqueezeBackward1")
 
 
 def as_strided_(self, size, stride, storage_offset=None):
-    t = self.as_strided(size, stride, storage_offset)
-    self._set_geometry(self._storage, t._offset, t._shape, t._strides)
-    return self
+    return _become(self, self.as_strided(size, stride, storage_offset), "AsStridedBackward1")
 
 
 def set_(self, source=None, storage_offset=0, size=None, stride=None):
