@@ -587,3 +587,24 @@ def test_checkpoint_sequential_gradients_match_torch():
         y.backward(ones(m, 3))
         return host(x.grad)
     np.testing.assert_allclose(program(reftorch, rcp), program(torch, tcp))
+
+
+@pytest.mark.parametrize("name,args", [("squeeze_", (1,)), ("squeeze_", ()),
+                                       ("squeeze_", ((1,),)), ("unsqueeze_", (0,)),
+                                       ("t_", ()), ("transpose_", (0, 2)),
+                                       ("as_strided_", ((3, 2), (1, 3)))])
+def test_inplace_geometry_ops_record_history(name, args):
+    """x.squeeze_() and friends change a non-leaf's shape in place: the gradient must flow
+    back through the inverse geometry, under PyTorch's in-place node name."""
+    def run(lib):
+        leaf = lib.arange(6.0, dtype=lib.float64).reshape(3, 1, 2).requires_grad_()
+        if name == "t_":
+            leaf = lib.arange(6.0, dtype=lib.float64).reshape(3, 2).requires_grad_()
+        x = leaf * 1
+        y = getattr(x, name)(*args)
+        weights = lib.arange(float(y.numel()), dtype=lib.float64).reshape(y.shape)
+        (y * weights).sum().backward()
+        return type(y.grad_fn).__name__, tuple(y.shape), leaf.grad.numpy().tolist()
+    assert run(reftorch) == run(torch)
+    with pytest.raises(RuntimeError):
+        getattr(reftorch.zeros(3, 1, 2, requires_grad=True), name)(*args)
