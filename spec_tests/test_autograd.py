@@ -608,3 +608,22 @@ def test_inplace_geometry_ops_record_history(name, args):
     assert run(reftorch) == run(torch)
     with pytest.raises(RuntimeError):
         getattr(reftorch.zeros(3, 1, 2, requires_grad=True), name)(*args)
+
+
+@pytest.mark.parametrize("view", [
+    lambda w: w.expand(3, 4).narrow(-1, 0, 2),
+    lambda w: w.expand(3, 4)[1:, ::2],
+    lambda w: w.expand(3, 4).select(1, 2),
+    lambda w: w.expand(4, 4).diagonal(),
+    lambda w: w.expand(3, 4).unfold(1, 2, 1),
+    lambda w: w.expand(3, 4)[:, 1:3][1],
+], ids=["narrow", "slice", "select", "diagonal", "unfold", "chained"])
+def test_views_of_expanded_tensors_get_per_element_gradients(view):
+    """An expanded tensor's elements share storage slots: a view of it must still send each
+    of its elements' gradient to that element (not to every element sharing the slot)."""
+    def run(lib):
+        w = lib.arange(4.0, dtype=lib.float64, requires_grad=True)
+        y = view(w)
+        (y * lib.arange(float(y.numel()), dtype=lib.float64).reshape(y.shape)).sum().backward()
+        return w.grad.numpy().tolist()
+    assert run(reftorch) == run(torch)

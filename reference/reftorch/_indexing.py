@@ -146,7 +146,8 @@ def _basic_view(t, indices):
         dim += 1
     shape += t._shape[dim:]
     strides += t._strides[dim:]
-    return t._view(shape, strides, offset, op="slice")
+    return t._view(shape, strides, offset, op="slice",
+                   replay=lambda stand_in: _basic_view(stand_in, indices))
 
 
 def _slice_bounds(index, size):

@@ -85,15 +85,25 @@ class Tensor:
         storage = allocate(numel, dtype, device)
         return cls._make(storage, 0, shape, contiguous_strides(shape))
 
-    def _view(self, shape, strides, offset=None, op="as_strided", **params):
+    def _view(self, shape, strides, offset=None, op="as_strided", replay=None, **params):
         """A tensor sharing this one's storage with new geometry; `op` and `params` name the
-        view for autograd (its node and derivative row)."""
+        view for autograd (its node and derivative row).
+
+        Views that pick elements pass `replay` (the same view as a function of a tensor).
+        Their gradient maps view elements to storage slots; when this tensor is itself an
+        expanded view, several of its elements share a slot, so the mapping is made on a
+        contiguous stand-in of this tensor's shape instead (its logical element positions)."""
         t = Tensor._make(self._storage, self._offset if offset is None else offset,
                          tuple(shape), tuple(strides))
         t._base = self if self._base is None else self._base
         if self.requires_grad:
             from .autograd.graph import record_view
-            record_view(self, t, op, params)
+            logical = None
+            if replay is not None and _expanded(self):
+                stand_in = Tensor._make(self._storage, 0, self._shape,
+                                        contiguous_strides(self._shape))
+                logical = (stand_in, replay(stand_in))
+            record_view(self, t, op, params, logical)
         return t
 
     # --- the NumPy view ----------------------------------------------------------------------
@@ -387,7 +397,7 @@ class Tensor:
         shape = list(self._shape)
         shape[dim] = length
         return self._view(shape, self._strides, self._offset + start * self._strides[dim],
-                          op="narrow")
+                          op="narrow", replay=lambda t: t.narrow(dim, start, length))
 
     def select(self, dim, index):
         if not self._shape:
@@ -402,7 +412,8 @@ class Tensor:
             index += size
         return self._view(self._shape[:dim] + self._shape[dim + 1:],
                           self._strides[:dim] + self._strides[dim + 1:],
-                          self._offset + index * self._strides[dim], op="select")
+                          self._offset + index * self._strides[dim], op="select",
+                          replay=lambda t: t.select(dim, index))
 
     def squeeze(self, dim=None):
         n = self.ndim
@@ -438,7 +449,8 @@ class Tensor:
         if n:
             shape[dim] = (dim_size - size) // step + 1
             strides[dim] = dim_stride * step
-        return self._view(shape + [size], strides + [dim_stride], op="unfold")
+        return self._view(shape + [size], strides + [dim_stride], op="unfold",
+                          replay=lambda t: t.unfold(dimension, size, step))
 
     def diagonal(self, offset=0, dim1=0, dim2=1):
         n = self.ndim
@@ -457,7 +469,8 @@ class Tensor:
         keep = [i for i in range(n) if i not in (d1, d2)]
         shape = [self._shape[i] for i in keep] + [length]
         strides = [self._strides[i] for i in keep] + [self._strides[d1] + self._strides[d2]]
-        return self._view(shape, strides, start, op="diagonal")
+        return self._view(shape, strides, start, op="diagonal",
+                          replay=lambda t: t.diagonal(offset, dim1, dim2))
 
     def as_strided(self, size, stride, storage_offset=None):
         size, stride = tuple(size), tuple(stride)
@@ -691,6 +704,11 @@ def _shape_arg(args):
 
 def _is_int_tensor(x):
     return isinstance(x, Tensor) and x.ndim == 0
+
+
+def _expanded(t):
+    """Whether some elements of `t` share a storage slot (a dim of stride 0, as expand makes)."""
+    return any(size > 1 and stride == 0 for size, stride in zip(t._shape, t._strides))
 
 
 def _is_dense(array):

@@ -285,10 +285,13 @@ class CopySlices(Node):
         self._released = True
 
 
-def record_view(base, view, name, params):
-    """A view of a tensor that requires grad: its node maps the view's gradient to `base`."""
+def record_view(base, view, name, params, logical=None):
+    """A view of a tensor that requires grad: its node maps the view's gradient to `base`.
+    `logical` (stand-in base, its view) replaces the storage geometry of an expanded base."""
     if base.requires_grad and is_grad_enabled():
-        params = dict(params, self_geometry=geometry(base), view_geometry=geometry(view))
+        geometry_base, geometry_view = logical or (base, view)
+        params = dict(params, self_geometry=geometry(geometry_base),
+                      view_geometry=geometry(geometry_view))
         record(name, (base,), view, params)
     return view
 
