@@ -9,8 +9,7 @@ from .._tensor import Tensor
 
 __all__ = ["reshape", "view_copy", "squeeze", "unsqueeze", "t", "transpose", "swapaxes",
            "swapdims", "permute", "narrow", "select", "diagonal", "flatten", "as_strided",
-           "clone", "adjoint", "is_nonzero", "is_same_size", "get_num_threads",
-           "set_num_threads", "get_num_interop_threads", "set_num_interop_threads"]
+           "clone", "adjoint", "is_nonzero", "is_same_size"]
 
 
 def _tensor(input, name):
@@ -100,31 +99,6 @@ def is_nonzero(input):
 
 def is_same_size(input, other):
     return _tensor(input, "is_same_size").shape == other.shape
-
-
-# Reference kernels are single NumPy calls; the thread settings are kept for API parity and
-# reported back, and plugins may read them.
-_threads = {"intra": 1, "interop": 1}
-
-
-def get_num_threads():
-    return _threads["intra"]
-
-
-def set_num_threads(n):
-    if not isinstance(n, int) or n <= 0:
-        raise RuntimeError("Expected positive number of threads")
-    _threads["intra"] = n
-
-
-def get_num_interop_threads():
-    return _threads["interop"]
-
-
-def set_num_interop_threads(n):
-    if not isinstance(n, int) or n <= 0:
-        raise RuntimeError("Expected positive number of threads")
-    _threads["interop"] = n
 
 
 Tensor.swapaxes = Tensor.swapdims = Tensor.transpose

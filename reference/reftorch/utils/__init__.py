@@ -1,4 +1,5 @@
-"""reftorch.utils: helpers around the core (checkpointing)."""
-from . import checkpoint
+"""reftorch.utils: checkpointing, DLPack exchange, model downloads (model_zoo) and data
+loading (reftorch.utils.data). `cpp_extension` and `bottleneck` are imported on demand."""
+from . import checkpoint, dlpack, model_zoo
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "dlpack", "model_zoo"]
