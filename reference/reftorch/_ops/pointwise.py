@@ -541,8 +541,11 @@ def clamp_max(a, high):
 
 def lerp(a, end, weight):
     """a + weight * (end - a), computed from the nearer end for accuracy (PyTorch's form)."""
-    near_start = np.abs(weight) < 0.5
     difference = end - a
+    if np.ndim(weight) == 0:       # one weight (the common case): compute only its branch
+        return a + weight * difference if abs(weight) < 0.5 else \
+            end - difference * (1 - weight)
+    near_start = np.abs(weight) < 0.5
     return np.where(near_start, a + weight * difference, end - difference * (1 - weight))
 
 
