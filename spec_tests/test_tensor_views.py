@@ -136,3 +136,21 @@ def test_requires_grad_and_grad_fn_names():
         x.add_(1)
     with pytest.raises(RuntimeError):
         reftorch.tensor([1, 2], requires_grad=True)
+
+
+def test_views_see_storage_that_moved():
+    """resize_ and share_memory_ move a storage's elements to new memory: views made (and
+    read) before the move must write to and read from the new memory."""
+    import reftorch
+    t = reftorch.zeros(4)
+    v, square = t[1:3], t.view(2, 2)
+    v.numpy(), square.numpy()                # build the views' cached NumPy arrays
+    t.share_memory_()
+    v.fill_(5.0)
+    assert t.tolist() == [0.0, 5.0, 5.0, 0.0] and square.tolist() == [[0.0, 5.0], [5.0, 0.0]]
+    grown = reftorch.zeros(3)
+    head = grown[:2]
+    head.numpy()
+    grown.resize_(10)
+    head.fill_(1.0)
+    assert grown[:3].tolist() == [1.0, 1.0, 0.0]

@@ -280,9 +280,10 @@ class TypedStorage:
         return self
 
     def is_shared(self):
-        return False
+        return self._storage.is_shared()
 
     def share_memory_(self):
+        self._storage.share_memory_()
         return self
 
     @classmethod
@@ -324,6 +325,23 @@ def storage_class(dtype):
 
 def typed_storage_for(storage):
     return _STORAGE_CLASSES[storage.dtype](_storage=storage)
+
+
+# --- Tensor.share_memory_ / Tensor.is_shared (they act on the tensor's storage) ---------------
+
+def _tensor_share_memory_(self):
+    """Move the tensor's storage to shared memory (no-op if already there or not on cpu)."""
+    if not self._storage.is_shared():
+        self._storage.share_memory_()
+    return self
+
+
+def _tensor_is_shared(self):
+    return self._storage.is_shared()
+
+
+Tensor.share_memory_ = _tensor_share_memory_
+Tensor.is_shared = _tensor_is_shared
 
 
 FloatStorage = _STORAGE_CLASSES[D.float32]

@@ -60,6 +60,14 @@ class Storage:
     def tolist(self):
         return self.read(0, len(self)).tolist()
 
+    # Sharing between processes only applies to host memory; device memory (cuda) counts as
+    # shared already, as in PyTorch.
+    def is_shared(self):
+        return self.is_cuda
+
+    def share_memory_(self):
+        return self
+
     def __repr__(self):
         values = "\n".join(f" {v}" for v in self.tolist())
         header = f"[{type(self).__name__} of size {len(self)}]"
@@ -67,15 +75,39 @@ class Storage:
 
 
 class CPUStorage(Storage):
-    """Host storage: `array` is a 1-D NumPy array that tensors view with their strides."""
+    """Host storage: `array` is a 1-D NumPy array that tensors view with their strides.
 
-    __slots__ = ("array",)
+    A shared storage keeps its elements in a shared-memory segment (`_segment`, see
+    reftorch.multiprocessing._segment) that other processes map too; `array` then views it.
+    """
 
-    def __init__(self, array, dtype=None):
+    __slots__ = ("array", "_segment")
+
+    def __init__(self, array, dtype=None, segment=None):
         self.dtype = dtype or D.from_numpy_dtype(array.dtype)
         self.device = CPU
         self._version = 0
         self.array = array
+        self._segment = segment
+
+    @classmethod
+    def _new_shared(cls, size, dtype):
+        """An uninitialised storage of `size` elements allocated in shared memory."""
+        from .multiprocessing._segment import Segment
+        segment = Segment.create(size * dtype.itemsize)
+        return cls(segment.array(dtype.numpy_dtype, size), dtype, segment)
+
+    def is_shared(self):
+        return self._segment is not None
+
+    def share_memory_(self):
+        """Move the elements into a new shared-memory segment (no-op when already shared);
+        tensors notice the new `array` and rebuild their NumPy views on it."""
+        if self._segment is None:
+            moved = CPUStorage._new_shared(len(self), self.dtype)
+            moved.array[...] = self.array
+            self.array, self._segment = moved.array, moved._segment
+        return self
 
     def __len__(self):
         return self.array.shape[0]
@@ -90,6 +122,9 @@ class CPUStorage(Storage):
         self.array[start:start + len(values)] = values
 
     def resize_(self, size):
+        if size != len(self) and self._segment is not None:
+            # Other processes map the segment with its current size (as in PyTorch).
+            raise RuntimeError("Trying to resize storage that is not resizable")
         if size != len(self):
             grown = np.zeros(size, dtype=self.array.dtype)
             keep = min(size, len(self))

@@ -21,7 +21,7 @@ from ._shape import (contiguous_strides, expand_strides, infer_size, is_contiguo
 class Tensor:
     """A multi-dimensional array of one dtype on one device, with autograd fields."""
 
-    __slots__ = ("_storage", "_offset", "_shape", "_strides", "_cached_np",
+    __slots__ = ("_storage", "_offset", "_shape", "_strides", "_cached_np", "_cached_from",
                  "requires_grad", "grad", "grad_fn", "_base", "_retains_grad",
                  "_backward_hooks", "__dict__", "__weakref__")
 
@@ -32,13 +32,14 @@ class Tensor:
 
     # --- construction helpers (internal) -------------------------------------------------
     @classmethod
-    def _make(cls, storage, offset, shape, strides, cached_np=None):
+    def _make(cls, storage, offset, shape, strides, cached_np=None, cached_from=None):
         t = object.__new__(cls)
         t._storage = storage
         t._offset = offset
         t._shape = shape
         t._strides = strides
         t._cached_np = cached_np
+        t._cached_from = cached_from
         t.requires_grad = False
         t.grad = None
         t.grad_fn = None
@@ -71,6 +72,7 @@ class Tensor:
         t._shape = array.shape
         t._strides = strides
         t._cached_np = array
+        t._cached_from = flat
         t.requires_grad = False
         t.grad = t.grad_fn = t._base = t._backward_hooks = None
         t._retains_grad = False
@@ -109,9 +111,13 @@ class Tensor:
     # --- the NumPy view ----------------------------------------------------------------------
     @property
     def _np(self):
-        """The NumPy view of this tensor's elements (cpu only)."""
+        """The NumPy view of this tensor's elements (cpu only).
+
+        The cached view is kept with the storage array it was built on: a storage that moves
+        its elements (resize_, share_memory_) gets a new array, and every tensor viewing it
+        must then see the new memory."""
         a = self._cached_np
-        if a is None:
+        if a is None or self._cached_from is not self._storage.array:
             storage = self._storage
             if not isinstance(storage, CPUStorage):
                 raise TypeError(
@@ -121,12 +127,12 @@ class Tensor:
             if 0 in self._shape:
                 # An empty view may sit past the end of its storage (x[1] of a (2, 0) tensor).
                 a = np.empty(self._shape, dtype=storage.array.dtype)
-                self._cached_np = a
-                return a
-            a = np.ndarray(self._shape, dtype=storage.array.dtype, buffer=storage.array,
-                           offset=self._offset * itemsize,
-                           strides=[s * itemsize for s in self._strides])
+            else:
+                a = np.ndarray(self._shape, dtype=storage.array.dtype, buffer=storage.array,
+                               offset=self._offset * itemsize,
+                               strides=[s * itemsize for s in self._strides])
             self._cached_np = a
+            self._cached_from = storage.array
         return a
 
     def _host_array(self):
@@ -567,9 +573,8 @@ class Tensor:
         return self.to(D.complex128)
 
     def detach(self):
-        t = Tensor._make(self._storage, self._offset, self._shape, self._strides,
-                         self._cached_np)
-        return t
+        return Tensor._make(self._storage, self._offset, self._shape, self._strides,
+                            self._cached_np, self._cached_from)
 
     def detach_(self):
         self.grad_fn = None
