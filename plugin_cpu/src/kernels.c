@@ -26,6 +26,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "common.h"
+
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,7 +36,6 @@
 #include <omp.h>
 #endif
 
-#define MAX_NDIM 8
 /* Loops writing fewer bytes than this run on one thread: starting a parallel region costs
  * a few microseconds. Measured on a 2-core x86-64 (float32 add, 1 vs 2 threads): 16 KiB
  * elements 4.3 vs 5.0 us, 32 Ki 7.1 vs 6.3 us, 64 Ki 12 vs 9.5 us; float64 crosses over at
@@ -45,8 +46,6 @@
 
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, N_OPS };
 enum { T_F32, T_F64, N_TYPES };
-enum { ISA_BASELINE, ISA_AVX2, ISA_AVX512F, N_ISAS };
-static const char *const ISA_NAMES[N_ISAS] = {"baseline", "avx2", "avx512f"};
 
 /* One run of n elements along the innermost dim; strides in elements. */
 typedef void (*row_fn)(ptrdiff_t n, char *o, ptrdiff_t so, const char *a, ptrdiff_t sa,
@@ -218,66 +217,6 @@ static void after_fork_in_child(void) { g_forked = 1; }
 
 /* ---- argument checking ---------------------------------------------------------------- */
 
-/* A sequence of ndim Python ints into dst; `what` names it in errors. */
-static int parse_dims(PyObject *seq_obj, const char *what, int expect, long long *dst, int *ndim)
-{
-    PyObject *seq = PySequence_Fast(seq_obj, "");
-    if (seq == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s must be a tuple or list of ints, not %.100s", what,
-                     Py_TYPE(seq_obj)->tp_name);
-        return -1;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (expect < 0 ? (n < 0 || n > MAX_NDIM) : n != expect) {
-        if (expect < 0)
-            PyErr_Format(PyExc_ValueError, "%s has %zd dims; between 0 and %d are supported",
-                         what, n, MAX_NDIM);
-        else
-            PyErr_Format(PyExc_ValueError, "%s has %zd entries, expected %d (one per dim)", what,
-                         n, expect);
-        Py_DECREF(seq);
-        return -1;
-    }
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyLong_Check(items[i])) {
-            PyErr_Format(PyExc_TypeError, "%s must hold ints, not %.100s", what,
-                         Py_TYPE(items[i])->tp_name);
-            Py_DECREF(seq);
-            return -1;
-        }
-        int overflow = 0;
-        dst[i] = PyLong_AsLongLongAndOverflow(items[i], &overflow);
-        if (overflow || (dst[i] == -1 && PyErr_Occurred()) || dst[i] > PTRDIFF_MAX / 16 ||
-            dst[i] < -(PTRDIFF_MAX / 16)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "%s[%zd] is out of range", what, i);
-            Py_DECREF(seq);
-            return -1;
-        }
-    }
-    if (ndim) *ndim = (int)n;
-    Py_DECREF(seq);
-    return 0;
-}
-
-static int parse_offset(PyObject *obj, const char *what, long long *dst)
-{
-    if (!PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    int overflow = 0;
-    *dst = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow || (*dst == -1 && PyErr_Occurred()) || *dst < 0 || *dst > PTRDIFF_MAX / 16) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s must be a non-negative element offset", what);
-        return -1;
-    }
-    return 0;
-}
-
 /* The element type of a buffer: T_F32, T_F64, or -1 with TypeError set. */
 static int buffer_type(const Py_buffer *view, const char *what)
 {
@@ -294,40 +233,6 @@ static int buffer_type(const Py_buffer *view, const char *what)
                  "'%s', itemsize %zd)", what, view->format ? view->format : "B",
                  view->itemsize);
     return -1;
-}
-
-static int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *what)
-{
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s must be a contiguous%s buffer of float32 or "
-                     "float64 elements, not %.100s", what, writable ? " writable" : "",
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    return 0;
-}
-
-/* Every element visited (numel > 0) must lie in [0, len) of its buffer. */
-static int check_bounds(const char *what, Py_ssize_t len, long long offset, int ndim,
-                        const long long *shape, const long long *strides)
-{
-    long long lo = offset, hi = offset;
-    for (int d = 0; d < ndim; d++) {
-        long long reach;
-        if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
-            __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi)) {
-            PyErr_Format(PyExc_ValueError, "%s: strides overflow", what);
-            return -1;
-        }
-    }
-    if (lo < 0 || hi >= (long long)len) {
-        PyErr_Format(PyExc_ValueError, "%s: the view reaches elements [%lld, %lld] but the "
-                     "buffer holds %zd", what, lo, hi, len);
-        return -1;
-    }
-    return 0;
 }
 
 /* Shared by both entry points: parse shape and the operands, check them, fill a loop_t.
@@ -551,11 +456,7 @@ static struct PyModuleDef MODULE = {
 PyMODINIT_FUNC PyInit__C(void)
 {
 #if HAVE_X86_CLONES
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        g_best_isa = ISA_AVX512F;
-    else if (__builtin_cpu_supports("avx2"))
-        g_best_isa = ISA_AVX2;
+    g_best_isa = best_isa();
 #endif
     g_isa = g_best_isa;
     pthread_atfork(NULL, NULL, after_fork_in_child);

@@ -1,0 +1,127 @@
+/* What every C module of reftorch_cpu shares: argument parsing and bounds checks for the
+ * (buffer, element offset, shape, strides) operands the Python side hands over, and the
+ * choice of instruction-set clone. All static: each extension module gets its own copy.
+ *
+ * The rule every kernel follows: parse and check every argument before touching memory;
+ * every element an operand's loop visits must lie inside its buffer (check_bounds).
+ */
+#ifndef REFTORCH_CPU_COMMON_H
+#define REFTORCH_CPU_COMMON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_NDIM 8
+
+enum { ISA_BASELINE, ISA_AVX2, ISA_AVX512F, N_ISAS };
+static const char *const ISA_NAMES[N_ISAS] = {"baseline", "avx2", "avx512f"};
+
+/* The best clone this CPU runs (AVX-512F, AVX2, or the baseline). */
+static inline int best_isa(void)
+{
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return ISA_AVX512F;
+    if (__builtin_cpu_supports("avx2")) return ISA_AVX2;
+#endif
+    return ISA_BASELINE;
+}
+
+/* A sequence of ndim Python ints into dst; `what` names it in errors. */
+static inline int parse_dims(PyObject *seq_obj, const char *what, int expect, long long *dst, int *ndim)
+{
+    PyObject *seq = PySequence_Fast(seq_obj, "");
+    if (seq == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple or list of ints, not %.100s", what,
+                     Py_TYPE(seq_obj)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (expect < 0 ? (n < 0 || n > MAX_NDIM) : n != expect) {
+        if (expect < 0)
+            PyErr_Format(PyExc_ValueError, "%s has %zd dims; between 0 and %d are supported",
+                         what, n, MAX_NDIM);
+        else
+            PyErr_Format(PyExc_ValueError, "%s has %zd entries, expected %d (one per dim)", what,
+                         n, expect);
+        Py_DECREF(seq);
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyLong_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "%s must hold ints, not %.100s", what,
+                         Py_TYPE(items[i])->tp_name);
+            Py_DECREF(seq);
+            return -1;
+        }
+        int overflow = 0;
+        dst[i] = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+        if (overflow || (dst[i] == -1 && PyErr_Occurred()) || dst[i] > PTRDIFF_MAX / 16 ||
+            dst[i] < -(PTRDIFF_MAX / 16)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%s[%zd] is out of range", what, i);
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    if (ndim) *ndim = (int)n;
+    Py_DECREF(seq);
+    return 0;
+}
+
+static inline int parse_offset(PyObject *obj, const char *what, long long *dst)
+{
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    *dst = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (*dst == -1 && PyErr_Occurred()) || *dst < 0 || *dst > PTRDIFF_MAX / 16) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be a non-negative element offset", what);
+        return -1;
+    }
+    return 0;
+}
+
+static inline int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *what)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous%s buffer, not %.100s", what,
+                     writable ? " writable" : "", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every element visited (numel > 0) must lie in [0, len) of its buffer. */
+static inline int check_bounds(const char *what, Py_ssize_t len, long long offset, int ndim,
+                        const long long *shape, const long long *strides)
+{
+    long long lo = offset, hi = offset;
+    for (int d = 0; d < ndim; d++) {
+        long long reach;
+        if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
+            __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi)) {
+            PyErr_Format(PyExc_ValueError, "%s: strides overflow", what);
+            return -1;
+        }
+    }
+    if (lo < 0 || hi >= (long long)len) {
+        PyErr_Format(PyExc_ValueError, "%s: the view reaches elements [%lld, %lld] but the "
+                     "buffer holds %zd", what, lo, hi, len);
+        return -1;
+    }
+    return 0;
+}
+
+#endif /* REFTORCH_CPU_COMMON_H */
