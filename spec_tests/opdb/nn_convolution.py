@@ -1,0 +1,113 @@
+"""Op-database entries: neural-network ops (convolution), torch.nn.functional spellings.
+
+conv2d and conv_transpose2d (every option: stride, padding incl. 'same'/'valid', dilation,
+groups, bias, output_padding, unbatched input), unfold/fold, and pad in every mode. Samples are
+small so that gradcheck (at most 30 input elements) picks up the first few of each.
+"""
+from __future__ import annotations
+
+from .core import OpInfo, Sample, tensor
+
+CONV_DTYPES = ("bool", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+               "complex64", "complex128")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+
+
+def _f(name):
+    return lambda m, *a, **k: getattr(m.nn.functional, name)(*a, **k)
+
+
+def _conv2d_samples(dtype, rng):
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(1, 2, 3, 3), t(2, 2, 2, 2)), {}, "small")
+    yield Sample((t(1, 2, 3, 4), t(2, 1, 2, 2), t(2)), {"groups": 2, "padding": 1},
+                 "groups=2 padding=1 bias")
+    yield Sample((t(2, 3, 3), t(1, 2, 2, 2)), {"padding": "same"}, "unbatched same (even)")
+    yield Sample((t(2, 4, 7, 6, layout="transposed"), t(6, 2, 3, 2), t(6)),
+                 {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2},
+                 "transposed layout, stride, dilation")
+    yield Sample((t(2, 3, 5, 5, layout="strided"), t(4, 3, 3, 3, layout="strided")),
+                 {"padding": "valid", "stride": 2}, "strided layouts valid")
+    yield Sample((t(0, 3, 5, 5), t(4, 3, 3, 3)), {}, "empty batch")
+    yield Sample((t(1, 3, 5, 5), t(4, 3, 3, 3)), {"dilation": 2, "padding": 1}, "dilated")
+    yield Sample((t(1, 3, 5, 5), t(4, 3, 6, 6)), {}, "kernel larger than input")
+    yield Sample((t(1, 3, 5, 5), t(3, 1, 3, 3)), {"groups": 2}, "groups not dividing")
+    yield Sample((t(1, 3, 5, 5), t(4, 3, 3, 3)), {"padding": "same", "stride": 2},
+                 "same with stride")
+
+
+def _conv_transpose2d_samples(dtype, rng):
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(1, 2, 2, 3), t(2, 1, 2, 2)), {"stride": 2}, "small stride 2")
+    yield Sample((t(1, 2, 2, 2), t(2, 1, 2, 2), t(2)), {"groups": 2, "output_padding": 1,
+                                                        "stride": 2, "padding": 1},
+                 "groups output_padding bias")
+    yield Sample((t(2, 3, 3), t(2, 2, 2, 2)), {"dilation": 2, "output_padding": 1},
+                 "unbatched, output_padding < dilation")
+    yield Sample((t(2, 4, 3, 4, layout="transposed"), t(4, 3, 3, 2), t(6)),
+                 {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2), "groups": 2,
+                  "dilation": (1, 2)}, "every option")
+    yield Sample((t(1, 3, 4, 4, layout="strided"), t(3, 2, 3, 3)), {"padding": 1},
+                 "strided layout")
+    yield Sample((t(1, 3, 4, 4), t(3, 2, 3, 3)), {"output_padding": 1}, "bad output_padding")
+    yield Sample((t(1, 3, 4, 4), t(4, 2, 3, 3)), {}, "wrong channels")
+
+
+def _unfold_samples(dtype, rng):
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(1, 2, 3, 3), 2), {}, "small")
+    yield Sample((t(2, 3, 3), (2, 1)), {"stride": (1, 2), "padding": 1}, "unbatched")
+    yield Sample((t(2, 3, 7, 6, layout="transposed"), 3),
+                 {"dilation": 2, "padding": 1, "stride": 2}, "transposed layout")
+    yield Sample((t(2, 2, 4, 5, layout="strided"), (2, 3)), {}, "strided layout")
+    yield Sample((t(0, 2, 4, 4), 2), {}, "empty batch")
+    yield Sample((t(1, 2, 3, 3), 4), {}, "kernel too large")
+    yield Sample((t(1, 1, 2, 3, 3), 2), {}, "5-D input")
+
+
+def _fold_samples(dtype, rng):
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(1, 4, 4), (3, 3), 2), {}, "small overlapping")
+    yield Sample((t(8, 3), (2, 4), 2), {"stride": (1, 2), "padding": (0, 1)}, "unbatched")
+    yield Sample((t(2, 12, 12, layout="transposed"), (7, 6), (3, 2)),
+                 {"dilation": (1, 2), "padding": 1, "stride": 2}, "transposed layout")
+    yield Sample((t(2, 12, 16, layout="strided"), (5, 5), 2), {}, "strided layout")
+    yield Sample((t(2, 12, 17), (5, 5), 2), {}, "wrong block count")
+    yield Sample((t(2, 13, 16), (5, 5), 2), {}, "channels not divisible")
+
+
+def _pad_samples(dtype, rng):
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(2, 3), (1, 2)), {}, "constant")
+    yield Sample((t(1, 2, 4), (2, 1)), {"mode": "reflect"}, "reflect 1d")
+    yield Sample((t(2, 3, 3), (1, 0, 2, 1)), {"mode": "replicate"}, "replicate 2d")
+    yield Sample((t(1, 2, 3), (1, 2)), {"mode": "circular"}, "circular 1d")
+    yield Sample((t(2, 3, 4, layout="transposed"), (1, -1, 2, 0, 0, 1)), {"value": 1.5},
+                 "constant 3 dims, crop, value")
+    yield Sample((t(), ()), {}, "0-dim, no padding")
+    yield Sample((t(0, 3), (1, 1)), {"value": -2}, "empty")
+    yield Sample((t(2, 3, 4, 5, layout="strided"), (1, 2, 3, 1)), {"mode": "reflect"},
+                 "reflect 2d strided")
+    yield Sample((t(1, 2, 3, 3, 2), (1, 1, 2, 0, 1, 1)), {"mode": "replicate"},
+                 "replicate 3d")
+    yield Sample((t(2, 3, 4, 5), (2, -1, 1, 3)), {"mode": "circular"}, "circular 2d crop")
+    yield Sample((t(1, 2, 3), (3, 1)), {"mode": "reflect"}, "reflect too large")
+    yield Sample((t(2, 3), (1,)), {}, "odd pad length")
+    yield Sample((t(2, 3, 4, 5), (1, 1)), {"mode": "replicate"}, "wrong rank for mode")
+
+
+OPS = [
+    OpInfo("conv2d", _f("conv2d"), _conv2d_samples, dtypes=CONV_DTYPES,
+           grad_dtypes=("float64", "complex128")),
+    OpInfo("conv_transpose2d", _f("conv_transpose2d"), _conv_transpose2d_samples,
+           dtypes=CONV_DTYPES, grad_dtypes=("float64", "complex128")),
+    OpInfo("unfold", _f("unfold"), _unfold_samples, dtypes=("bool",) + FLOAT_DTYPES),
+    OpInfo("fold", _f("fold"), _fold_samples, dtypes=("int64",) + FLOAT_DTYPES),
+    OpInfo("pad", _f("pad"), _pad_samples,
+           dtypes=("bool", "uint8", "int64") + FLOAT_DTYPES),
+]
