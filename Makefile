@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 CPU_PLUGIN_SOURCES := $(shell find plugin_cpu -name '*.c' -o -name '*.h' -o -name '*.py' -o -name '*.toml' 2>/dev/null)
 
-.PHONY: demo test install test-deps bench coverage clean
+.PHONY: demo test install test-deps bench coverage sanitize clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,18 @@ test: install test-deps
 bench: install test-deps
 	$(BIN)/python -m pytest bench/bench_*.py --benchmark-only -q
 	$(BIN)/python bench/report.py
+
+# The C plugin built with AddressSanitizer and UBSan (a copy under build/, so the installed
+# plugin is untouched), then its tests and the plugin cross-check run against it.
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+sanitize: install test-deps
+	rm -rf build/sanitize && mkdir -p build/sanitize && cp -r plugin_cpu build/sanitize/
+	rm -rf build/sanitize/plugin_cpu/build build/sanitize/plugin_cpu/reftorch_cpu/*.so
+	cd build/sanitize/plugin_cpu && REFTORCH_CPU_CFLAGS="$(SANITIZE_FLAGS)" \
+		../../../$(BIN)/python setup.py -q build_ext --inplace
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
+		PYTHONPATH=build/sanitize/plugin_cpu $(BIN)/python -m pytest -q -p no:cacheprovider \
+		spec_tests/test_plugin_conformance.py $(wildcard spec_tests/test_plugin_cpu*.py)
 
 clean:
 	rm -rf $(VENV) build plugin_cpu/build *.egg-info */*.egg-info

@@ -1,17 +1,26 @@
-"""reftorch_cpu: C kernels (OpenMP, AVX2/AVX-512 dispatch) for reftorch's float32 and float64
-`add`, `sub`, `mul`, `div` and `copy_` on cpu. See the README for what runs where.
+"""reftorch_cpu: C kernels (OpenMP, AVX2/AVX-512 dispatch) for reftorch on cpu. See the
+README for what runs where.
 
 `register` is the plugin's entry point (group `reftorch.plugins`, name `cpu`); reftorch calls
-it when it is imported. The kernels live in `reftorch_cpu.kernels`, the C loops in
-`reftorch_cpu._C`.
+it when it is imported. Each kernel group is a Python module here (argument checks, loop
+geometry, declining what it does not handle) over its own C extension module:
+
+    kernels      add, sub, mul, div, copy_            _C        (src/kernels.c)
+    unary        unary math and activations           _unary    (src/unary.c)
+    reductions   sum, mean, max, ... along dims       _reduce   (src/reduce.c)
+    nn_rows      softmax, log_softmax, norms, losses  _nn_rows  (src/nn_rows.c)
+    indexing     gather/scatter/index ops, embedding  _index    (src/index.c)
 """
+import importlib
+
+GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing")
 
 
 def register(registrar):
-    """Plugin entry point: register every kernel with reftorch."""
+    """Plugin entry point: register every group's kernels with reftorch."""
     # Imported here, not above: reftorch calls this while `import reftorch` is still running.
-    from . import kernels
-    kernels.register(registrar)
+    for group in GROUPS:
+        importlib.import_module(f"{__name__}.{group}").register(registrar)
 
 
 # Importing this package first must still load the plugin: import reftorch now that
