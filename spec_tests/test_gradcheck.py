@@ -159,7 +159,7 @@ def test_gradcheck_custom_function_with_wrong_backward():
 
 def _declared_ops():
     from reftorch._dispatch import all_ops
-    families = ("pointwise", "reduction", "sorting", "indexing", "joining", "other")
+    families = ("pointwise", "reduction", "sorting", "indexing", "joining", "other", "nn")
     return sorted(name for name, op in all_ops().items()
                   if op.family in families and not name.startswith("_"))
 
@@ -168,5 +168,5 @@ def _declared_ops():
 def test_declared_op_has_derivative_row(name):
     from reftorch.autograd.derivatives import row_for
     assert row_for(name) is not None, (
-        f"op '{name}' has no derivative row: add one to its section in autograd/derivatives/ or mark it "
-        f"with not_differentiable(...)")
+        f"op '{name}' has no derivative row: add one to its section in autograd/derivatives/ "
+        f"or mark it with not_differentiable(...)")

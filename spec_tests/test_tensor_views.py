@@ -154,3 +154,38 @@ def test_views_see_storage_that_moved():
     grown.resize_(10)
     head.fill_(1.0)
     assert grown[:3].tolist() == [1.0, 1.0, 0.0]
+
+
+def test_view_as_real_and_complex_share_memory_and_differentiate():
+    import reftorch
+    import torch
+
+    def run(lib):
+        x = lib.arange(12.0, dtype=lib.float64).reshape(3, 2, 2).requires_grad_()
+        z = lib.view_as_complex(x)
+        w = lib.view_as_real(z * (1 + 2j))
+        (w * lib.arange(12.0, dtype=lib.float64).reshape(3, 2, 2)).sum().backward()
+        c = lib.zeros(2, 3, dtype=lib.complex64)
+        r = lib.view_as_real(c.t())
+        r[0, 1, 1] = 5.0                     # writes the imaginary part of c[1, 0]
+        return [tuple(z.shape), z.stride(), type(z.grad_fn).__name__,
+                type(w.grad_fn).__name__, x.grad.numpy().tolist(), r.stride(),
+                c.numpy().tolist()]
+    assert run(reftorch) == run(torch)
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.ones(3), lambda lib: lib.ones(3, 2).t(),
+    lambda lib: lib.ones(5)[1:].view(2, 2), lambda lib: lib.zeros(3, 2, dtype=lib.int64),
+    lambda lib: lib.ones(4, 3)[:, :2], lambda lib: lib.ones(2, 3, 2)[:, 1:],
+])
+def test_view_as_complex_layout_rules(make):
+    import reftorch
+    import torch
+
+    def outcome(lib):
+        try:
+            return tuple(lib.view_as_complex(make(lib)).shape)
+        except RuntimeError as error:
+            return str(error)
+    assert outcome(reftorch) == outcome(torch)

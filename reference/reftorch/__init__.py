@@ -32,6 +32,7 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, no_grad,
 from ._ops import gradient_ops as _gradient_ops
 from ._ops.gradient_ops import _view_gather, _view_scatter
 from . import autograd, cuda, plugins, random, return_types, special, utils
+from . import multiprocessing  # registers the tensor reducers with multiprocessing's pickler
 from .random import (Generator, default_generator, get_rng_state, initial_seed, manual_seed,
                      seed, set_rng_state)
 # Ops by documentation section: each module lists its public functions in __all__ and
@@ -42,11 +43,24 @@ from ._ops.sorting import *  # noqa: F401,F403
 from ._ops.joining import *  # noqa: F401,F403
 from ._ops.other_ops import *  # noqa: F401,F403
 from ._ops.tensor_functions import *  # noqa: F401,F403
+from ._threads import (get_num_interop_threads, get_num_threads, set_num_interop_threads,
+                       set_num_threads)
+from .utils.dlpack import from_dlpack
+from .utils.dlpack import tensor_dlpack as _tensor_dlpack
+from .utils.dlpack import tensor_dlpack_device as _tensor_dlpack_device
 from ._ops.blas import *  # noqa: F401,F403
 from ._ops.linalg import *  # noqa: F401,F403
 from ._ops.spectral import *  # noqa: F401,F403
 from . import fft  # noqa: E402 (the torch.fft module, callable as the legacy torch.fft)
 from ._ops.sampling import *  # noqa: F401,F403
+# The neural-network ops PyTorch also exposes as torch.X (relu, conv2d, batch_norm, ...).
+from ._ops.nn_activation import *  # noqa: F401,F403
+from ._ops.nn_convolution import *  # noqa: F401,F403
+from ._ops.nn_embedding import *  # noqa: F401,F403
+from ._ops.nn_loss import *  # noqa: F401,F403
+from ._ops.nn_normalization import *  # noqa: F401,F403
+from ._ops.nn_pooling import *  # noqa: F401,F403
+from ._ops.nn_vision import *  # noqa: F401,F403
 
 # --- elementwise functions: one line each, derived from the op declarations ------------------
 add = _V.functional(_P.ADD)
@@ -113,6 +127,8 @@ resolve_conj = _P.resolve_conj
 conj_physical = _V.functional(_P.CONJ_PHYSICAL, arity=1)
 real = _P.real
 imag = _P.imag
+view_as_real = _P.view_as_real
+view_as_complex = _P.view_as_complex
 nan_to_num = _P.nan_to_num_fn
 isnan = _V.functional(_P.ISNAN, arity=1)
 isinf = _V.functional(_P.ISINF, arity=1)
@@ -182,5 +198,11 @@ def set_flush_denormal(mode):
 
 
 __version__ = "0.1.0"
+
+from . import nn  # noqa: E402 (layers are built from everything above)
+from . import hub, optim, serialization  # noqa: E402
+from .serialization import load, save  # noqa: E402
+Tensor.__dlpack__ = _tensor_dlpack
+Tensor.__dlpack_device__ = _tensor_dlpack_device
 
 plugins.load_entry_points()

@@ -146,10 +146,13 @@ BY_NAME.update({entry.name: entry for entry in _ternary_entries()})
 
 def structured_ops():
     """Every OpInfo entry (ops that are not plain elementwise), from the group modules."""
-    from . import (blas, indexing, linalg, other, pointwise_ternary, reductions, sorting,
-                   spectral, views)
+    from . import (blas, indexing, linalg, nn_activation, nn_convolution, nn_embedding,
+                   nn_loss, nn_normalization, nn_pooling, nn_vision, other, pointwise_ternary,
+                   reductions, sorting, spectral, views)
     return [*reductions.OPS, *indexing.OPS, *sorting.OPS, *other.OPS, *views.OPS,
-            *pointwise_ternary.OPS, *blas.OPS, *linalg.OPS, *spectral.OPS]
+            *pointwise_ternary.OPS, *blas.OPS, *linalg.OPS, *spectral.OPS,
+            *nn_activation.OPS, *nn_convolution.OPS, *nn_embedding.OPS, *nn_loss.OPS,
+            *nn_normalization.OPS, *nn_pooling.OPS, *nn_vision.OPS]
 
 
 def differentiable_ops():

@@ -883,6 +883,61 @@ def _complex_part(t, part):
     return view
 
 
+def view_as_real(input):
+    """A complex tensor's storage seen as real pairs: a trailing dim of 2 (real, imaginary),
+    every stride doubled, sharing memory."""
+    input = _tensor_arg("view_as_real", input)
+    if not input.is_complex():
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return _reinterpret(input, input.dtype.to_real(), input._shape + (2,),
+                        tuple(2 * s for s in input._strides) + (1,), 2 * input._offset,
+                        "view_as_real")
+
+
+def view_as_complex(input):
+    """Real pairs along a last dim of size 2 (stride 1) seen as complex numbers: the inverse
+    of view_as_real; every other stride and the offset must be even."""
+    from .. import _dtype as D
+    input = _tensor_arg("view_as_complex", input)
+    complex_of = {D.float16: None, D.float32: D.complex64, D.float64: D.complex128}
+    if input.dtype not in complex_of:
+        raise RuntimeError("view_as_complex is only supported for half, float and double "
+                           f"tensors, but got a tensor of scalar type: {input.dtype.scalar_name}")
+    if complex_of[input.dtype] is None:
+        raise RuntimeError("view_as_complex: reftorch has no complex32 dtype for half input")
+    if not input._shape or input._shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    if input._strides[-1] != 1:
+        raise RuntimeError("Tensor must have a last dimension with stride 1")
+    if any(s % 2 for s in input._strides[:-1]):
+        raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
+    if input._offset % 2:
+        raise RuntimeError("Tensor must have a storage_offset divisible by 2")
+    return _reinterpret(input, complex_of[input.dtype], input._shape[:-1],
+                        tuple(s // 2 for s in input._strides[:-1]), input._offset // 2,
+                        "view_as_complex")
+
+
+def _reinterpret(t, dtype, shape, strides, offset, op):
+    """A view of `t`'s memory as another dtype (a new storage object over the same bytes,
+    starting at the same version)."""
+    from .._storage import CPUStorage
+    from .._tensor import Tensor
+    from ..autograd.graph import record
+    if not isinstance(t._storage, CPUStorage):
+        raise RuntimeError(f"{op}: only cpu tensors can be reinterpreted")
+    array = t._storage.array
+    if array.nbytes % dtype.itemsize:
+        array = array[:array.nbytes // dtype.itemsize * dtype.itemsize // array.itemsize]
+    storage = CPUStorage(array.view(dtype.numpy_dtype), dtype)
+    storage._version = t._storage._version
+    view = Tensor._make(storage, offset, tuple(shape), tuple(strides))
+    view._base = t if t._base is None else t._base
+    if t.requires_grad:
+        record(op, (t,), view, {})
+    return view
+
+
 def square(input, *, out=None):
     """input ** 2 (through pow: bool input gives int64, as in PyTorch)."""
     from . import variants  # noqa: F401

@@ -108,6 +108,16 @@ def _imag(ctx, grad):
     return grad * 1j
 
 
+@derivative("view_as_real", "ViewAsRealBackward0")
+def _view_as_real(ctx, grad):
+    return torch.view_as_complex(grad.contiguous())
+
+
+@derivative("view_as_complex", "ViewAsComplexBackward0")
+def _view_as_complex(ctx, grad):
+    return torch.view_as_real(grad.contiguous())
+
+
 @derivative("nan_to_num", "NanToNumBackward0", saves=("self",))
 def _nan_to_num(ctx, grad):
     return grad * torch.isfinite(ctx.self)
