@@ -189,3 +189,14 @@ def test_view_as_complex_layout_rules(make):
         except RuntimeError as error:
             return str(error)
     assert outcome(reftorch) == outcome(torch)
+
+
+def test_pin_memory_without_accelerator_matches_pytorch():
+    import reftorch
+    import torch
+    for lib in (reftorch, torch):
+        t = lib.ones(2)
+        assert t.is_pinned() is False
+        if not lib.cuda.is_available():
+            with pytest.raises(RuntimeError, match="accelerator"):
+                t.pin_memory()

@@ -356,3 +356,25 @@ LongStorage = _STORAGE_CLASSES[D.int64]
 BoolStorage = _STORAGE_CLASSES[D.bool]
 ComplexFloatStorage = _STORAGE_CLASSES[D.complex64]
 ComplexDoubleStorage = _STORAGE_CLASSES[D.complex128]
+
+
+# --- Tensor.pin_memory / Tensor.is_pinned ---------------------------------------------------
+# Page-locked host memory only means something next to an accelerator. Without one PyTorch
+# refuses to pin; with the cuda plugin, reftorch returns an ordinary host copy (it does not
+# page-lock memory), so code written for pinned batches still runs.
+
+def _tensor_pin_memory(self, device=None):
+    from . import cuda
+    if not cuda.is_available():
+        raise RuntimeError("Cannot access accelerator device when none is available.")
+    if self.device.type != "cpu":
+        raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
+    return self.clone()
+
+
+def _tensor_is_pinned(self, device=None):
+    return False
+
+
+Tensor.pin_memory = _tensor_pin_memory
+Tensor.is_pinned = _tensor_is_pinned
