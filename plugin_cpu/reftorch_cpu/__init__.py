@@ -10,10 +10,11 @@ geometry, declining what it does not handle) over its own C extension module:
     reductions   sum, mean, max, ... along dims       _reduce   (src/reduce.c)
     nn_rows      softmax, log_softmax, norms, losses  _nn_rows  (src/nn_rows.c)
     indexing     gather/scatter/index ops, embedding  _index    (src/index.c)
+    gemm         mm, bmm, addmm, convolution          _gemm     (src/gemm.c)
 """
 import importlib
 
-GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing")
+GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing", "gemm")
 
 
 def register(registrar):
