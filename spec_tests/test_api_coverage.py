@@ -5,7 +5,9 @@ The summary printed at the end of `make test` comes from `coverage_report()`.
 from __future__ import annotations
 
 import csv
+import importlib
 import pathlib
+import types
 from collections import defaultdict
 
 import reftorch
@@ -25,10 +27,17 @@ def _resolve(namespace, name):
     if parts[0] != "torch":
         return None
     obj = reftorch
-    for part in parts[1:]:
-        obj = getattr(obj, part, None)
-        if obj is None:
+    for i, part in enumerate(parts[1:], start=1):
+        child = getattr(obj, part, None)
+        if child is None and isinstance(obj, types.ModuleType):
+            # Submodules PyTorch also leaves unimported (torch.utils.cpp_extension).
+            try:
+                child = importlib.import_module("reftorch." + ".".join(parts[1:i + 1]))
+            except ImportError:
+                child = None
+        if child is None:
             return None
+        obj = child
     name = name.split("(")[0].strip()
     if not name.isidentifier():
         return None

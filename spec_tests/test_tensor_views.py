@@ -200,3 +200,30 @@ def test_pin_memory_without_accelerator_matches_pytorch():
         if not lib.cuda.is_available():
             with pytest.raises(RuntimeError, match="accelerator"):
                 t.pin_memory()
+
+
+@pytest.mark.parametrize("args", [(), (2, 3), ([1, 2],), ("size",), ("same",)])
+def test_tensor_new_follows_the_legacy_constructor(args):
+    import warnings
+
+    import reftorch
+    import torch
+
+    def run(lib):
+        x = lib.ones(2, dtype=lib.float64)
+        call_args = {("size",): (lib.Size([2, 1]),), ("same",): (x,)}.get(args, args)
+        made = x.new(*call_args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            storage_name = x.storage_type().__name__
+        return made.dtype == x.dtype, tuple(made.shape), made is x, storage_name
+    assert run(reftorch) == run(torch)
+
+
+def test_variable_is_the_tensor_api():
+    import reftorch
+    from reftorch.autograd import Variable
+    t = Variable(reftorch.ones(2), requires_grad=True)
+    assert type(t) is reftorch.Tensor and isinstance(t, Variable) and t.requires_grad
+    (t * 3).sum().backward()
+    assert t.grad.tolist() == [3.0, 3.0] and Variable.backward is reftorch.Tensor.backward

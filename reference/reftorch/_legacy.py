@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from . import _dtype as D
-from ._device import CPU
+from ._device import CPU, Size
 from ._storage import CPUStorage, Storage, allocate, normalize_device
 from ._tensor import Tensor
 
@@ -76,6 +76,8 @@ def legacy_construct(cls, dtype, args, kwargs, device_type="cpu"):
         return Tensor._empty(tuple(builtins.int(a) for a in args), dtype, device)
     if len(args) == 1:
         (data,) = args
+        if isinstance(data, Size):
+            return Tensor._empty(tuple(data), dtype, device)
         if isinstance(data, TypedStorage):
             data = data._storage
         if isinstance(data, Storage):
@@ -378,3 +380,19 @@ def _tensor_is_pinned(self, device=None):
 
 Tensor.pin_memory = _tensor_pin_memory
 Tensor.is_pinned = _tensor_is_pinned
+
+
+# --- Tensor.new / Tensor.storage_type ----------------------------------------------------------
+
+def _tensor_new(self, *args, **kwargs):
+    """The legacy constructor with this tensor's dtype and device: `x.new(2, 3)` (uninitialised),
+    `x.new([1, 2])` (data), `x.new(size)`, `x.new(storage)`, `x.new(tensor)` (that tensor)."""
+    return legacy_construct(Tensor, self.dtype, args, dict(kwargs), device_type=str(self.device))
+
+
+def _tensor_storage_type(self):
+    return storage_class(self.dtype)
+
+
+Tensor.new = _tensor_new
+Tensor.storage_type = _tensor_storage_type

@@ -128,8 +128,9 @@ class FunctionMeta(type):
         super().__init__(name, bases, attrs)
 
 
-class Function(metaclass=FunctionMeta):
-    """Base class of custom differentiable operations (use `MyFn.apply(...)`)."""
+class Function(FunctionCtx, metaclass=FunctionMeta):
+    """Base class of custom differentiable operations (use `MyFn.apply(...)`). As in PyTorch it
+    derives from the context class, so the ctx methods are documented on Function too."""
 
     def __init__(self, *args, **kwargs):
         import warnings

@@ -4,19 +4,21 @@ from __future__ import annotations
 import warnings
 
 
+from .._tensor import Tensor
+
+
 class _VariableMeta(type):
     """Makes `isinstance(t, Variable)` true for every Tensor, as in PyTorch."""
 
     def __instancecheck__(cls, other):
-        from .._tensor import Tensor
         return isinstance(other, Tensor)
 
 
-class Variable(metaclass=_VariableMeta):
-    """`Variable(tensor, requires_grad=False, volatile=False)` returns `tensor` itself."""
+class Variable(Tensor, metaclass=_VariableMeta):
+    """`Variable(tensor, requires_grad=False, volatile=False)` returns `tensor` itself; the
+    documented Variable members (backward, grad, detach, ...) are the Tensor's."""
 
     def __new__(cls, data=None, requires_grad=False, volatile=None):
-        from .._tensor import Tensor
         if volatile is not None:
             warnings.warn("volatile was removed and now has no effect. Use `with torch.no_grad():` "
                           "instead.", UserWarning, stacklevel=2)
