@@ -202,7 +202,7 @@ def test_pin_memory_without_accelerator_matches_pytorch():
                 t.pin_memory()
 
 
-@pytest.mark.parametrize("args", [(), (2, 3), ([1, 2],), ("size",), ("same",)])
+@pytest.mark.parametrize("args", ["empty", "sizes", "data", "size", "same"])
 def test_tensor_new_follows_the_legacy_constructor(args):
     import warnings
 
@@ -211,12 +211,14 @@ def test_tensor_new_follows_the_legacy_constructor(args):
 
     def run(lib):
         x = lib.ones(2, dtype=lib.float64)
-        call_args = {("size",): (lib.Size([2, 1]),), ("same",): (x,)}.get(args, args)
+        call_args = {"empty": (), "sizes": (2, 3), "data": ([1, 2],),
+                     "size": (lib.Size([2, 1]),), "same": (x,)}[args]
         made = x.new(*call_args)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             storage_name = x.storage_type().__name__
-        return made.dtype == x.dtype, tuple(made.shape), made is x, storage_name
+        shares = made.numel() > 0 and made.data_ptr() == x.data_ptr()
+        return made.dtype == x.dtype, tuple(made.shape), made is x, shares, storage_name
     assert run(reftorch) == run(torch)
 
 

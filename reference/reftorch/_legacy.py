@@ -85,7 +85,7 @@ def legacy_construct(cls, dtype, args, kwargs, device_type="cpu"):
         if isinstance(data, Tensor):
             if data.dtype is not dtype:
                 raise TypeError(f"expected {dtype} (got {data.dtype})")
-            return data
+            return data._view(data._shape, data._strides, op="alias")  # an alias, as PyTorch
         from ._ops.creation import tensor
         return tensor(data, dtype=dtype, device=device)
     raise TypeError(f"new() received an invalid combination of arguments - got "
