@@ -1,0 +1,252 @@
+"""The indexing kernels: index_select, embedding, gather, take (one C gather loop) and
+scatter, scatter_add, index_add (one C scatter loop), for float32, float64, int64 and int32
+values with int64 (and, where the op accepts them, int32) indices.
+
+Each kernel here checks what the C code must not be handed wrongly, builds the walk (one
+shape and per-operand strides, see src/index.c) and declines (returns NotImplemented, so the
+reference kernel runs) what it does not handle: other dtypes, 0-dim or mismatched-rank
+operands the reference special-cases, more dims than the C walk takes, and small calls.
+
+The C loop checks every index before using it. A bad index raises the op's own error, the
+reference's type and message: IndexError "index out of range in self" (index_select,
+embedding), IndexError "out of range: tried to access index ..." (take), RuntimeError "index
+7 is out of bounds for dimension 0 with size 5" (gather, scatter, scatter_add, index_add).
+(The public functions check indices before dispatching too; the C check is what keeps a
+direct kernel call from ever touching memory outside a tensor.)
+
+Scatter results never depend on the thread count and equal the reference's bit for bit: every
+output element receives its contributions in row-major order of the walk, which is the order
+`np.add.at` (and NumPy's fancy assignment, last write wins) uses; src/index.c explains the
+collision-free thread split that keeps that order.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from reftorch import _dtype as D
+from reftorch._tensor import Tensor
+from reftorch_plugins.geometry import coalesce
+
+from . import _index
+from .kernels import _on_cpu_as
+
+# Calls walking fewer positions than this go to the reference kernel. A plugin call costs
+# about 6-10 us of Python (checks, geometry, allocating the result) before the C loop runs;
+# the reference's NumPy fancy indexing for small inputs costs about as much. Measured on a
+# 2-core x86-64, best of many runs (see bench/bench_plugin_indexing.py for the large sizes):
+# float32 gather (1-D) at 1,024 positions plugin 9.6 us vs reference 12 us, at 256
+# 8.7 vs 10; index_select rows and scatter_add cross over earlier still. 512 keeps the
+# plugin off the calls where both are within noise of each other.
+MIN_POSITIONS = 512
+
+VALUE_DTYPES = (D.float32, D.float64, D.int64, D.int32)
+INDEX_DTYPES = (D.int64, D.int32)
+
+
+def register(registrar):
+    """Register every indexing kernel with reftorch (called by reftorch_cpu.register)."""
+    registrar.kernel("index_select", "cpu", VALUE_DTYPES, index_select_kernel)
+    registrar.kernel("embedding", "cpu", (D.float32, D.float64), embedding_kernel)
+    registrar.kernel("gather", "cpu", VALUE_DTYPES, gather_kernel)
+    registrar.kernel("take", "cpu", VALUE_DTYPES, take_kernel)
+    for name in ("scatter", "scatter_value", "scatter_reduce_two_", "scatter_add"):
+        registrar.kernel(name, "cpu", VALUE_DTYPES, scatter_kernel)
+    registrar.kernel("index_add", "cpu", VALUE_DTYPES, index_add_kernel)
+
+
+# --- errors: the reference's type and message for each op ------------------------------------
+
+def _out_of_range_in_self(value, size, dim):
+    return IndexError("index out of range in self")
+
+
+def _out_of_bounds_for_dim(value, size, dim):
+    return RuntimeError(f"index {value} is out of bounds for dimension {dim} with size {size}")
+
+
+def _take_out_of_range(value, size, dim):
+    return IndexError(f"out of range: tried to access index {value} on a tensor of {size} "
+                      f"elements.")
+
+
+# --- the gather family ------------------------------------------------------------------------
+
+def index_select_kernel(out, inputs, dtypes, params):
+    """out = a.index_select(dim, index): the slices of `a` along dim at each index."""
+    a, index = inputs
+    if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, INDEX_DTYPES) or \
+            a.ndim == 0 or index.ndim > 1:
+        return NotImplemented
+    dim = params["dim"]
+    shape = list(a._shape)
+    shape[dim] = index.numel()
+    if math.prod(shape) < MIN_POSITIONS:
+        return NotImplemented
+    src_strides = list(a._strides)
+    src_strides[dim] = 0
+    index_strides = [0] * a.ndim
+    index_strides[dim] = index._strides[0] if index.ndim else 0
+    return _gather(shape, a, src_strides, a._strides[dim], a._shape[dim], index, index_strides,
+                   False, _out_of_range_in_self, dim)
+
+
+def embedding_kernel(out, inputs, dtypes, params):
+    """out = weight[indices]: one row of the 2-D weight per index (padding_idx and the other
+    parameters only change the gradient)."""
+    weight, indices = inputs
+    if out is not None or not _values_ok(weight, dtypes) or weight.ndim != 2 or \
+            not _index_ok(indices, INDEX_DTYPES):
+        return NotImplemented
+    shape = list(indices._shape) + [weight._shape[1]]
+    if math.prod(shape) < MIN_POSITIONS:
+        return NotImplemented
+    src_strides = [0] * indices.ndim + [weight._strides[1]]
+    index_strides = list(indices._strides) + [0]
+    return _gather(shape, weight, src_strides, weight._strides[0], weight._shape[0], indices,
+                   index_strides, False, _out_of_range_in_self, 0)
+
+
+def gather_kernel(out, inputs, dtypes, params):
+    """out[p] = a[p with p[dim] replaced by index[p]], over index's shape."""
+    a, index = inputs
+    if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, (D.int64,)) or \
+            a.ndim == 0 or index.ndim != a.ndim or index.numel() < MIN_POSITIONS:
+        return NotImplemented
+    dim = params["dim"]
+    src_strides = list(a._strides)
+    src_strides[dim] = 0
+    return _gather(list(index._shape), a, src_strides, a._strides[dim], a._shape[dim], index,
+                   index._strides, False, _out_of_bounds_for_dim, dim)
+
+
+def take_kernel(out, inputs, dtypes, params):
+    """out = a.reshape(-1)[index] (negative indices count from the end)."""
+    a, index = inputs
+    if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, (D.int64,)) or \
+            index.numel() < MIN_POSITIONS:
+        return NotImplemented
+    if not a.is_contiguous():
+        a = a.contiguous()  # the flat order is the row-major one
+    return _gather(list(index._shape), a, [0] * index.ndim, 1, a.numel(), index,
+                   index._strides, True, _take_out_of_range, 0)
+
+
+def _gather(shape, src, src_strides, index_stride, index_size, index, index_strides, wrap,
+            error, dim):
+    """A new contiguous tensor of `shape` filled by the C gather loop."""
+    if len(shape) > _index.MAX_NDIM:
+        return NotImplemented
+    result = Tensor._empty(tuple(shape), src.dtype)
+    walk, (out_strides, src_strides, index_strides) = coalesce(
+        shape, [list(result._strides), list(src_strides), list(index_strides)])
+    try:
+        _index.gather(walk, result._storage.array, result._offset, out_strides,
+                      src._storage.array, src._offset, src_strides, index_stride, index_size,
+                      index._storage.array, index._offset, index_strides, wrap)
+    except _index.IndexOutOfBounds as exc:
+        raise error(exc.args[1], index_size, dim) from None
+    return result
+
+
+# --- the scatter family -----------------------------------------------------------------------
+
+_MODES = {None: _index.ASSIGN, "add": _index.ADD, "sum": _index.ADD,
+          "multiply": _index.MULTIPLY}
+
+
+def scatter_kernel(out, inputs, dtypes, params):
+    """scatter (src tensor or value, reduce None/add/multiply) and scatter_add: a copy of `a`
+    with src[p] written (or added, multiplied) at p with p[dim] replaced by index[p]."""
+    a, index, src = inputs
+    if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, (D.int64,)) or \
+            a.ndim == 0 or index.ndim != a.ndim or index.numel() < MIN_POSITIONS:
+        return NotImplemented
+    # scatter_add has no reduce param (it always adds); scatter's reduce is None or a name
+    reduce = params["reduce"] if "reduce" in params else "add"
+    if reduce not in _MODES:
+        return NotImplemented
+    if isinstance(src, Tensor) and src.ndim:
+        if src.dtype is not a.dtype or not _on_cpu_as(src, a.dtype) or src.ndim != a.ndim:
+            return NotImplemented
+        src_array, src_offset, src_strides = src._storage.array, src._offset, src._strides
+    else:
+        # A value (or 0-dim src) is converted as the reference converts it: astype.
+        value = src._np if isinstance(src, Tensor) else src
+        with np.errstate(all="ignore"):
+            src_array = np.asarray(value).astype(a.dtype.numpy_dtype).reshape(1)
+        src_offset, src_strides = 0, (0,) * a.ndim
+    dim = params["dim"]
+    return _scatter(a, list(index._shape), dim, src_array, src_offset, src_strides, index,
+                    index._strides, _MODES[reduce], 1)
+
+
+def index_add_kernel(out, inputs, dtypes, params):
+    """A copy of `a` with alpha * source[.., i, ..] added to the slice at index[i] along dim
+    (repeated indices accumulate in index order)."""
+    a, index, source = inputs
+    if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, INDEX_DTYPES) or \
+            a.ndim == 0 or index.ndim > 1 or source.dtype is not a.dtype or \
+            not _on_cpu_as(source, a.dtype):
+        return NotImplemented
+    dim = params["dim"]
+    shape = list(a._shape)
+    shape[dim] = index.numel()
+    if tuple(shape) != source._shape or math.prod(shape) < MIN_POSITIONS:
+        return NotImplemented
+    alpha = _alpha(params.get("alpha", 1), a.dtype)
+    if alpha is None:
+        return NotImplemented
+    index_strides = [0] * a.ndim
+    index_strides[dim] = index._strides[0] if index.ndim else 0
+    return _scatter(a, shape, dim, source._storage.array, source._offset, source._strides,
+                    index, index_strides, _index.ADD, alpha)
+
+
+def _scatter(a, shape, dim, src_array, src_offset, src_strides, index, index_strides, mode,
+             alpha):
+    """A contiguous copy of `a` updated by the C scatter loop over the walk `shape`."""
+    if len(shape) > _index.MAX_NDIM:
+        return NotImplemented
+    result = Tensor._from_array(np.array(a._np, order="C"))
+    out_strides = list(result._strides)
+    index_stride = out_strides[dim]
+    out_strides[dim] = 0  # along dim the output moves by the index, not by the position
+    walk, (out_strides, src_strides, index_strides) = coalesce(
+        shape, [out_strides, list(src_strides), list(index_strides)])
+    size = a._shape[dim]
+    try:
+        _index.scatter(walk, result._storage.array, result._offset, out_strides, index_stride,
+                       size, src_array, src_offset, src_strides, index._storage.array,
+                       index._offset, index_strides, mode, alpha)
+    except _index.IndexOutOfBounds as exc:
+        raise _out_of_bounds_for_dim(exc.args[1], size, dim) from None
+    return result
+
+
+# --- checks -----------------------------------------------------------------------------------
+
+def _values_ok(t, dtypes):
+    dtype = dtypes[0]
+    return dtype in VALUE_DTYPES and t.dtype is dtype and _on_cpu_as(t, dtype)
+
+
+def _index_ok(t, allowed):
+    return isinstance(t, Tensor) and t.dtype in allowed and _on_cpu_as(t, t.dtype)
+
+
+def _alpha(alpha, dtype):
+    """index_add's alpha as the C loop takes it, or None to decline. The reference computes
+    `source * alpha` in source's dtype (NumPy's rule for a Python scalar), so a float alpha is
+    rounded to the dtype first; integer dtypes need an int alpha that fits them."""
+    if type(alpha) is bool:
+        alpha = int(alpha)
+    if dtype.is_floating_point:
+        if type(alpha) not in (int, float) or (type(alpha) is int and abs(alpha) > 2**24):
+            return None
+        return float(np.asarray(alpha).astype(dtype.numpy_dtype))
+    if type(alpha) is not int:
+        return None
+    info = np.iinfo(dtype.numpy_dtype)
+    return alpha if info.min <= alpha <= info.max else None

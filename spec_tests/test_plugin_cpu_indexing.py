@@ -1,0 +1,450 @@
+"""The C plugin's indexing kernels (reftorch_cpu.indexing over reftorch_cpu._index):
+index_select, embedding, gather, take, scatter (src, value, reduce), scatter_add and
+index_add give the reference kernels' results bit for bit on every layout and dtype, raise
+the reference's errors for bad indices without touching memory, and do not depend on the
+thread count.
+
+Every comparison runs the same code twice on fresh inputs: once with the plugin, once inside
+`reftorch.plugins.use_reference_kernels()`. `_index.calls()` tells whether the C loop ran.
+"""
+import numpy as np
+import pytest
+
+import reftorch
+
+try:
+    import reftorch_cpu
+    from reftorch_cpu import _index, indexing
+except ImportError as exc:  # not built or not installed in this environment
+    pytest.skip(f"reftorch_cpu._index is not importable ({exc}); build it with "
+                f"`pip install --no-build-isolation ./plugin_cpu`", allow_module_level=True)
+
+DTYPES = [reftorch.float32, reftorch.float64, reftorch.int64, reftorch.int32]
+dtype_ids = ["f32", "f64", "i64", "i32"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin_loaded():
+    loaded_here = "cpu" not in reftorch.plugins.loaded()
+    if loaded_here:
+        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
+    yield
+    if loaded_here:
+        reftorch.plugins.unload("cpu")
+
+
+@pytest.fixture(params=["threshold", "no-threshold"])
+def threshold(request, monkeypatch):
+    """Run with the real decline threshold, and with none so small cases reach C too."""
+    if request.param == "no-threshold":
+        monkeypatch.setattr(indexing, "MIN_POSITIONS", 0)
+    return request.param
+
+
+@pytest.fixture
+def no_threshold(monkeypatch):
+    monkeypatch.setattr(indexing, "MIN_POSITIONS", 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+def values(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    if dtype.is_floating_point:
+        a = rng.standard_normal(shape) * 10
+        if a.size > 4:
+            a.reshape(-1)[:4] = [np.nan, -0.0, np.inf, 1e-40]
+        return np.asarray(a.astype(dtype.numpy_dtype))
+    return np.asarray(rng.integers(-1000, 1000, shape).astype(dtype.numpy_dtype))
+
+
+def tensor(shape, dtype, seed, layout="contiguous"):
+    """A fresh tensor of `shape` in the given memory layout."""
+    if layout == "contiguous" or len(shape) < 2:
+        if layout == "strided" and len(shape) == 1:
+            return reftorch.from_numpy(values((shape[0] * 2,), dtype, seed))[::2]
+        return reftorch.from_numpy(values(shape, dtype, seed))
+    if layout == "transposed":
+        return reftorch.from_numpy(values(shape[::-1], dtype, seed)).permute(
+            *reversed(range(len(shape))))
+    if layout == "strided":  # every other element of the last dim, from a wider base
+        base = reftorch.from_numpy(values(shape[:-1] + (shape[-1] * 2 + 1,), dtype, seed))
+        return base[..., 1::2]
+    raise ValueError(layout)
+
+
+def indices(shape, high, seed, low=0, dtype=np.int64, layout="contiguous"):
+    rng = np.random.default_rng(seed + 1000)
+    a = rng.integers(low, high, shape) if high > low else np.zeros(shape, np.int64)
+    t = reftorch.from_numpy(a.astype(dtype))
+    if layout == "transposed" and len(shape) >= 2:
+        order = tuple(reversed(range(len(shape))))
+        t = reftorch.from_numpy(np.ascontiguousarray(a.transpose(order)).astype(dtype))
+        t = t.permute(*order)
+    return t
+
+
+def host(t):
+    return np.array(t.numpy())
+
+
+def assert_same(got, want):
+    """Same dtype, shape and bits (nan where nan)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype.kind == "f":
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        got, want = got[~nan], want[~nan]
+        bits = {4: np.uint32, 8: np.uint64}[got.itemsize]
+        got, want = got.view(bits), want.view(bits)
+    np.testing.assert_array_equal(got, want)
+
+
+def run_both(case):
+    """case() -> list of tensors, with the plugin and on the reference; returns C calls."""
+    before = _index.calls()
+    got = [host(t) for t in case()]
+    ran = _index.calls() - before
+    with reftorch.plugins.use_reference_kernels():
+        want = [host(t) for t in case()]
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    return ran
+
+
+def outcome(fn):
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001
+        return exc
+
+
+def errors_match(fn, must_raise=True):
+    """The plugin and the reference raise the same exception type and message (or, where
+    the reference does not raise and must_raise is False, give the same result)."""
+    got = outcome(fn)
+    with reftorch.plugins.use_reference_kernels():
+        want = outcome(fn)
+    if not isinstance(want, Exception) and not must_raise:
+        assert_same(host(got), host(want))
+        return got
+    assert isinstance(want, Exception), "the reference did not raise"
+    assert type(got) is type(want) and str(got) == str(want)
+    return got
+
+
+# ---------------------------------------------------------------------------------------------
+# Registration
+
+@pytest.mark.parametrize("op", ["index_select", "embedding", "gather", "take", "scatter",
+                                "scatter_value", "scatter_reduce_two_", "scatter_add",
+                                "index_add"])
+def test_serves_indexing_ops(op):
+    assert reftorch.plugins.serving(op, "cpu", reftorch.float32) == "cpu"
+    if op != "embedding":
+        assert reftorch.plugins.serving(op, "cpu", reftorch.int32) == "cpu"
+
+
+def test_other_dtypes_go_to_the_reference(no_threshold):
+    a = reftorch.ones(40, 40, dtype=reftorch.float16)
+    before = _index.calls()
+    a.index_select(0, reftorch.tensor([1, 2]))
+    assert _index.calls() == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Results: every op, dtype, layout and dim
+
+LAYOUTS = ["contiguous", "transposed", "strided"]
+SHAPE = (6, 7, 5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_ids)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_index_select(dtype, layout, dim, no_threshold):
+    for index_dtype in (np.int64, np.int32):
+        index = indices((9,), SHAPE[dim], 1, dtype=index_dtype)  # repeats: 9 picks of <= 7
+        assert run_both(lambda: [tensor(SHAPE, dtype, 0, layout).index_select(dim, index)])
+    strided_index = reftorch.from_numpy(np.array([4, 0, 0, 3, 1, 2, 4, 4]))[::2]
+    assert run_both(lambda: [tensor(SHAPE, dtype, 0, layout).index_select(dim, strided_index)])
+    assert run_both(lambda: [tensor(SHAPE, dtype, 0, layout).index_select(
+        dim, reftorch.tensor(2))])  # a 0-dim index
+    assert run_both(lambda: [tensor(SHAPE, dtype, 0, layout).index_select(
+        dim, reftorch.tensor([], dtype=reftorch.int64))])  # no index: empty result
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_ids)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_gather(dtype, layout, dim, no_threshold):
+    index_shape = [4, 5, 3]
+    index_shape[dim] = 8  # longer than the dim: repeated indices
+    for index_layout in ("contiguous", "transposed"):
+        index = indices(tuple(index_shape), SHAPE[dim], 2, layout=index_layout)
+        assert run_both(lambda: [tensor(SHAPE, dtype, 0, layout).gather(dim, index)])
+    empty = indices((0, 5, 3), SHAPE[dim], 2)
+    run_both(lambda: [tensor(SHAPE, dtype, 0, layout).gather(dim, empty)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_ids)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_take(dtype, layout, no_threshold):
+    n = int(np.prod(SHAPE))
+    for shape in [(30,), (5, 6), ()]:
+        index = indices(shape, n, 3, low=-n)  # negative indices count from the end
+        assert run_both(lambda: [reftorch.take(tensor(SHAPE, dtype, 0, layout), index)])
+    zero_dim = reftorch.from_numpy(values((), dtype, 4))
+    assert run_both(lambda: [reftorch.take(zero_dim, reftorch.tensor([0, -1, 0]))])
+
+
+@pytest.mark.parametrize("dtype", [reftorch.float32, reftorch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_embedding(dtype, layout, no_threshold):
+    weight = lambda: tensor((10, 6), dtype, 0, layout)
+    for index_dtype in (np.int64, np.int32):
+        for shape in [(7,), (3, 4), (2, 3, 2)]:
+            idx = indices(shape, 10, 5, dtype=index_dtype, layout="transposed")
+            assert run_both(lambda: [reftorch.nn.functional.embedding(idx, weight())])
+    idx = indices((4,), 10, 6)
+    assert run_both(lambda: [reftorch.nn.functional.embedding(idx, weight(), padding_idx=2)])
+    assert run_both(lambda: [reftorch.embedding(weight(), reftorch.tensor(3))])
+
+
+SCATTERS = [
+    ("scatter", lambda a, d, i, s: a.scatter(d, i, s)),
+    ("scatter value", lambda a, d, i, s: a.scatter(d, i, 2.75)),
+    ("scatter int value", lambda a, d, i, s: a.scatter(d, i, -3)),
+    ("scatter 0-dim src", lambda a, d, i, s: a.scatter(d, i, s[(0,) * s.ndim])),
+    ("scatter reduce add", lambda a, d, i, s: a.scatter(d, i, s, reduce="add")),
+    ("scatter reduce multiply", lambda a, d, i, s: a.scatter(d, i, s, reduce="multiply")),
+    ("scatter value multiply", lambda a, d, i, s: a.scatter(d, i, 1.5, reduce="multiply")),
+    ("scatter_add", lambda a, d, i, s: a.scatter_add(d, i, s)),
+    ("scatter_add_", lambda a, d, i, s: a.scatter_add_(d, i, s)),
+    ("scatter_ value", lambda a, d, i, s: a.scatter_(d, i, 0.5)),
+]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_ids)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("name,fn", SCATTERS, ids=[n for n, _ in SCATTERS])
+def test_scatter(name, fn, dtype, layout, dim, no_threshold):
+    index_shape = [5, 6, 4]
+    index_shape[dim] = 7  # more positions than the dim has: repeats collide
+    index = indices(tuple(index_shape), SHAPE[dim], 7, layout="transposed")
+    src = lambda: tensor((8, 8, 8), dtype, 8, layout)
+    assert run_both(lambda: [fn(tensor(SHAPE, dtype, 0, layout), dim, index, src())])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_ids)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_index_add(dtype, layout, dim, no_threshold):
+    source_shape = list(SHAPE)
+    source_shape[dim] = 11  # 11 indices into a dim of at most 7: repeats accumulate
+    alphas = [1, 3, -2] if not dtype.is_floating_point else [1, 0.3, -2]
+    for index_dtype in (np.int64, np.int32):
+        index = indices((11,), SHAPE[dim], 9, dtype=index_dtype)
+        for alpha in alphas:
+            assert run_both(lambda: [tensor(SHAPE, dtype, 0, layout).index_add(
+                dim, index, tensor(tuple(source_shape), dtype, 1, layout), alpha=alpha)])
+    target = lambda: tensor(SHAPE, dtype, 0, layout)
+    index = indices((11,), SHAPE[dim], 9)
+    assert run_both(lambda: [target().index_add_(dim, index, tensor(tuple(source_shape),
+                                                                     dtype, 1))])
+
+
+def test_index_add_1d_and_empty(no_threshold):
+    for dtype in DTYPES:
+        index = indices((50,), 9, 3)
+        assert run_both(lambda: [tensor((9,), dtype, 0).index_add(0, index,
+                                                                  tensor((50,), dtype, 1))])
+        empty = reftorch.tensor([], dtype=reftorch.int64)
+        assert run_both(lambda: [tensor((9, 3), dtype, 0).index_add(
+            0, empty, tensor((0, 3), dtype, 1))])
+
+
+def test_small_calls_decline(threshold):
+    """Below MIN_POSITIONS the reference serves (the C loop does not run)."""
+    a = tensor((4, 4), reftorch.float32, 0)
+    before = _index.calls()
+    a.index_select(0, reftorch.tensor([1, 2]))
+    ran = _index.calls() - before
+    assert ran == (1 if threshold == "no-threshold" else 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Large inputs: parallel loops, and results that do not depend on the thread count
+
+BIG_CASES = {
+    "index_select": lambda: [tensor((4000, 64), reftorch.float32, 0).index_select(
+        0, indices((3000,), 4000, 1))],
+    "embedding": lambda: [reftorch.embedding(tensor((500, 48), reftorch.float64, 0),
+                                             indices((40, 60), 500, 2))],
+    "gather": lambda: [tensor((300, 400), reftorch.float32, 0, "transposed").gather(
+        1, indices((300, 500), 400, 3))],
+    "take": lambda: [reftorch.take(tensor((300, 400), reftorch.int32, 0),
+                                   indices((200000,), 120000, 4, low=-120000))],
+    # few distinct targets: every output element gets many float contributions
+    "scatter_add dim 0": lambda: [tensor((8, 3000), reftorch.float32, 0).scatter_add(
+        0, indices((64, 3000), 8, 5), tensor((64, 3000), reftorch.float32, 6))],
+    "scatter_add dim 1": lambda: [tensor((300, 16), reftorch.float32, 0).scatter_add(
+        1, indices((300, 600), 16, 5), tensor((300, 600), reftorch.float32, 6))],
+    "scatter_add 1-D": lambda: [tensor((100,), reftorch.float32, 0).scatter_add(
+        0, indices((200000,), 100, 5), tensor((200000,), reftorch.float32, 6))],
+    "scatter": lambda: [tensor((50, 3000), reftorch.int64, 0).scatter(
+        0, indices((400, 3000), 50, 5), tensor((400, 3000), reftorch.int64, 6))],
+    "index_add rows": lambda: [tensor((100, 16), reftorch.float32, 0).index_add(
+        0, indices((20000,), 100, 7), tensor((20000, 16), reftorch.float32, 8), alpha=0.5)],
+    "index_add 1-D": lambda: [tensor((64,), reftorch.float64, 0).index_add(
+        0, indices((200000,), 64, 7), tensor((200000,), reftorch.float64, 8))],
+    "index_add dim 1": lambda: [tensor((400, 30), reftorch.float32, 0, "transposed").index_add(
+        1, indices((500,), 30, 7, dtype=np.int32), tensor((400, 500), reftorch.float32, 8))],
+}
+
+
+@pytest.mark.parametrize("name", list(BIG_CASES))
+def test_large_inputs_match_and_ignore_thread_count(name):
+    case = BIG_CASES[name]
+    assert run_both(case) == 1
+    previous = _index.set_num_threads(1)
+    try:
+        one = [host(t) for t in case()]
+        _index.set_num_threads(2)
+        two = [host(t) for t in case()]
+        _index.set_num_threads(3)
+        three = [host(t) for t in case()]
+    finally:
+        _index.set_num_threads(previous)
+    for a, b, c in zip(one, two, three):
+        assert_same(b, a)
+        assert_same(c, a)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad indices: the reference's exception and message, and nothing written
+
+BAD = [
+    ("index_select", lambda a, i: a.index_select(0, i)),
+    ("index_select dim 1", lambda a, i: a.index_select(1, i)),
+    ("embedding", lambda a, i: reftorch.embedding(a, i)),
+    ("gather", lambda a, i: a.gather(0, i.reshape(-1, 1).expand(-1, 3))),
+    ("take", lambda a, i: reftorch.take(a[:, :1], i)),  # 5 elements, read in flat order
+    ("scatter", lambda a, i: a.scatter(0, i.reshape(-1, 1).expand(-1, 3), 1.0)),
+    ("scatter_add", lambda a, i: a.scatter_add(0, i.reshape(-1, 1).expand(-1, 3),
+                                               a.new_ones(i.numel(), 3))),
+    ("index_add", lambda a, i: a.index_add(0, i, a.new_ones(i.numel(), a.shape[1]))),
+]
+
+
+@pytest.mark.parametrize("name,fn", BAD, ids=[n for n, _ in BAD])
+@pytest.mark.parametrize("bad", [5, 7, -6, -1, 200, -200])
+def test_bad_indices_raise_like_the_reference(name, fn, bad, no_threshold):
+    a = tensor((5, 6), reftorch.float32, 0)
+    index = reftorch.tensor([0, 4, bad, 2, 9 if bad != -1 else 1])
+    errors_match(lambda: fn(a, index), must_raise=name != "take")  # take wraps -1
+
+
+def kernel_of(op_name):
+    from reftorch import _dispatch
+    return _dispatch.get_op(op_name).kernels[("cpu", reftorch.float32)][-1][1]
+
+
+F32 = (reftorch.float32,) * 3
+
+
+@pytest.mark.parametrize("op,inputs,params,error", [
+    ("index_select", lambda a, i: (a, i), {"dim": 0}, "index out of range in self"),
+    ("embedding", lambda a, i: (a, i), {}, "index out of range in self"),
+    ("gather", lambda a, i: (a, i.reshape(-1, 1).expand(-1, 6)), {"dim": 0},
+     "index 9 is out of bounds for dimension 0 with size 5"),
+    ("take", lambda a, i: (a, i * 4 - 5), {}, "out of range: tried to access index 31 on "
+                                              "a tensor of 30 elements."),
+    ("scatter_add", lambda a, i: (a, i.reshape(-1, 1).expand(-1, 6),
+                                  a.new_ones(4, 6)), {"dim": 0},
+     "index 9 is out of bounds for dimension 0 with size 5"),
+    ("index_add", lambda a, i: (a, i, a.new_ones(4, 6)), {"dim": 0, "alpha": 1},
+     "index 9 is out of bounds for dimension 0 with size 5"),
+])
+def test_the_c_loop_checks_every_index(op, inputs, params, error, no_threshold):
+    """Called directly (no checks in the public function first), the kernel's C loop still
+    refuses a bad index, with the op's message, before reading or writing through it."""
+    a = tensor((5, 6), reftorch.float32, 0)
+    index = reftorch.tensor([0, 4, 9, 2])
+    kernel = kernel_of(op)
+    args = inputs(a, index)
+    snapshot = [host(t) for t in args]
+    before = _index.calls()
+    with pytest.raises((IndexError, RuntimeError)) as info:
+        kernel(None, args, F32, params)
+    assert str(info.value) == error
+    assert not isinstance(info.value, _index.IndexOutOfBounds)  # translated to the op's own
+    assert _index.calls() == before + 1  # it was the C loop that refused
+    for t, s in zip(args, snapshot):
+        assert_same(host(t), s)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t, i: t.index_add_(0, i, t.new_ones(i.numel(), 6)),
+    lambda t, i: t.scatter_add_(0, i.reshape(-1, 1).expand(-1, 6), t.new_ones(4, 6)),
+    lambda t, i: t.scatter_(0, i.reshape(-1, 1).expand(-1, 6), 3.0),
+], ids=["index_add_", "scatter_add_", "scatter_"])
+def test_in_place_forms_leave_the_target_alone_on_error(fn, no_threshold):
+    target = tensor((5, 6), reftorch.float32, 0)
+    before = host(target)
+    errors_match(lambda: fn(target, reftorch.tensor([0, 1, 5, 2])))
+    assert_same(host(target), before)
+
+
+# ---------------------------------------------------------------------------------------------
+# The raw C entry points check their arguments
+
+def test_c_gather_checks_bounds_and_types():
+    out = np.zeros(4, np.float32)
+    src = np.arange(10, dtype=np.float32)
+    index = np.array([0, 1, 2, 3])
+    _index.gather([4], out, 0, [1], src, 0, [0], 1, 10, index, 0, [1], False)
+    np.testing.assert_array_equal(out, [0, 1, 2, 3])
+    with pytest.raises(ValueError):  # index_size 11 reaches past src's 10 elements
+        _index.gather([4], out, 0, [1], src, 0, [0], 1, 11, index, 0, [1], False)
+    with pytest.raises(ValueError):  # out too short for the walk
+        _index.gather([5], out, 0, [1], src, 0, [0], 1, 10, np.zeros(5, np.int64), 0, [1],
+                      False)
+    with pytest.raises(TypeError):  # mixed element types
+        _index.gather([4], out, 0, [1], src.astype(np.float64), 0, [0], 1, 10, index, 0, [1],
+                      False)
+    with pytest.raises(TypeError):  # float indices
+        _index.gather([4], out, 0, [1], src, 0, [0], 1, 10, index.astype(np.float64), 0, [1],
+                      False)
+    with pytest.raises(_index.IndexOutOfBounds) as info:
+        _index.gather([4], out, 0, [1], src, 0, [0], 1, 10, np.array([0, 10, -1, 3]), 0, [1],
+                      False)
+    assert info.value.args[1] == 10 and isinstance(info.value, IndexError)
+
+
+def test_c_scatter_checks_before_writing():
+    out = np.zeros(5, np.float64)
+    src = np.ones(4, np.float64)
+    with pytest.raises(_index.IndexOutOfBounds) as info:
+        _index.scatter([4], out, 0, [0], 1, 5, src, 0, [1], np.array([0, 4, 5, 1]), 0, [1],
+                       _index.ADD, 1)
+    assert info.value.args[1] == 5
+    np.testing.assert_array_equal(out, 0)  # the bad index was found before any write
+    with pytest.raises(ValueError):  # index_size 6 would reach past out
+        _index.scatter([4], out, 0, [0], 1, 6, src, 0, [1], np.array([0, 1, 2, 3]), 0, [1],
+                       _index.ADD, 1)
+    with pytest.raises(TypeError):  # read-only out
+        ro = out.copy()
+        ro.flags.writeable = False
+        _index.scatter([4], ro, 0, [0], 1, 5, src, 0, [1], np.array([0, 1, 2, 3]), 0, [1],
+                       _index.ADD, 1)
+    with pytest.raises(ValueError):
+        _index.scatter([4], out, 0, [0], 1, 5, src, 0, [1], np.array([0, 1, 2, 3]), 0, [1],
+                       7, 1)
+    _index.scatter([4], out, 0, [0], 1, 5, src, 0, [1], np.array([0, 4, 4, 1]), 0, [1],
+                   _index.ADD, 2)
+    np.testing.assert_array_equal(out, [2, 2, 0, 0, 4])
