@@ -33,6 +33,20 @@ def plugin_loaded():
         reftorch.plugins.unload("cpu")
 
 
+def _register_untuned(registrar):
+    for name, kernel in indexing.UNTUNED.items():
+        registrar.kernel(name, "cpu", indexing.VALUE_DTYPES, kernel)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def untuned_loaded(plugin_loaded):
+    """index_select and take are not registered by default (np.take is faster); their
+    kernels are still checked here, registered as a plugin of their own."""
+    assert reftorch.plugins.load("cpu-untuned", _register_untuned) is not None
+    yield
+    reftorch.plugins.unload("cpu-untuned")
+
+
 @pytest.fixture(params=["threshold", "no-threshold"])
 def threshold(request, monkeypatch):
     """Run with the real decline threshold, and with none so small cases reach C too."""
@@ -142,9 +156,17 @@ def errors_match(fn, must_raise=True):
                                 "scatter_value", "scatter_reduce_two_", "scatter_add",
                                 "index_add"])
 def test_serves_indexing_ops(op):
-    assert reftorch.plugins.serving(op, "cpu", reftorch.float32) == "cpu"
+    plugin = "cpu-untuned" if op in indexing.UNTUNED else "cpu"
+    assert reftorch.plugins.serving(op, "cpu", reftorch.float32) == plugin
     if op != "embedding":
-        assert reftorch.plugins.serving(op, "cpu", reftorch.int32) == "cpu"
+        assert reftorch.plugins.serving(op, "cpu", reftorch.int32) == plugin
+
+
+def test_untuned_kernels_are_not_registered_by_default():
+    registered = []
+    indexing.register(type("Registrar", (), {
+        "kernel": lambda self, name, *rest: registered.append(name)})())
+    assert not set(indexing.UNTUNED) & set(registered)
 
 
 def test_other_dtypes_go_to_the_reference(no_threshold):

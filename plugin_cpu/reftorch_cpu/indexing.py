@@ -47,10 +47,12 @@ INDEX_DTYPES = (D.int64, D.int32)
 
 def register(registrar):
     """Register every indexing kernel with reftorch (called by reftorch_cpu.register)."""
-    registrar.kernel("index_select", "cpu", VALUE_DTYPES, index_select_kernel)
+    # index_select and take are not registered: NumPy's np.take (the reference) beat the C
+    # gather loop on every size measured (2-core x86-64, float32: index_select 1M x 16 rows
+    # 205 vs 117 ms, 100k x 128 67 vs 58 ms, 10k x 1024 41 vs 27 ms; take 1M 44 vs 39 ms).
+    # Their kernels stay in UNTUNED (tested there) for when the loop is tuned.
     registrar.kernel("embedding", "cpu", (D.float32, D.float64), embedding_kernel)
     registrar.kernel("gather", "cpu", VALUE_DTYPES, gather_kernel)
-    registrar.kernel("take", "cpu", VALUE_DTYPES, take_kernel)
     for name in ("scatter", "scatter_value", "scatter_reduce_two_", "scatter_add"):
         registrar.kernel(name, "cpu", VALUE_DTYPES, scatter_kernel)
     registrar.kernel("index_add", "cpu", VALUE_DTYPES, index_add_kernel)
@@ -250,3 +252,7 @@ def _alpha(alpha, dtype):
         return None
     info = np.iinfo(dtype.numpy_dtype)
     return alpha if info.min <= alpha <= info.max else None
+
+
+# Kernels that work but lose to the reference (see register); tests still exercise them.
+UNTUNED = {"index_select": index_select_kernel, "take": take_kernel}
