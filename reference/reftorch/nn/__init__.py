@@ -3,6 +3,7 @@ functional forms (`reftorch.nn.functional`) and weight initialisation (`reftorch
 from .parameter import Buffer, Parameter
 from .modules import *  # noqa: F401,F403
 from .modules import Module
-from . import functional, init, modules, parameter, utils  # noqa: F401
+from . import functional, init, modules, parallel, parameter, utils  # noqa: F401
+from .parallel import DataParallel  # noqa: F401
 
-__all__ = ["Buffer", "Module", "Parameter", "functional", "init"]
+__all__ = ["Buffer", "DataParallel", "Module", "Parameter", "functional", "init"]

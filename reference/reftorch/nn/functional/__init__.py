@@ -1,5 +1,6 @@
 """torch.nn.functional: the layers' computations as functions, one module per documented section."""
 from .activation import *  # noqa: F401,F403
+from .attention import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403

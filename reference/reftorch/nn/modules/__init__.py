@@ -2,6 +2,8 @@
 from .module import Module  # noqa: F401
 from .container import *  # noqa: F401,F403
 from .activation import *  # noqa: F401,F403
+from .adaptive import *  # noqa: F401,F403
+from .attention import *  # noqa: F401,F403
 from .batchnorm import *  # noqa: F401,F403
 from .channelshuffle import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
@@ -16,5 +18,6 @@ from .normalization import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403
 from .pixelshuffle import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403
 from .sparse import *  # noqa: F401,F403
 from .upsampling import *  # noqa: F401,F403
