@@ -1,6 +1,6 @@
 """Linear algebra (inverse, svd, cholesky, lu): reftorch vs PyTorch vs NumPy, float64.
 
-One 64x64 matrix and a batch of 32 matrices of 32x32. `bench/report.py` prints the ratios
+One 64x64 matrix and a batch of 32 matrices of 32x32; the LU also on one 512x512 matrix. `bench/report.py` prints the ratios
 from CASES; nothing here asserts a time.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _lu_numpy(a):
 
 
 CASES = {}
-for _shape in ((64, 64), (32, 32, 32)):
+for _shape in ((64, 64), (32, 32, 32), (512, 512)):
     _label = "x".join(map(str, _shape))
     _r, _t, _a = _inputs(_shape)
     _rs, _ts, _as = _inputs(_shape, spd=True)
@@ -46,7 +46,11 @@ for _shape in ((64, 64), (32, 32, 32)):
         "reftorch": lambda r=_rs: reftorch.cholesky(r),
         "torch": lambda t=_ts: torch.linalg.cholesky(t),
         "numpy": lambda a=_as: np.linalg.cholesky(a)}
-    # reftorch's LU is a NumPy loop over columns (NumPy has none); numpy column: LAPACK gesv.
+    if _shape == (512, 512):   # only the LU at this size: the others are LAPACK already
+        del CASES[f"inverse float64 {_label}"], CASES[f"svd float64 {_label}"], \
+            CASES[f"cholesky float64 {_label}"]
+    # reftorch's LU is a blocked NumPy LU (panels of 32 columns, trailing update by matmul;
+    # NumPy has no LU); numpy column: LAPACK gesv, which factorizes then solves.
     CASES[f"lu float64 {_label}"] = {
         "reftorch": lambda r=_r: reftorch.lu(r),
         "torch": lambda t=_t: torch.linalg.lu_factor(t),

@@ -52,6 +52,7 @@ from ._ops.blas import *  # noqa: F401,F403
 from ._ops.linalg import *  # noqa: F401,F403
 from ._ops.spectral import *  # noqa: F401,F403
 from . import fft  # noqa: E402 (the torch.fft module, callable as the legacy torch.fft)
+from . import linalg  # noqa: E402 (torch.linalg)
 from ._ops.sampling import *  # noqa: F401,F403
 # The neural-network ops PyTorch also exposes as torch.X (relu, conv2d, batch_norm, ...).
 from ._ops.nn_activation import *  # noqa: F401,F403

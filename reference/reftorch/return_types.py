@@ -48,7 +48,10 @@ for _name, _fields in (("slogdet", ("sign", "logabsdet")), ("qr", ("Q", "R")),
                        ("solve", ("solution", "LU")), ("gels", ("solution", "QR")),
                        ("symeig", ("eigenvalues", "eigenvectors")),
                        ("eig", ("eigenvalues", "eigenvectors")), ("pstrf", ("u", "pivot")),
-                       ("_lu_with_info", ("LU", "pivots", "info"))):
+                       ("_lu_with_info", ("LU", "pivots", "info")),
+                       ("linalg_lu_factor", ("LU", "pivots")), ("linalg_lu", ("P", "L", "U")),
+                       ("linalg_lu_factor_ex", ("LU", "pivots", "info")),
+                       ("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))):
     _make(_name, _fields)
 
 

@@ -250,6 +250,7 @@ def _lu_samples(dt, rng):
     yield Sample((_rect((2, 3, 3), dt, rng, "strided"),), {}, "batched")
     yield Sample((_rect((4, 3), dt, rng),), {}, "tall")
     yield Sample((_rect((2, 4), dt, rng),), {"get_infos": True}, "wide")
+    yield Sample((_rect((2, 3, 5), dt, rng, "transposed"),), {}, "batched wide")
     singular = np.ones((3, 3))
     yield Sample((TensorArg(singular, dt),), {"get_infos": True}, "singular")
     yield Sample((_rect((0, 0), dt, rng),), {}, "empty")
@@ -381,9 +382,11 @@ OPS = [
            differentiable=False),
     # Gradients: square matrices only (reftorch's LU backward), in the next entry.
     OpInfo("lu", function("lu"), _lu_samples, dtypes=LINALG, differentiable=False),
-    OpInfo("lu (square)", function("lu"), lambda dt, rng: (
-        s for s in _lu_samples(dt, rng) if s.label in ("square", "batched", "infos")),
-        dtypes=("float64",)),
+    # Gradients of full-rank LU, square and rectangular (tall and wide).
+    OpInfo("lu (full rank)", function("lu"), lambda dt, rng: (
+        s for s in _lu_samples(dt, rng) if s.label in ("square", "batched", "infos", "tall",
+                                                        "wide", "batched wide")),
+        dtypes=("float64", "complex128")),
     OpInfo("Tensor.lu", method("lu"), _lu_samples, dtypes=REAL, differentiable=False),
     # torch's backward fails on the empty L and U of unpack_data=False: no gradient sample.
     OpInfo("lu_unpack", function("lu_unpack"), _lu_unpack_samples, dtypes=LINALG,

@@ -123,38 +123,105 @@ def _broadcast_batch(*arrays):
 
 def _pivot_measure(x):
     """LAPACK's i?amax: |x| for real, |Re x| + |Im x| for complex (not the modulus)."""
-    return np.abs(x.real) + np.abs(x.imag) if np.iscomplexobj(x) else np.abs(x)
+    return np.abs(x.real) + np.abs(x.imag) if x.dtype.kind == "c" else np.abs(x)
+
+
+LU_BLOCK = 32   # columns per panel of the blocked LU
+
+
+def _factor_panel(panel, pivot, first_column):
+    """Unblocked LU (LAPACK's getf2) of a (count, rows, width) panel, in place.
+
+    Column j picks the first row (at or below j) of largest |a| as pivot, swaps it up,
+    scales the column below by the reciprocal of the pivot and updates the rest of the
+    panel. A zero pivot leaves the column unscaled, as LAPACK does. Returns the panel's
+    row order (row i of the factored panel is input row order[i]), the 0-based local pivot
+    rows (count, width) and `info` (columns numbered from `first_column`)."""
+    count, rows, width = panel.shape
+    # The row numbers ride along in an extra last column, so one swap moves both.
+    work = np.concatenate([panel, np.broadcast_to(np.arange(rows, dtype=panel.dtype)[:, None],
+                                                  (count, rows, 1))], axis=-1)
+    batch = np.arange(count)
+    local_pivots = np.tile(np.arange(width), (count, 1))
+    for j in range(min(rows, width)):
+        if pivot:
+            p = j + np.argmax(_pivot_measure(work[:, j:, j]), axis=1)
+            local_pivots[:, j] = p
+            row_j = work[batch, j].copy()
+            work[batch, j] = work[batch, p]
+            work[batch, p] = row_j
+        d = work[:, j, j]
+        if d.all():
+            work[:, j + 1:, j] *= (1 / d)[:, None]
+        else:
+            work[:, j + 1:, j] *= (1 / np.where(d == 0, 1, d))[:, None]
+        work[:, j + 1:, j + 1:width] -= work[:, j + 1:, j, None] * work[:, None, j, j + 1:width]
+    panel[...] = work[..., :width]
+    order = work[..., width].real.astype(np.int64)
+    # A zero pivot stays on the diagonal: info is the first one (1-based), 0 if none.
+    diagonal = np.arange(min(rows, width))
+    zero = panel[:, diagonal, diagonal] == 0
+    info = np.where(zero.any(axis=1), first_column + 1 + np.argmax(zero, axis=1), 0)
+    return order, local_pivots, info.astype(np.int32)
+
+
+def _unit_lower_solve(low, b):
+    """L^{-1} b for unit lower-triangular L (the U12 block of blocked LU)."""
+    n = low.shape[-1]
+    unit_low = np.tril(low, -1) + np.eye(n, dtype=low.dtype)
+    try:    # gesv on a unit lower-triangular matrix is forward substitution, in LAPACK
+        return np.linalg.solve(unit_low, b)
+    except np.linalg.LinAlgError:  # (nan or inf inside): substitution row by row instead
+        return solve_triangular(unit_low, b, upper=False, unitriangular=True)
+
+
+def _upper_solve(up, b):
+    """U^{-1} b for the upper triangle U of `up`. LAPACK's gesv on an upper-triangular
+    matrix keeps every pivot on the diagonal and eliminates nothing, so it is back
+    substitution; a singular U (NumPy raises) gets inf/nan by substitution, as trsm."""
+    triangle = np.triu(up)
+    try:
+        return np.linalg.solve(triangle, b)
+    except np.linalg.LinAlgError:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return solve_triangular(triangle, b, upper=True)
 
 
 def lu_factor(a, pivot=True):
     """Batched LU with partial pivoting, as LAPACK's getrf: (LU, pivots, info).
 
-    Column j picks the first row (at or below j) of largest |a| as pivot, swaps it up, scales
-    the column below by the reciprocal of the pivot and updates the trailing block. A zero
-    pivot is recorded in `info` (1-based, the first one) and the column is left unscaled,
-    as LAPACK does; pivots are 1-based int32.
+    Right-looking blocked LU: for each panel of LU_BLOCK columns, factor the panel column by
+    column (`_factor_panel`), apply its row swaps to the columns left and right of it (laswp),
+    solve for the block row of U (U12 = L11^{-1} A12) and update the trailing matrix with one
+    matrix product (A22 -= L21 U12), where almost all the arithmetic happens. Pivots are the
+    same rows as the unblocked algorithm picks (largest |a| in the column, first on ties);
+    `info` is the 1-based column of the first exactly-zero pivot (0 if none); pivots are
+    1-based int32.
     """
     lu = np.array(a, copy=True, order="C")   # C order, so that reshape below is a view
     *batch, m, n = lu.shape
     k = min(m, n)
     count = int(np.prod(batch, dtype=np.int64))
     flat = lu.reshape(count, m, n)        # a view: the updates land in `lu`
-    rows = np.arange(count)
-    pivots = np.tile(np.arange(k, dtype=np.int32), (count, 1))
+    batch_index = np.arange(count)[:, None]
+    pivots = np.zeros((count, k), dtype=np.int32)
     info = np.zeros(count, dtype=np.int32)
-    for j in range(k):
-        if pivot:
-            p = j + np.argmax(_pivot_measure(flat[:, j:, j]), axis=1)
-            pivots[:, j] = p
-            row_j = flat[rows, j].copy()
-            flat[rows, j] = flat[rows, p]
-            flat[rows, p] = row_j
-        d = flat[:, j, j]
-        zero = d == 0
-        info = np.where((info == 0) & zero, j + 1, info).astype(np.int32)
-        reciprocal = 1 / np.where(zero, 1, d)
-        flat[:, j + 1:, j] *= np.where(zero, 1, reciprocal)[:, None]
-        flat[:, j + 1:, j + 1:] -= flat[:, j + 1:, j, None] * flat[:, None, j, j + 1:]
+    for start in range(0, k, LU_BLOCK):
+        stop = min(start + LU_BLOCK, k)
+        panel = flat[:, start:, start:stop].copy()
+        order, local_pivots, panel_info = _factor_panel(panel, pivot, start)
+        flat[:, start:, start:stop] = panel
+        pivots[:, start:stop] = start + local_pivots
+        info = np.where(info == 0, panel_info, info)
+        # laswp: the same row exchanges for the columns outside the panel.
+        rows = start + order
+        for columns in (slice(0, start), slice(stop, n)):
+            flat[:, start:, columns] = flat[batch_index, rows, columns]
+        if stop < n:
+            u12 = _unit_lower_solve(flat[:, start:stop, start:stop], flat[:, start:stop, stop:])
+            flat[:, start:stop, stop:] = u12
+            # (contiguous operands: NumPy hands those to BLAS gemm, strided ones it does not)
+            flat[:, stop:, stop:] -= np.ascontiguousarray(flat[:, stop:, start:stop]) @ u12
     return lu, (pivots + 1).reshape(*batch, k), info.reshape(batch)
 
 
@@ -717,6 +784,18 @@ def eig(input, eigenvectors=False, *, out=None):
     return _named("eig", result)
 
 
+def _linalg_eig_kernel(a):
+    """torch.linalg.eig: complex eigenvalues and unit-norm eigenvectors (LAPACK geev, as
+    NumPy's eig), in the complex dtype of `a`'s precision."""
+    complex_dtype = np.result_type(a.dtype, np.complex64)
+    values, vectors = np.linalg.eig(a)
+    return values.astype(complex_dtype), vectors.astype(complex_dtype)
+
+
+LINALG_EIG = structured.declare("linalg_eig", _linalg_eig_kernel, family="other",
+                                dtypes=LINALG_DTYPES)
+
+
 def _pinverse_kernel(a, rcond):
     if a.size == 0:
         return np.zeros(_mT(a).shape, dtype=a.dtype)
@@ -849,8 +928,8 @@ def _lu_solve_kernel(b, factors, pivots):
     n = factors.shape[-1]
     perm = np.broadcast_to(_permutation(pivots, n), b.shape[:-1])
     permuted = np.take_along_axis(b, perm[..., None], axis=-2)   # P^T b
-    y = solve_triangular(factors, permuted, upper=False, unitriangular=True)
-    return solve_triangular(factors, y, upper=True)
+    y = _unit_lower_solve(factors, permuted)
+    return _upper_solve(factors, y)
 
 
 LU_SOLVE = structured.declare("lu_solve", _lu_solve_kernel, family="other",
@@ -914,15 +993,115 @@ def inverse_gradient(grad, result):
     return -_mm(_mm(_H(result), grad), _H(result))
 
 
-def det_gradient(grad, a, result):
-    """d det(A) = det(A) tr(A^{-1} dA), so gA = conj(det) grad A^{-H} (invertible A)."""
+def _host(t):
+    return np.asarray(t.detach()._host_array())
+
+
+def _lu_adjoint_solve(factors, pivots, rhs):
+    """X with A^H X = rhs from A's packed LU (A = P L U): X = P L^{-H} U^{-H} rhs. A zero
+    pivot gives inf/nan, as LAPACK's getrs does (no error)."""
+    n = factors.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = solve_triangular(_mH(np.triu(factors)), rhs, upper=False)
+        y = solve_triangular(_mH(np.tril(factors, -1) + np.eye(n, dtype=factors.dtype)), z,
+                             upper=True, unitriangular=True)
+    # Row i of P y is row perm^{-1}[i] of y.
+    inverse_perm = np.argsort(_permutation(pivots, n), axis=-1)
+    inverse_perm = np.broadcast_to(inverse_perm, y.shape[:-1])
+    return np.take_along_axis(y, inverse_perm[..., None], axis=-2)
+
+
+def _scaled_identity(values, n):
+    """(*, n, n) matrices values[..., None, None] * I."""
+    return values[..., None, None] * np.eye(n, dtype=values.dtype)
+
+
+def _det_gradient_first_order(grad, a, result):
+    """PyTorch's first-order det backward: solve A^H X = (grad conj(det)) I with A's LU, where
+    exactly-zero pivots are replaced by eps (det is C^1, so a nearby invertible matrix gives
+    the limit). For an exactly singular matrix (det == 0) this is 0, as in PyTorch.
+
+    det is taken from the same LU as the solve (as PyTorch's forward and backward share one
+    getrf): near a singular matrix the huge 1/u_nn of the solve then cancels exactly with
+    the u_nn inside det, leaving the cofactor matrix to working precision."""
+    array = _host(a)
+    n = array.shape[-1]
+    factors, pivots, _ = lu_factor(array)
+    diagonal = np.arange(n)
+    pivot_values = factors[..., diagonal, diagonal]
+    swaps = np.count_nonzero(pivots != np.arange(1, min(array.shape[-2:]) + 1), axis=-1)
+    det_lu = np.where(swaps % 2, -1, 1) * np.prod(pivot_values, axis=-1)
+    coefficient = (_host(grad) * np.conj(det_lu)).astype(array.dtype)
+    eps = np.finfo(array.dtype).eps
+    factors[..., diagonal, diagonal] = np.where(pivot_values == 0, eps, pivot_values)
+    x = _lu_adjoint_solve(factors, pivots, _scaled_identity(coefficient, n))
+    return Tensor._from_array(np.ascontiguousarray(x), a.dtype)
+
+
+def _products_of_the_others(s):
+    """(*, n) -> (*, n): entry i is the product of all entries but i, by prefix and suffix
+    products (no division, so zeros are fine and it differentiates again)."""
+    torch = _reftorch()
+    n = s.shape[-1]
+    ones = torch.ones(tuple(s.shape[:-1]) + (1,), dtype=s.dtype)
+    prefix, suffix = [ones], [ones]
+    for i in range(n - 1):          # a loop over the matrix order, not over elements
+        prefix.append(prefix[-1] * s[..., i:i + 1])
+        suffix.append(suffix[-1] * s[..., n - 1 - i:n - i])
+    return torch.cat(prefix, -1) * torch.cat(suffix[::-1], -1)
+
+
+def _det_gradient_singular(grad, a):
+    """Cofactor matrix through the SVD A = U S V^H, valid at singular A: det = det(U)
+    det(V^H) prod(S), so gA = U diag(grad conj(det U det V^H) prod_{j != i} S_j) V^H (for
+    rank n-1 the adjugate transpose, for lower rank 0)."""
+    u, s, v = svd(a)
+    vh = _H(v)
+    alpha = det(u) * det(vh)
+    alpha = alpha.conj() if alpha.is_complex() else alpha
+    scale = (grad * alpha).unsqueeze(-1) * _products_of_the_others(s).to(u.dtype)
+    return _mm(u * scale.unsqueeze(-2), vh)
+
+
+def _det_gradient_invertible(grad, a, result):
     coefficient = grad * (result.conj() if result.is_complex() else result)
     return coefficient.unsqueeze(-1).unsqueeze(-1) * _H(inverse(a))
 
 
+def det_gradient(grad, a, result):
+    """d det(A) = det(A) tr(A^{-1} dA), so gA = conj(det) grad A^{-H} for invertible A.
+
+    As in PyTorch: the first derivative (no graph) is a regularised LU solve; when the
+    gradient must differentiate again, matrices with |det| < 100 eps take the SVD formula
+    (exact at singular matrices), the others the inverse."""
+    torch = _reftorch()
+    if not torch.is_grad_enabled():
+        return _det_gradient_first_order(grad, a, result)
+    n = a.shape[-1]
+    batch = tuple(a.shape[:-2])
+    eps = np.finfo(np.dtype(a.dtype.numpy_dtype)).eps
+    flat_a = a.reshape((-1, n, n))
+    flat_grad = grad.expand(batch).reshape(-1)
+    flat_det = result.reshape(-1)
+    singular = np.abs(_host(flat_det)) < 100 * eps
+    if not singular.any():
+        return _det_gradient_invertible(grad, a, result)
+    chosen = np.nonzero(singular)[0]
+    rest = np.nonzero(~singular)[0]
+    parts = [_det_gradient_singular(flat_grad[chosen], flat_a[chosen])]
+    if rest.size:
+        parts.append(_det_gradient_invertible(flat_grad[rest], flat_a[rest], flat_det[rest]))
+    # Put the batch elements back in their order.
+    order = torch.from_numpy(np.argsort(np.concatenate([chosen, rest])))
+    return torch.cat(parts, 0)[order].reshape(batch + (n, n))
+
+
 def slogdet_gradient(grad_sign, grad_logabsdet, a, sign):
     """log|det| has gradient A^{-H}; a complex sign = det/|det| moves with the imaginary part
-    of tr(A^{-1} dA), which gives the i * c term (a real sign is locally constant)."""
+    of tr(A^{-1} dA), which gives the i * c term (a real sign is locally constant).
+
+    As in PyTorch, the first derivative solves with A's LU without checking it: a singular
+    matrix gives inf/nan instead of an error (only double backward inverts A)."""
     torch = _reftorch()
     real = torch.zeros(sign.shape, dtype=D.float64 if a.dtype in (D.float64, D.complex128)
                        else D.float32) if grad_logabsdet is None else grad_logabsdet
@@ -932,6 +1111,13 @@ def slogdet_gradient(grad_sign, grad_logabsdet, a, sign):
         if grad_sign is not None:
             c = -(grad_sign.conj() * sign).imag
             coefficient = coefficient + c.to(a.dtype) * 1j
+    if not torch.is_grad_enabled():
+        array = _host(a)
+        factors, pivots, _ = lu_factor(array)
+        rhs = _scaled_identity(np.broadcast_to(_host(coefficient), array.shape[:-2])
+                               .astype(array.dtype), array.shape[-1])
+        x = _lu_adjoint_solve(factors, pivots, rhs)
+        return Tensor._from_array(np.ascontiguousarray(x), a.dtype)
     return coefficient.unsqueeze(-1).unsqueeze(-1) * _H(inverse(a))
 
 
@@ -1081,6 +1267,29 @@ def eig_gradient(grad_pairs, grad_vectors, pairs, vectors):
     return _mm(_mm(inverse(vectors).mT, inner), vectors.mT)
 
 
+def linalg_eig_gradient(grad_values, grad_vectors, a, values, vectors):
+    """A V = V diag(L), columns of V of unit norm. With E_ij = L_j - L_i:
+    gA = V^{-H} (diag(gL) + (V^H gV - V^H V diag(Re diag(V^H gV))) / conj(E)) V^H, the
+    second term off the diagonal only; the real part is kept for real A. The phase of each
+    eigenvector is arbitrary, so a loss depending on it (Im diag(V^H gV) != 0) is refused."""
+    torch = _reftorch()
+    inner = torch.zeros_like(vectors) if grad_values is None else \
+        torch.diag_embed(grad_values)
+    if grad_vectors is not None:
+        vh_gv = _mm(_H(vectors), grad_vectors)
+        diagonal = vh_gv.diagonal(0, -2, -1)
+        if bool((diagonal.imag.abs() > 1e-6 * (1 + diagonal.abs())).any()):
+            raise RuntimeError("linalg_eig_backward: The eigenvectors in the complex case are "
+                               "specified up to multiplication by e^{i phi}. The specified "
+                               "loss function depends on this quantity, so it is ill-defined.")
+        projected = vh_gv - _mm(_H(vectors), vectors) * diagonal.real.to(
+            vectors.dtype).unsqueeze(-2)
+        differences = (values.unsqueeze(-2) - values.unsqueeze(-1)).conj()
+        inner = inner + _off_diagonal_reciprocal(differences) * projected
+    grad_a = _solve(_mm(inner, _H(vectors)), _H(vectors)).solution
+    return grad_a if a.is_complex() else grad_a.real
+
+
 def pinverse_gradient(grad, a, result):
     """P = A^+: gA = -P^H gP P^H + (I - A P) gP^H P P^H + P^H P gP^H (I - P A)."""
     p, ph, gh = result, _H(result), _H(grad)
@@ -1136,18 +1345,43 @@ def _unpacked(factors, pivots):
     return p.detach(), low, up
 
 
+def _lu_square_gradient(low, up, grad_l, grad_u):
+    """P^T A = L U (square): L^{-1} P^T dA U^{-1} = L^{-1} dL + dU U^{-1}, strictly lower plus
+    upper, so P^T gA = L^{-H} (tril(L^H gL, -1) + triu(gU U^H)) U^{-H}."""
+    torch = _reftorch()
+    phi = torch.tril(_mm(_H(low), grad_l), -1) + torch.triu(_mm(grad_u, _H(up)))
+    x = triangular_solve(phi, _H(low), upper=True, unitriangular=True).solution
+    return _solve_upper_right(x, up)
+
+
 def lu_gradient(grad, factors, pivots):
-    """Square A = P L U: gA = P L^{-H} (tril(L^H gL, -1) + triu(gU U^H)) U^{-H}."""
+    """A = P L U from the packed m x n factors, A of full rank.
+
+    Wide (m < n): A = P L [U1 | U2]; the square part P L U1 is differentiated as above, and
+    U2 = L^{-1} P^T A2 sends gU2 to A2 as L^{-H} gU2 and to L as -L^{-H} gU2 U2^H.
+    Tall (m > n): P^T A = [L1; L2] U; L2 = A2 U^{-1} sends gL2 to A2 as gL2 U^{-H} and to
+    U as -L2^H gL2 U^{-H}."""
     torch = _reftorch()
     rows, cols = factors.shape[-2:]
-    if rows != cols:
-        raise RuntimeError("lu: reftorch differentiates the LU factorization of square "
-                           "matrices only")
     p, low, up = _unpacked(factors, pivots)
-    phi = torch.tril(_mm(_H(low), torch.tril(grad, -1)), -1) + \
-        torch.triu(_mm(torch.triu(grad), _H(up)))
-    x = triangular_solve(phi, _H(low), upper=True, unitriangular=True).solution
-    return _mm(p, _solve_upper_right(x, up))
+    if rows == cols:
+        return _mm(p, _lu_square_gradient(low, up, torch.tril(grad, -1), torch.triu(grad)))
+    if rows < cols:
+        u1, u2 = up[..., :rows], up[..., rows:]
+        grad_u1, grad_u2 = torch.triu(grad[..., :rows]), grad[..., rows:]
+        grad_l = torch.tril(grad[..., :rows], -1)
+        grad_u2_to_l = triangular_solve(_mm(grad_u2, _H(u2)), _H(low), upper=True,
+                                        unitriangular=True).solution
+        grad_l = torch.tril(grad_l - grad_u2_to_l, -1)
+        grad_a1 = _lu_square_gradient(low, u1, grad_l, grad_u1)
+        grad_a2 = triangular_solve(grad_u2, _H(low), upper=True, unitriangular=True).solution
+        return _mm(p, torch.cat([grad_a1, grad_a2], -1))
+    l1, l2 = low[..., :cols, :], low[..., cols:, :]
+    grad_l1, grad_l2 = torch.tril(grad[..., :cols, :], -1), grad[..., cols:, :]
+    grad_u = torch.triu(grad[..., :cols, :] - _solve_upper_right(_mm(_H(l2), grad_l2), up))
+    grad_a1 = _lu_square_gradient(l1, up, grad_l1, grad_u)
+    grad_a2 = _solve_upper_right(grad_l2, up)
+    return _mm(p, torch.cat([grad_a1, grad_a2], -2))
 
 
 def lu_unpack_gradient(grad_l, grad_u, shape):

@@ -6,6 +6,13 @@ outputs. The analytical Jacobian pulls one-hot cotangents back through the graph
 element at a time. Both are laid out as PyTorch prints them: rows are input elements, columns
 output elements. The loops run over elements by nature of finite differences; they are test
 machinery, not kernels.
+
+Complex numbers are checked as pairs of real numbers, which is what PyTorch's Wirtinger
+check amounts to: a complex input element gives two rows (perturb the real part, then the
+imaginary part), a complex output element two columns (its real and imaginary part). On
+the analytical side, backward with cotangent 1 gives d(Re w)/dx + i d(Re w)/dy and with
+cotangent 1j gives d(Im w)/dx + i d(Im w)/dy (PyTorch's convention: the gradient of the
+real function Re(conj(g) w)), so the two Jacobians have the same layout.
 """
 from __future__ import annotations
 
@@ -55,13 +62,24 @@ def _check_inputs(inputs):
                           f"point or complex. This check will likely fail if all the inputs are "
                           f"not of double precision floating point or complex. ", UserWarning,
                           stacklevel=3)
-    for t in needing:
-        if t.is_complex():
-            raise NotImplementedError("reftorch's gradcheck does not handle complex inputs yet")
 
 
 def _host(t):
-    return np.array(t.detach()._host_array(), dtype=np.float64).reshape(-1)
+    """The elements as real numbers: a complex element gives (real, imaginary)."""
+    array = np.asarray(t.detach()._host_array())
+    if np.iscomplexobj(array):
+        return np.stack([array.real, array.imag], axis=-1).astype(np.float64).reshape(-1)
+    return np.array(array, dtype=np.float64).reshape(-1)
+
+
+def _real_size(t):
+    """How many real numbers the tensor holds (two per complex element)."""
+    return t.numel() * (2 if t.is_complex() else 1)
+
+
+def _perturbations(t, eps):
+    """The steps that move one real number of an element: eps, and i*eps if complex."""
+    return (eps, 1j * eps) if t.is_complex() else (eps,)
 
 
 def _numerical_jacobians(func, inputs, eps):
@@ -72,20 +90,22 @@ def _numerical_jacobians(func, inputs, eps):
     for i, x in enumerate(inputs):
         if not (_is_tensor(x) and x.requires_grad):
             continue
-        columns = [np.zeros((x.numel(), o.numel())) for o in outputs]
+        columns = [np.zeros((_real_size(x), _real_size(o))) for o in outputs]
         storage_view = x.detach()._np    # writes go straight to x's storage
+        steps = _perturbations(x, eps)
         for j in range(x.numel()):
             index = np.unravel_index(j, x._shape)
             original = storage_view[index].copy()
-            storage_view[index] = original + eps
-            with no_grad():
-                plus = [_host(o) for o in _outputs_of(func, inputs)]
-            storage_view[index] = original - eps
-            with no_grad():
-                minus = [_host(o) for o in _outputs_of(func, inputs)]
-            storage_view[index] = original
-            for k in range(len(outputs)):
-                columns[k][j] = (plus[k] - minus[k]) / (2 * eps)
+            for part, step in enumerate(steps):
+                storage_view[index] = original + step
+                with no_grad():
+                    plus = [_host(o) for o in _outputs_of(func, inputs)]
+                storage_view[index] = original - step
+                with no_grad():
+                    minus = [_host(o) for o in _outputs_of(func, inputs)]
+                storage_view[index] = original
+                for k in range(len(outputs)):
+                    columns[k][j * len(steps) + part] = (plus[k] - minus[k]) / (2 * eps)
         for k in range(len(outputs)):
             jacobians[(i, k)] = columns[k]
     return jacobians, outputs
@@ -100,23 +120,37 @@ def _analytical_jacobians(outputs, inputs):
     jacobians = {}
     for k, out in enumerate(outputs):
         for i in positions:
-            jacobians[(i, k)] = np.zeros((inputs[i].numel(), out.numel()))
+            jacobians[(i, k)] = np.zeros((_real_size(inputs[i]), _real_size(out)))
         if not out.requires_grad:
             continue
+        # Cotangent 1 pulls back the real part of an output element, 1j its imaginary part.
+        units = (1.0, 1j) if out.is_complex() else (1.0,)
         for m in range(out.numel()):
-            one_hot = np.zeros(out.numel())
-            one_hot[m] = 1.0
-            cotangent = reftorch.from_numpy(one_hot.reshape(out._shape)).to(out.dtype)
-            grads = autograd_grad((out,), targets, (cotangent,), retain_graph=True,
-                                  allow_unused=True)
-            for i, g in zip(positions, grads):
-                if g is None:
-                    continue
-                if tuple(g._shape) != tuple(inputs[i]._shape):
-                    raise GradcheckError(f"Gradient has shape mismatch: expected "
-                                         f"{list(inputs[i]._shape)}, got {list(g._shape)}")
-                jacobians[(i, k)][:, m] = _host(g)
+            for part, unit in enumerate(units):
+                one_hot = np.zeros(out.numel(), dtype=type(unit))
+                one_hot[m] = unit
+                cotangent = reftorch.from_numpy(one_hot.reshape(out._shape)).to(out.dtype)
+                grads = autograd_grad((out,), targets, (cotangent,), retain_graph=True,
+                                      allow_unused=True)
+                for i, g in zip(positions, grads):
+                    if g is None:
+                        continue
+                    if tuple(g._shape) != tuple(inputs[i]._shape):
+                        raise GradcheckError(f"Gradient has shape mismatch: expected "
+                                             f"{list(inputs[i]._shape)}, got "
+                                             f"{list(g._shape)}")
+                    jacobians[(i, k)][:, m * len(units) + part] = _host(g)
     return jacobians
+
+
+def _complex_part(out, ana, num, rtol, atol):
+    """PyTorch's prefix naming the part of a complex output that disagrees (it checks the
+    imaginary part first, then the real part; complex inputs get no prefix)."""
+    if not out.is_complex():
+        return ""
+    bad = ~np.isclose(ana, num, rtol=rtol, atol=atol)
+    part = "imaginary" if bad[:, 1::2].any() else "real"
+    return f"While considering the {part} part of complex outputs only, "
 
 
 def _fail(message, raise_exception):
@@ -145,10 +179,6 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if not check_backward_ad:
         return True
 
-    for out in outputs:
-        if out.is_complex():
-            raise NotImplementedError("reftorch's gradcheck does not handle complex outputs "
-                                      "yet")
     with enable_grad():
         outputs = _outputs_of(func, inputs)
         analytical = _analytical_jacobians(outputs, inputs)
@@ -166,7 +196,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
             continue
         ana = analytical[(i, k)]
         if not np.allclose(ana, num, rtol=rtol, atol=atol, equal_nan=False):
-            return _fail(f"Jacobian mismatch for output {k} with respect to input {i},\n"
+            return _fail(f"{_complex_part(outputs[k], ana, num, rtol, atol)}"
+                         f"Jacobian mismatch for output {k} with respect to input {i},\n"
                          f"numerical:{_as_tensor(num)}\nanalytical:{_as_tensor(ana)}\n",
                          raise_exception)
         if np.any(np.abs(repeated[(i, k)] - ana) > nondet_tol):
@@ -195,10 +226,13 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         with no_grad():
             outputs = _outputs_of(func, inputs)
         rng = np.random.default_rng(0)
-        grad_outputs = tuple(
-            reftorch.from_numpy(rng.standard_normal(tuple(o._shape))).to(o.dtype)
-            .requires_grad_(True)
-            for o in outputs if _differentiable(o))
+
+        def random_like(o):
+            values = rng.standard_normal(tuple(o._shape))
+            if o.is_complex():
+                values = values + 1j * rng.standard_normal(tuple(o._shape))
+            return reftorch.from_numpy(np.asarray(values)).to(o.dtype).requires_grad_(True)
+        grad_outputs = tuple(random_like(o) for o in outputs if _differentiable(o))
     grad_outputs = _as_tuple(grad_outputs)
     count = len(inputs)
 

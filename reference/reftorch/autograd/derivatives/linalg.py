@@ -82,6 +82,13 @@ def _eig(ctx, grad_values, grad_vectors):
     return _la().eig_gradient(grad_values, grad_vectors, ctx.eigenvalues, ctx.eigenvectors)
 
 
+@derivative("linalg_eig", "LinalgEigBackward0", outputs=("eigenvalues", "eigenvectors"),
+            saves=("self", "eigenvalues", "eigenvectors"))
+def _linalg_eig(ctx, grad_values, grad_vectors):
+    return _la().linalg_eig_gradient(grad_values, grad_vectors, ctx.self, ctx.eigenvalues,
+                                     ctx.eigenvectors)
+
+
 @derivative("pinverse", "LinalgPinvBackward0", saves=("self", "result"))
 def _pinverse(ctx, grad):
     return _la().pinverse_gradient(grad, ctx.self, ctx.result)
