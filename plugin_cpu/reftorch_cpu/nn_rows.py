@@ -1,0 +1,271 @@
+"""Fused row kernels over the C module `_nn_rows` (src/nn_rows.c), float32 and float64 on cpu:
+
+    softmax, log_softmax    along the last dim (dim = ndim - 1)
+    native_layer_norm       output, mean, rstd (weight / bias optional)
+    nll_loss                (N, C) or (C,) input, int64 target, optional weight, every
+                            reduction and ignore_index; returns (loss, total_weight)
+    _softmax_backward_data, _log_softmax_backward_data
+                            registered only if reftorch declares these ops (inputs
+                            grad_output, output; param dim): today the derivative rows of
+                            softmax / log_softmax are compositions of other ops.
+    nll_loss_backward       likewise, if declared (inputs grad_output, self, target,
+                            weight, total_weight; params reduction, ignore_index).
+
+Layouts: the row (the last dim; the normalized dims for layer norm) must have unit stride and
+the leading dims must merge into one strided dim (contiguous tensors, row slices, a
+transposed batch of rows); other layouts, other dims for softmax, other dtypes, reduced
+precision and small inputs decline to the reference.
+
+Accuracy against the NumPy reference (the tests check these bounds):
+  - float32 softmax / log_softmax use the kernel's own vectorized exp (at most 1 ulp from the
+    correctly rounded exp; NumPy's is within 2), a fixed 4-vector summation order and, for
+    softmax, a multiplication by 1 / sum, so results differ from the reference by a few
+    ulp: softmax within relative 1e-6 (8 ulp), log_softmax within relative 1e-6 or
+    absolute 1e-6 (its (x - max) - log(sum) cancels near 0). float64 uses the C library's
+    exp: relative 1e-13 (log_softmax also absolute 1e-13).
+  - layer norm: the reference's formula (mean, then the mean of squared deviations, then
+    1 / sqrt(var + eps)) with the fixed summation order: mean / rstd / output within a few
+    ulp relative to the row's scale.
+  - nll_loss: element losses are exact; the loss and weight sums are accumulated in double
+    in index order, then rounded (the reference's pairwise sum in the element type differs in
+    the last bits). The class dim must have unit stride (else the reference runs). An ignored target's loss is 0 (as PyTorch's;
+    the reference computes -x[i, 0] * 0, which is -0.0 or NaN for a non-finite x[i, 0]).
+No result depends on the OpenMP thread count (rows are split into fixed groups).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from reftorch import _dtype as D
+from reftorch._dispatch import find_op
+from reftorch._storage import CPUStorage
+from reftorch._tensor import Tensor
+from reftorch_plugins.geometry import coalesce
+
+from . import _nn_rows as _N
+
+# Calls on fewer elements than this go to the reference. Measured on a 2-core x86-64
+# (float32 rows of 32, best of 300, plugin / reference us): softmax 256 elements 15.5 / 31.9,
+# 1,024: 12.8 / 24.3; layer_norm 256: 29.2 / 43.0. The plugin wins from the smallest
+# sizes measured; 256 keeps tiny tensors (where both cost microseconds) on the reference.
+MIN_NUMEL = 256
+
+DTYPES = (D.float32, D.float64)
+_NONE, _MEAN, _SUM = 0, 1, 2  # nll_loss's reduction codes (reftorch._ops.nn_loss)
+
+
+def register(registrar):
+    """Register every row kernel with reftorch (called by reftorch_cpu.register)."""
+    registrar.kernel("softmax", "cpu", DTYPES, _softmax_kernel(False))
+    registrar.kernel("log_softmax", "cpu", DTYPES, _softmax_kernel(True))
+    registrar.kernel("native_layer_norm", "cpu", DTYPES, layer_norm_kernel)
+    registrar.kernel("nll_loss", "cpu", DTYPES, nll_loss_kernel)
+    # Fused backward rows, for when reftorch declares PyTorch's backward ops (the derivative
+    # rows are compositions today): inputs (grad_output, output), param dim.
+    for name, log in (("_softmax_backward_data", False), ("_log_softmax_backward_data", True)):
+        if find_op(name) is not None:
+            registrar.kernel(name, "cpu", DTYPES, _softmax_backward_kernel(log))
+    # nll_loss_backward: inputs (grad_output, self, target, weight, total_weight), params
+    # reduction and ignore_index (PyTorch's signature), when declared.
+    if find_op("nll_loss_backward") is not None:
+        registrar.kernel("nll_loss_backward", "cpu", DTYPES, nll_loss_backward_kernel)
+
+
+def _softmax_kernel(log):
+    def kernel(out, inputs, dtypes, params):
+        """(log_)softmax along the last dim of a tensor whose rows have unit stride."""
+        x = inputs[0] if len(inputs) == 1 else None
+        if not _usable(x) or params["dim"] != len(x._shape) - 1:
+            return NotImplemented
+        rows = _rows(x, 1)
+        if rows is None:
+            return NotImplemented
+        count, stride, n = rows
+        result = Tensor._empty(x._shape, x._storage.dtype)
+        _N.softmax(log, x._storage.array, x._offset, count, n, stride, result._storage.array)
+        return result
+    return kernel
+
+
+def _softmax_backward_kernel(log):
+    def kernel(out, inputs, dtypes, params):
+        """grad of (log_)softmax along the last dim from (grad_output, output): y * (g -
+        sum(g * y)), or g - exp(y) * sum(g) (y a log_softmax output, so y <= 0)."""
+        if len(inputs) != 2:
+            return NotImplemented
+        grad, y = inputs
+        if not _usable(y) or not _on_cpu_as(grad, y._storage.dtype) or \
+                grad._shape != y._shape or params.get("dim") != len(y._shape) - 1:
+            return NotImplemented
+        if params.get("input_dtype", y.dtype) is not y.dtype:
+            return NotImplemented
+        grad_rows, y_rows = _rows(grad, 1), _rows(y, 1)
+        if grad_rows is None or y_rows is None:
+            return NotImplemented
+        result = Tensor._empty(y._shape, y._storage.dtype)
+        _N.softmax_backward(log, grad._storage.array, grad._offset, y._storage.array,
+                            y._offset, y_rows[0], y_rows[2], (grad_rows[1], y_rows[1]),
+                            result._storage.array)
+        return result
+    return kernel
+
+
+def layer_norm_kernel(out, inputs, dtypes, params):
+    """native_layer_norm: (output, mean, rstd), the statistics shaped
+    x.shape[:axis] + (1,) * len(normalized_shape)."""
+    if len(inputs) != 3:
+        return NotImplemented
+    x, weight, bias = inputs
+    normalized = params["normalized_shape"]
+    if not _usable(x) or not normalized or len(normalized) > len(x._shape):
+        return NotImplemented
+    dtype = x._storage.dtype
+    for p in (weight, bias):
+        if p is not None and not (_on_cpu_as(p, dtype) and _is_contiguous(p)):
+            return NotImplemented
+    rows = _rows(x, len(normalized))
+    if rows is None:
+        return NotImplemented
+    count, stride, n = rows
+    axis = len(x._shape) - len(normalized)
+    result = Tensor._empty(x._shape, dtype)
+    stats_shape = tuple(x._shape[:axis]) + (1,) * len(normalized)
+    mean, rstd = Tensor._empty(stats_shape, dtype), Tensor._empty(stats_shape, dtype)
+    _N.layer_norm(x._storage.array, x._offset, count, n, stride,
+                  None if weight is None else weight._storage.array,
+                  0 if weight is None else weight._offset,
+                  None if bias is None else bias._storage.array,
+                  0 if bias is None else bias._offset, float(params["eps"]),
+                  result._storage.array, mean._storage.array, rstd._storage.array)
+    return result, mean, rstd
+
+
+def nll_loss_kernel(out, inputs, dtypes, params):
+    """nll_loss over a (N, C) or (C,) input: (loss, total_weight). No size threshold: the
+    reference runs about ten NumPy calls (~40 us) whatever the size, the plugin ~8 us."""
+    if len(inputs) != 3:
+        return NotImplemented
+    x, target, weight = inputs
+    reduction = params.get("reduction", _MEAN)
+    if not _usable(x, min_numel=1) or len(x._shape) > 2 or reduction not in (_NONE, _MEAN,
+                                                                              _SUM):
+        return NotImplemented
+    dtype = x._storage.dtype
+    if not (isinstance(target, Tensor) and type(target._storage) is CPUStorage and
+            target._storage.dtype is D.int64 and _is_contiguous(target)):
+        return NotImplemented
+    if weight is not None and not (_on_cpu_as(weight, dtype) and _is_contiguous(weight)):
+        return NotImplemented
+    if len(x._shape) == 2:
+        (N, C), (row_stride, class_stride) = x._shape, x._strides
+    else:
+        (N, C), (row_stride, class_stride) = (1, x._shape[0]), (0, x._strides[0])
+    if (class_stride != 1 and C > 1) or target.numel() != N or N == 0:
+        return NotImplemented
+    ignore_index = params.get("ignore_index", -100)
+    if not -2**63 <= ignore_index < 2**63:
+        return NotImplemented
+    loss = Tensor._empty(x._shape[:1] if len(x._shape) == 2 else (), dtype) \
+        if reduction == _NONE else None
+    total, weight_sum = _N.nll_loss(x._storage.array, x._offset, N, C, row_stride,
+                                    target._storage.array, target._offset,
+                                    None if weight is None else weight._storage.array,
+                                    0 if weight is None else weight._offset, ignore_index,
+                                    None if loss is None else loss._storage.array)
+    np_dtype = dtype.numpy_dtype
+    total_weight = Tensor._from_array(np.asarray(weight_sum, np_dtype))
+    if reduction == _SUM:
+        loss = Tensor._from_array(np.asarray(total, np_dtype))
+    elif reduction == _MEAN:  # 0 / 0 when every target is ignored: NaN, as the reference's
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = np_dtype.type(total) / np_dtype.type(weight_sum)
+        loss = Tensor._from_array(np.asarray(value, np_dtype))
+    return loss, total_weight
+
+
+def nll_loss_backward_kernel(out, inputs, dtypes, params):
+    """grad of nll_loss for a (N, C) or (C,) input: zeros but -(w[t] * g) at each target
+    (g divided by total_weight first for 'mean', as the derivative row computes it)."""
+    if len(inputs) != 5:
+        return NotImplemented
+    grad, x, target, weight, total_weight = inputs
+    reduction = params.get("reduction", _MEAN)
+    if not _usable(x, min_numel=1) or len(x._shape) > 2 or reduction not in (_NONE, _MEAN,
+                                                                              _SUM):
+        return NotImplemented
+    dtype = x._storage.dtype
+    if not (_on_cpu_as(grad, dtype) and isinstance(target, Tensor) and
+            type(target._storage) is CPUStorage and target._storage.dtype is D.int64 and
+            _is_contiguous(target)):
+        return NotImplemented
+    if weight is not None and not (_on_cpu_as(weight, dtype) and _is_contiguous(weight)):
+        return NotImplemented
+    N, C = (x._shape if len(x._shape) == 2 else (1, x._shape[0]))
+    if target.numel() != N or N == 0 or C == 0:
+        return NotImplemented
+    ignore_index = params.get("ignore_index", -100)
+    if not -2**63 <= ignore_index < 2**63:
+        return NotImplemented
+    if reduction == _NONE:
+        if grad.numel() != N or (len(grad._shape) == 1 and grad._strides[0] != 1 and N > 1):
+            return NotImplemented
+        g, g_stride = grad, 1
+    else:
+        if grad.numel() != 1:
+            return NotImplemented
+        value = grad._np.reshape(())
+        if reduction == _MEAN:
+            if not (_on_cpu_as(total_weight, dtype) and total_weight.numel() == 1):
+                return NotImplemented
+            with np.errstate(divide="ignore", invalid="ignore"):
+                value = value / total_weight._np.reshape(())
+        g, g_stride = Tensor._from_array(np.asarray(value, dtype.numpy_dtype)), 0
+    result = Tensor._empty(x._shape, dtype)
+    _N.nll_loss_backward(g._storage.array, g._offset, g_stride, N, C, target._storage.array,
+                         target._offset, None if weight is None else weight._storage.array,
+                         0 if weight is None else weight._offset, ignore_index,
+                         result._storage.array)
+    return result
+
+
+# --- checks and geometry -------------------------------------------------------------------
+
+def _usable(x, min_numel=MIN_NUMEL):
+    """A cpu float32/float64 tensor of at least one dim and `min_numel` elements."""
+    return (isinstance(x, Tensor) and type(x._storage) is CPUStorage and
+            x._storage.dtype in DTYPES and len(x._shape) >= 1 and
+            math.prod(x._shape) >= min_numel)
+
+
+def _rows(x, k):
+    """x as rows over its last k dims: (rows, row stride, n) when those dims are one
+    unit-stride run and the leading dims merge into one strided dim; else None."""
+    shape, strides = x._shape, x._strides
+    lead = len(shape) - k
+    n = math.prod(shape[lead:])
+    if n == 0:
+        return None
+    inner_shape, (inner,) = coalesce(list(shape[lead:]), [list(strides[lead:])])
+    if len(inner_shape) != 1 or (inner[0] != 1 and n > 1):
+        return None
+    outer_shape, (outer,) = coalesce(list(shape[:lead]), [list(strides[:lead])])
+    if len(outer_shape) != 1 or outer_shape[0] == 0:
+        return None
+    stride = outer[0] if outer_shape[0] > 1 else n
+    return outer_shape[0], stride, n
+
+
+def _on_cpu_as(t, dtype):
+    return isinstance(t, Tensor) and type(t._storage) is CPUStorage and \
+        t._storage.dtype is dtype
+
+
+def _is_contiguous(t):
+    expected = 1
+    for size, stride in zip(reversed(t._shape), reversed(t._strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True

@@ -1,0 +1,978 @@
+/* reftorch_cpu._nn_rows: fused row kernels over the last dim, float32 and float64:
+ * softmax, log_softmax, the layer norm forward and the nll_loss forward.
+ *
+ * Entry points (called from reftorch_cpu/nn_rows.py, which checks the layout or declines):
+ *
+ *   softmax(log, x, x_offset, rows, n, row_stride, out)
+ *       out (rows x n, contiguous) = softmax (log=0) or log_softmax (log=1) of each row
+ *       x[r * row_stride + j], j < n.
+ *   layer_norm(x, x_offset, rows, n, row_stride, weight, w_offset, bias, b_offset, eps,
+ *              out, mean, rstd)
+ *       weight / bias: None or n contiguous elements; out contiguous; mean, rstd: rows.
+ *   nll_loss(x, x_offset, N, C, row_stride, target, t_offset, weight, w_offset,
+ *            ignore_index, loss)  ->  (sum of losses, total weight) as floats
+ *       loss: None or N contiguous elements (reduction 'none'); a target outside [0, C)
+ *       that is not ignore_index raises IndexError before anything is written.
+ *   nll_loss_backward(grad, g_offset, g_stride, N, C, target, t_offset, weight, w_offset,
+ *                     ignore_index, out)
+ *       out (N x C, contiguous) = 0 except -(w[t_i] * grad[i * g_stride]) at (i, t_i).
+ *   softmax_backward(log, grad, g_offset, y, y_offset, rows, n, (g_stride, y_stride), out)
+ *       from the forward's output y: y * (grad - sum(grad * y)) (softmax) or
+ *       grad - exp(y) * sum(grad) (log_softmax, y <= 0), per row; for the backward ops
+ *       when reftorch declares them.
+ *
+ * Every buffer is checked (format, and that every element visited lies inside it) first.
+ *
+ * Each row is one pass per statistic over memory that stays in cache: softmax reads the row
+ * for its max, writes exp(x - max) while summing it, then multiplies by 1 / sum (within an
+ * ulp of the reference's division); log_softmax writes (x - max) - log(sum); layer norm
+ * sums x, then (x - mean)^2 (the reference's two-pass formula), then writes
+ * (x - mean) * rstd * weight + bias. A row whose max is NaN or +-inf is all NaN, as the
+ * reference's. Row sums use 4 interleaved "logical" 64-byte vector accumulators (GCC vector
+ * extensions; one zmm, two ymm or four xmm pieces, so every ISA clone adds the same lanes in
+ * the same order), combined (a0 + a1) + (a2 + a3), then across lanes as a tree, then the
+ * tail in order: a fixed order that depends on n only. Rows are split into fixed groups
+ * over OpenMP threads, so no result depends on the thread count.
+ *
+ * exp: float32 uses its own vectorizable exp for x - max in [-inf, 0] (Cody-Waite reduction
+ * by ln 2 in two parts, then Cephes' degree-5 polynomial, scaled by 2^n in two steps so
+ * subnormal results are kept): within 1 ulp of the correctly rounded value (NumPy's float32
+ * exp is within 2), checked by the tests on a fine grid of [-110, 0]. float64 calls the C
+ * library's exp per element. The exp is the one place the AVX-512F clone uses fused
+ * multiply-adds (all AVX-512F CPUs have FMA); elsewhere, and in the other clones, the
+ * file's -ffp-contract=off keeps every a * b + c two roundings. Sums and everything else
+ * round alike in every clone; exp results may differ between clones, each within 1 ulp.
+ */
+#ifndef NN_ROWS_TEMPLATE
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "common.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#define ROW_GROUP_ELEMENTS 16384  /* rows are handed to threads in groups of this much work */
+/* Fewer elements than this run on one thread (a parallel region costs a few us). */
+#define PARALLEL_MIN_ELEMENTS 32768
+
+enum { T_F32, T_F64, N_TYPES };
+
+typedef void (*softmax_fn)(const char *x, ptrdiff_t rs, ptrdiff_t n, char *out, ptrdiff_t lo,
+                           ptrdiff_t hi, int log);
+typedef void (*softmax_backward_fn)(const char *g, ptrdiff_t gs, const char *y, ptrdiff_t ys,
+                                    ptrdiff_t n, char *out, ptrdiff_t lo, ptrdiff_t hi,
+                                    int take_log);
+typedef void (*layer_norm_fn)(const char *x, ptrdiff_t rs, ptrdiff_t n, const char *w,
+                              const char *b, double eps, char *out, char *mean, char *rstd,
+                              ptrdiff_t lo, ptrdiff_t hi);
+
+#define NN_ROWS_TEMPLATE
+#define T float
+#define ITYPE uint32_t
+#define IS_F32 1
+#define LOG_T logf
+#define SQRT_T sqrtf
+#define ISA_ATTR
+#define VBYTES 16
+#define NAME(x) x##_f32_baseline
+#include "nn_rows.c"
+#define T double
+#define ITYPE uint64_t
+#define IS_F32 0
+#define LOG_T log
+#define SQRT_T sqrt
+#define ISA_ATTR
+#define VBYTES 16
+#define NAME(x) x##_f64_baseline
+#include "nn_rows.c"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define HAVE_X86_CLONES 1
+#define T float
+#define ITYPE uint32_t
+#define IS_F32 1
+#define LOG_T logf
+#define SQRT_T sqrtf
+#define ISA_ATTR __attribute__((target("avx2")))
+#define VBYTES 32
+#define NAME(x) x##_f32_avx2
+#include "nn_rows.c"
+#define T double
+#define ITYPE uint64_t
+#define IS_F32 0
+#define LOG_T log
+#define SQRT_T sqrt
+#define ISA_ATTR __attribute__((target("avx2")))
+#define VBYTES 32
+#define NAME(x) x##_f64_avx2
+#include "nn_rows.c"
+#define T float
+#define ITYPE uint32_t
+#define IS_F32 1
+#define LOG_T logf
+#define SQRT_T sqrtf
+#define ISA_ATTR __attribute__((target("avx512f")))
+#define VBYTES 64
+#define NAME(x) x##_f32_avx512f
+#include "nn_rows.c"
+#define T double
+#define ITYPE uint64_t
+#define IS_F32 0
+#define LOG_T log
+#define SQRT_T sqrt
+#define ISA_ATTR __attribute__((target("avx512f")))
+#define VBYTES 64
+#define NAME(x) x##_f64_avx512f
+#include "nn_rows.c"
+#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}, {fn##_f32_avx2, fn##_f64_avx2}, \
+                    {fn##_f32_avx512f, fn##_f64_avx512f}}
+#else
+#define HAVE_X86_CLONES 0
+#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}}
+#endif
+#undef NN_ROWS_TEMPLATE
+
+static const softmax_fn SOFTMAX[N_ISAS][N_TYPES] = CLONES(softmax_rows);
+static const layer_norm_fn LAYER_NORM[N_ISAS][N_TYPES] = CLONES(layer_norm_rows);
+static const softmax_backward_fn SOFTMAX_BACKWARD[N_ISAS][N_TYPES] =
+    CLONES(softmax_backward_rows);
+typedef void (*exp_f32_fn)(const float *x, ptrdiff_t n, float *out);
+#if HAVE_X86_CLONES
+static const exp_f32_fn EXP_F32[N_ISAS] = {exp_only_f32_baseline, exp_only_f32_avx2,
+                                           exp_only_f32_avx512f};
+#else
+static const exp_f32_fn EXP_F32[N_ISAS] = {exp_only_f32_baseline};
+#endif
+
+static int g_isa = ISA_BASELINE;
+static int g_best_isa = ISA_BASELINE;
+static volatile int g_forked = 0;      /* set in a fork()ed child: libgomp is not fork-safe */
+static unsigned long long g_calls = 0; /* kernel calls that ran (incremented under the GIL) */
+
+static void after_fork_in_child(void) { g_forked = 1; }
+
+static int parallel_ok(ptrdiff_t elements)
+{
+#ifdef _OPENMP
+    return elements >= PARALLEL_MIN_ELEMENTS && !g_forked && omp_get_max_threads() > 1;
+#else
+    (void)elements;
+    return 0;
+#endif
+}
+
+/* Rows [0, rows) in fixed groups (by size only), each group one call; parallel when `par`. */
+#define FOR_ROW_GROUPS(rows, n, par, CALL)                                                   \
+    do {                                                                                     \
+        const ptrdiff_t rows_ = (rows), n_ = (n) > 0 ? (n) : 1;                              \
+        const ptrdiff_t group_ = n_ >= ROW_GROUP_ELEMENTS ? 1 : ROW_GROUP_ELEMENTS / n_;     \
+        const ptrdiff_t groups_ = (rows_ + group_ - 1) / group_;                             \
+        _Pragma("omp parallel for schedule(static) if(par)")                                 \
+        for (ptrdiff_t gi_ = 0; gi_ < groups_; gi_++) {                                      \
+            const ptrdiff_t lo = gi_ * group_;                                               \
+            const ptrdiff_t hi = lo + group_ < rows_ ? lo + group_ : rows_;                  \
+            CALL;                                                                            \
+        }                                                                                    \
+    } while (0)
+
+/* ---- argument checking ------------------------------------------------------------------ */
+
+enum { K_F32, K_F64, K_I64 };
+
+static int buffer_kind(const Py_buffer *view, const char *what)
+{
+    const char *f = view->format ? view->format : "B";
+    if (*f == '<' || *f == '@' || *f == '=') f++;
+    if (strcmp(f, "f") == 0 && view->itemsize == 4) return K_F32;
+    if (strcmp(f, "d") == 0 && view->itemsize == 8) return K_F64;
+    if ((strcmp(f, "q") == 0 || strcmp(f, "l") == 0) && view->itemsize == 8) return K_I64;
+    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64 or int64 elements (buffer "
+                 "format '%s', itemsize %zd)", what, view->format ? view->format : "B",
+                 view->itemsize);
+    return -1;
+}
+
+/* Acquire `obj` (None allowed when `optional`) as an operand of element kind `kind` viewed
+ * as (d0, d1) with strides (s0, s1) from element offset `off_obj`; *ptr = element 0. */
+static int operand(PyObject *obj, PyObject *off_obj, long long d0, long long d1, long long s0,
+                   long long s1, int writable, int kind, int optional, const char *what,
+                   Py_buffer *views, int *held, char **ptr)
+{
+    *ptr = NULL;
+    if (obj == Py_None && optional) return 0;
+    long long offset;
+    Py_buffer *view = &views[*held];
+    if (get_buffer(obj, view, writable, what) < 0) return -1;
+    (*held)++;
+    int k = buffer_kind(view, what);
+    if (k < 0) return -1;
+    if (k != kind) {
+        PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
+        return -1;
+    }
+    if (parse_offset(off_obj, what, &offset) < 0) return -1;
+    const long long shape[2] = {d0, d1}, strides[2] = {s0, s1};
+    if (d0 > 0 && d1 > 0 &&
+        check_bounds(what, view->len / view->itemsize, offset, 2, shape, strides) < 0)
+        return -1;
+    *ptr = (char *)view->buf + offset * view->itemsize;
+    return 0;
+}
+
+static int parse_size(PyObject *obj, const char *what, long long *dst)
+{
+    if (parse_offset(obj, what, dst) < 0) return -1;
+    return 0;
+}
+
+static int parse_stride(PyObject *obj, const char *what, long long *dst)
+{
+    PyObject *one = PyTuple_Pack(1, obj);
+    if (one == NULL) return -1;
+    int rc = parse_dims(one, what, 1, dst, NULL);
+    Py_DECREF(one);
+    return rc;
+}
+
+/* The float kind of x (K_F32 / K_F64) from its buffer, without keeping it. */
+static int float_kind_of(PyObject *obj, const char *what)
+{
+    Py_buffer view;
+    if (get_buffer(obj, &view, 0, what) < 0) return -1;
+    int k = buffer_kind(&view, what);
+    PyBuffer_Release(&view);
+    if (k == K_I64) {
+        PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements", what);
+        return -1;
+    }
+    return k;
+}
+
+static int sane_total(long long rows, long long n)
+{
+    long long total;
+    if (__builtin_mul_overflow(rows, n, &total) || total > PTRDIFF_MAX / 16) {
+        PyErr_SetString(PyExc_ValueError, "too many elements");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- entry points ----------------------------------------------------------------------- */
+
+static PyObject *py_softmax(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "softmax() takes 7 arguments (log, x, x_offset, rows, "
+                     "n, row_stride, out), got %zd", nargs);
+        return NULL;
+    }
+    int log = PyObject_IsTrue(args[0]);
+    long long rows, n, rs;
+    if (log < 0 || parse_size(args[3], "rows", &rows) < 0 || parse_size(args[4], "n", &n) < 0 ||
+        parse_stride(args[5], "row_stride", &rs) < 0 || sane_total(rows, n) < 0)
+        return NULL;
+    int kind = float_kind_of(args[1], "x");
+    if (kind < 0) return NULL;
+    Py_buffer views[2];
+    int held = 0;
+    char *x, *out;
+    PyObject *result = NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) return NULL;
+    if (operand(args[1], args[2], rows, n, rs, 1, 0, kind, 0, "x", views, &held, &x) < 0 ||
+        operand(args[6], zero, rows, n, n, 1, 1, kind, 0, "out", views, &held, &out) < 0)
+        goto done;
+    g_calls++;
+    if (rows > 0 && n > 0) {
+        const softmax_fn fn = SOFTMAX[g_isa][kind];
+        const int par = parallel_ok(rows * n);
+        Py_BEGIN_ALLOW_THREADS
+        FOR_ROW_GROUPS(rows, n, par, fn(x, rs, n, out, lo, hi, log));
+        Py_END_ALLOW_THREADS
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_DECREF(zero);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+static PyObject *py_softmax_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "softmax_backward() takes 9 arguments (log, grad, "
+                     "g_offset, y, y_offset, rows, n, (g_row_stride, y_row_stride), out), got "
+                     "%zd", nargs);
+        return NULL;
+    }
+    int log = PyObject_IsTrue(args[0]);
+    long long rows, n, rstrides[2];
+    if (log < 0 || parse_size(args[5], "rows", &rows) < 0 || parse_size(args[6], "n", &n) < 0 ||
+        parse_dims(args[7], "row_strides", 2, rstrides, NULL) < 0 || sane_total(rows, n) < 0)
+        return NULL;
+    int kind = float_kind_of(args[1], "grad");
+    if (kind < 0) return NULL;
+    Py_buffer views[3];
+    int held = 0;
+    char *g, *y, *out;
+    PyObject *result = NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) return NULL;
+    if (operand(args[1], args[2], rows, n, rstrides[0], 1, 0, kind, 0, "grad", views, &held,
+                &g) < 0 ||
+        operand(args[3], args[4], rows, n, rstrides[1], 1, 0, kind, 0, "y", views, &held,
+                &y) < 0 ||
+        operand(args[8], zero, rows, n, n, 1, 1, kind, 0, "out", views, &held, &out) < 0)
+        goto done;
+    g_calls++;
+    if (rows > 0 && n > 0) {
+        const softmax_backward_fn fn = SOFTMAX_BACKWARD[g_isa][kind];
+        const int par = parallel_ok(rows * n);
+        const ptrdiff_t gs = rstrides[0], ys = rstrides[1];
+        Py_BEGIN_ALLOW_THREADS
+        FOR_ROW_GROUPS(rows, n, par, fn(g, gs, y, ys, n, out, lo, hi, log));
+        Py_END_ALLOW_THREADS
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_DECREF(zero);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+static PyObject *py_layer_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "layer_norm() takes 13 arguments (x, x_offset, rows, n, "
+                     "row_stride, weight, w_offset, bias, b_offset, eps, out, mean, rstd), got "
+                     "%zd", nargs);
+        return NULL;
+    }
+    long long rows, n, rs;
+    if (parse_size(args[2], "rows", &rows) < 0 || parse_size(args[3], "n", &n) < 0 ||
+        parse_stride(args[4], "row_stride", &rs) < 0 || sane_total(rows, n) < 0)
+        return NULL;
+    double eps = PyFloat_AsDouble(args[9]);
+    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    int kind = float_kind_of(args[0], "x");
+    if (kind < 0) return NULL;
+    Py_buffer views[6];
+    int held = 0;
+    char *x, *w, *b, *out, *mean, *rstd;
+    PyObject *result = NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) return NULL;
+    if (operand(args[0], args[1], rows, n, rs, 1, 0, kind, 0, "x", views, &held, &x) < 0 ||
+        operand(args[5], args[6], 1, n, 0, 1, 0, kind, 1, "weight", views, &held, &w) < 0 ||
+        operand(args[7], args[8], 1, n, 0, 1, 0, kind, 1, "bias", views, &held, &b) < 0 ||
+        operand(args[10], zero, rows, n, n, 1, 1, kind, 0, "out", views, &held, &out) < 0 ||
+        operand(args[11], zero, rows, 1, 1, 1, 1, kind, 0, "mean", views, &held, &mean) < 0 ||
+        operand(args[12], zero, rows, 1, 1, 1, 1, kind, 0, "rstd", views, &held, &rstd) < 0)
+        goto done;
+    g_calls++;
+    if (rows > 0 && n > 0) {
+        const layer_norm_fn fn = LAYER_NORM[g_isa][kind];
+        const int par = parallel_ok(rows * n);
+        Py_BEGIN_ALLOW_THREADS
+        FOR_ROW_GROUPS(rows, n, par, fn(x, rs, n, w, b, eps, out, mean, rstd, lo, hi));
+        Py_END_ALLOW_THREADS
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_DECREF(zero);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+/* nll_loss: loss_i = -x[i, t_i] * w[t_i] (0 where t_i == ignore_index); returns the sum of
+ * the losses and of the weights, both accumulated in order i = 0, 1, ... in double (more
+ * accurate than the reference's pairwise sum in the element type; the caller rounds). */
+#define DEFINE_NLL(T, SFX)                                                                   \
+    static void nll_##SFX(const char *x_, ptrdiff_t N, ptrdiff_t rs, const int64_t *t,      \
+                          const char *w_, long long ignore, char *loss_, double *sum,        \
+                          double *total)                                                     \
+    {                                                                                        \
+        const T *x = (const T *)x_, *w = (const T *)w_;                                      \
+        T *loss = (T *)loss_;                                                                \
+        double s = 0, tw = 0;                                                                \
+        for (ptrdiff_t i = 0; i < N; i++) {                                                  \
+            const int64_t c = t[i];                                                          \
+            const T wi = c == ignore ? (T)0 : (w ? w[c] : (T)1);                             \
+            const T picked = c == ignore ? (T)0 : x[i * rs + c];                             \
+            const T li = -picked * wi;                                                       \
+            if (loss) loss[i] = li;                                                          \
+            s += li;                                                                         \
+            tw += wi;                                                                        \
+        }                                                                                    \
+        *sum = s, *total = tw;                                                               \
+    }
+DEFINE_NLL(float, f32)
+DEFINE_NLL(double, f64)
+
+static PyObject *py_nll_loss(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 11) {
+        PyErr_Format(PyExc_TypeError, "nll_loss() takes 11 arguments (x, x_offset, N, C, "
+                     "row_stride, target, t_offset, weight, w_offset, ignore_index, loss), got "
+                     "%zd", nargs);
+        return NULL;
+    }
+    long long N, C, rs, ignore;
+    if (parse_size(args[2], "N", &N) < 0 || parse_size(args[3], "C", &C) < 0 ||
+        parse_stride(args[4], "row_stride", &rs) < 0 || sane_total(N, C) < 0)
+        return NULL;
+    ignore = PyLong_AsLongLong(args[9]);
+    if (ignore == -1 && PyErr_Occurred()) return NULL;
+    int kind = float_kind_of(args[0], "x");
+    if (kind < 0) return NULL;
+    Py_buffer views[4];
+    int held = 0;
+    char *x, *t, *w, *loss;
+    PyObject *result = NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) return NULL;
+    if (operand(args[0], args[1], N, C, rs, 1, 0, kind, 0, "x", views, &held, &x) < 0 ||
+        operand(args[5], args[6], 1, N, 0, 1, 0, K_I64, 0, "target", views, &held, &t) < 0 ||
+        operand(args[7], args[8], 1, C, 0, 1, 0, kind, 1, "weight", views, &held, &w) < 0 ||
+        operand(args[10], zero, 1, N, 0, 1, 1, kind, 1, "loss", views, &held, &loss) < 0)
+        goto done;
+    const int64_t *target = (const int64_t *)t;
+    for (long long i = 0; i < N; i++) {
+        if (target[i] != ignore && (target[i] < 0 || target[i] >= C)) {
+            PyErr_Format(PyExc_IndexError, "Target %lld is out of bounds.",
+                         (long long)target[i]);
+            goto done;
+        }
+    }
+    g_calls++;
+    double sum = 0, total = 0;
+    if (kind == K_F32)
+        nll_f32(x, N, rs, target, w, ignore, loss, &sum, &total);
+    else
+        nll_f64(x, N, rs, target, w, ignore, loss, &sum, &total);
+    result = Py_BuildValue("(dd)", sum, total);
+done:
+    Py_DECREF(zero);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+static PyObject *py_exp(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* The float32 exp on its own (for the tests): out[i] = exp(x[i]) over n elements. */
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "exp_f32() takes 2 arguments (x, out)");
+        return NULL;
+    }
+    Py_buffer views[2];
+    int held = 0;
+    char *x, *out;
+    PyObject *result = NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) return NULL;
+    if (get_buffer(args[0], &views[0], 0, "x") < 0) goto done;
+    held = 1;
+    const long long n = views[0].len / (views[0].itemsize ? views[0].itemsize : 1);
+    PyBuffer_Release(&views[0]);
+    held = 0;
+    if (operand(args[0], zero, 1, n, 0, 1, 0, K_F32, 0, "x", views, &held, &x) < 0 ||
+        operand(args[1], zero, 1, n, 0, 1, 1, K_F32, 0, "out", views, &held, &out) < 0)
+        goto done;
+    {
+        const exp_f32_fn fn = EXP_F32[g_isa];
+        fn((const float *)x, n, (float *)out);
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_DECREF(zero);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+/* grad of nll_loss: out (N x C, zeroed here) gets -(w[t_i] * g_i) at (i, t_i) for every
+ * target that is not ignore_index; g_i = grad[i * g_stride] (the caller passes the 'mean'
+ * grad already divided by the total weight, as the derivative row does). */
+#define DEFINE_NLL_BACKWARD(T, SFX)                                                          \
+    static void nll_backward_##SFX(const char *g_, ptrdiff_t gs, ptrdiff_t N, ptrdiff_t C,  \
+                                   const int64_t *t, const char *w_, long long ignore,       \
+                                   char *out_)                                               \
+    {                                                                                        \
+        const T *g = (const T *)g_, *w = (const T *)w_;                                      \
+        T *out = (T *)out_;                                                                  \
+        memset(out, 0, (size_t)N * (size_t)C * sizeof(T));                                   \
+        for (ptrdiff_t i = 0; i < N; i++) {                                                  \
+            const int64_t c = t[i];                                                          \
+            if (c == ignore) continue;                                                       \
+            out[i * C + c] = -((w ? w[c] : (T)1) * g[i * gs]);                               \
+        }                                                                                    \
+    }
+DEFINE_NLL_BACKWARD(float, f32)
+DEFINE_NLL_BACKWARD(double, f64)
+
+static PyObject *py_nll_loss_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 11) {
+        PyErr_Format(PyExc_TypeError, "nll_loss_backward() takes 11 arguments (grad, g_offset, "
+                     "g_stride, N, C, target, t_offset, weight, w_offset, ignore_index, out), "
+                     "got %zd", nargs);
+        return NULL;
+    }
+    long long gs, N, C, ignore;
+    if (parse_stride(args[2], "g_stride", &gs) < 0 || parse_size(args[3], "N", &N) < 0 ||
+        parse_size(args[4], "C", &C) < 0 || sane_total(N, C) < 0)
+        return NULL;
+    ignore = PyLong_AsLongLong(args[9]);
+    if (ignore == -1 && PyErr_Occurred()) return NULL;
+    int kind = float_kind_of(args[0], "grad");
+    if (kind < 0) return NULL;
+    Py_buffer views[4];
+    int held = 0;
+    char *g, *t, *w, *out;
+    PyObject *result = NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) return NULL;
+    if (operand(args[0], args[1], 1, N, 0, gs, 0, kind, 0, "grad", views, &held, &g) < 0 ||
+        operand(args[5], args[6], 1, N, 0, 1, 0, K_I64, 0, "target", views, &held, &t) < 0 ||
+        operand(args[7], args[8], 1, C, 0, 1, 0, kind, 1, "weight", views, &held, &w) < 0 ||
+        operand(args[10], zero, N, C, C, 1, 1, kind, 0, "out", views, &held, &out) < 0)
+        goto done;
+    const int64_t *target = (const int64_t *)t;
+    for (long long i = 0; i < N; i++) {
+        if (target[i] != ignore && (target[i] < 0 || target[i] >= C)) {
+            PyErr_Format(PyExc_IndexError, "Target %lld is out of bounds.",
+                         (long long)target[i]);
+            goto done;
+        }
+    }
+    g_calls++;
+    if (N > 0 && C > 0) {
+        if (kind == K_F32)
+            nll_backward_f32(g, gs, N, C, target, w, ignore, out);
+        else
+            nll_backward_f64(g, gs, N, C, target, w, ignore, out);
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_DECREF(zero);
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+static PyObject *py_isa(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyUnicode_FromString(ISA_NAMES[g_isa]);
+}
+
+static PyObject *py_set_isa(PyObject *self, PyObject *name)
+{
+    (void)self;
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (s == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "set_isa() takes an instruction set name");
+        return NULL;
+    }
+    for (int i = 0; i <= g_best_isa; i++) {
+        if (strcmp(s, ISA_NAMES[i]) == 0) {
+            int previous = g_isa;
+            g_isa = i;
+            return PyUnicode_FromString(ISA_NAMES[previous]);
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "unknown or unsupported instruction set '%s'", s);
+    return NULL;
+}
+
+static PyObject *py_calls(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyLong_FromUnsignedLongLong(g_calls);
+}
+
+static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "set_num_threads() needs a positive count");
+        return NULL;
+    }
+#ifdef _OPENMP
+    int previous = omp_get_max_threads();
+    omp_set_num_threads((int)n);
+    return PyLong_FromLong(previous);
+#else
+    return PyLong_FromLong(1);
+#endif
+}
+
+static PyMethodDef METHODS[] = {
+    {"softmax", (PyCFunction)(void (*)(void))py_softmax, METH_FASTCALL,
+     "softmax(log, x, x_offset, rows, n, row_stride, out): (log_)softmax of each row."},
+    {"softmax_backward", (PyCFunction)(void (*)(void))py_softmax_backward, METH_FASTCALL,
+     "softmax_backward(log, grad, g_offset, y, y_offset, rows, n, (g_row_stride, "
+     "y_row_stride), out): per row, y * (grad - sum(grad * y)) for softmax's output y, or "
+     "grad - exp(y) * sum(grad) for log_softmax's."},
+    {"layer_norm", (PyCFunction)(void (*)(void))py_layer_norm, METH_FASTCALL,
+     "layer_norm(x, x_offset, rows, n, row_stride, weight, w_offset, bias, b_offset, eps, "
+     "out, mean, rstd): the layer norm forward of each row."},
+    {"nll_loss", (PyCFunction)(void (*)(void))py_nll_loss, METH_FASTCALL,
+     "nll_loss(x, x_offset, N, C, row_stride, target, t_offset, weight, w_offset, "
+     "ignore_index, loss) -> (loss sum, total weight)."},
+    {"nll_loss_backward", (PyCFunction)(void (*)(void))py_nll_loss_backward, METH_FASTCALL,
+     "nll_loss_backward(grad, g_offset, g_stride, N, C, target, t_offset, weight, w_offset, "
+     "ignore_index, out): out (N x C) = 0 except -(w[t_i] * grad_i) at each (i, t_i)."},
+    {"exp_f32", (PyCFunction)(void (*)(void))py_exp, METH_FASTCALL,
+     "exp_f32(x, out): the kernels' float32 exp, elementwise (for tests)."},
+    {"isa", py_isa, METH_NOARGS, "The instruction set of the kernels in use."},
+    {"set_isa", py_set_isa, METH_O, "Use another instruction set's kernels; returns the old."},
+    {"calls", py_calls, METH_NOARGS, "How many kernel calls have run in this process."},
+    {"set_num_threads", py_set_num_threads, METH_O,
+     "Set the OpenMP thread count; returns the previous one."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "reftorch_cpu._nn_rows",
+    .m_doc = "Fused row kernels (softmax, log_softmax, layer norm, nll_loss) for reftorch.",
+    .m_size = -1,
+    .m_methods = METHODS,
+};
+
+PyMODINIT_FUNC PyInit__nn_rows(void)
+{
+#if HAVE_X86_CLONES
+    g_best_isa = best_isa();
+#endif
+    g_isa = g_best_isa;
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    return PyModule_Create(&MODULE);
+}
+
+#else /* NN_ROWS_TEMPLATE: kernels for element type T and one instruction set ------------ */
+
+/* Native vectors (VBYTES: 16 baseline, 32 AVX2, 64 AVX-512F) of VL lanes. Sums keep LW =
+ * 64-byte "logical" lanes whatever the ISA: a logical vector is P native pieces, so every
+ * clone adds the same numbers in the same order. */
+#define VL ((ptrdiff_t)(VBYTES / sizeof(T)))
+#define LW ((ptrdiff_t)(64 / sizeof(T)))
+#define P (64 / VBYTES)
+typedef T NAME(vec) __attribute__((vector_size(VBYTES)));
+typedef ITYPE NAME(uvec) __attribute__((vector_size(VBYTES)));
+#define VEC NAME(vec)
+#define UVEC NAME(uvec)
+#define SPLAT(c) ((VEC){0} + (T)(c))
+#define BLEND(m, a, b) ((VEC)((((UVEC)(m)) & (UVEC)(a)) | (~((UVEC)(m)) & (UVEC)(b))))
+
+/* a * b + c and c - a * b: fused (one rounding) in the AVX-512F clone, whose CPUs all have
+ * FMA; two roundings elsewhere (the files build with -ffp-contract=off). Only the exp uses
+ * them, so only exp results may differ between clones, each within its 1 ulp bound. */
+#if IS_F32 && VBYTES == 64
+#define MADD(a, b, c) ((VEC)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#define NMADD(a, b, c) ((VEC)_mm512_fnmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#else
+#define MADD(a, b, c) ((a) * (b) + (c))
+#define NMADD(a, b, c) ((c) - (a) * (b))
+#endif
+#if IS_F32
+/* exp of every lane of *v, in place, for lanes in [-inf, 0] (softmax's x - max; never NaN:
+ * rows whose max is not finite are handled apart). See the file comment. */
+ISA_ATTR static inline void NAME(vexp)(VEC *v)
+{
+    typedef int32_t NAME(svec) __attribute__((vector_size(VBYTES)));
+    const VEC x = *v;
+    /* below -104 the result is 0 (put back at the end); clamping keeps n in range */
+    const VEC c = BLEND(x < SPLAT(-104.0f), SPLAT(-104.0f), x);
+    /* n = round(x / ln 2): adding 1.5 * 2^23 leaves the rounded value in the low bits */
+    const VEC magic = SPLAT(12582912.0f);
+    const VEC t = MADD(c, SPLAT(1.44269504088896341f), magic);
+    const VEC n = t - magic;
+    const NAME(svec) ni = (NAME(svec))((UVEC)t - (UVEC)magic);
+    /* r = x - n ln 2, with ln 2 in two parts (the first exact in n * part) */
+    VEC r = NMADD(n, SPLAT(0.693359375f), c);
+    r = NMADD(n, SPLAT(-2.12194440e-4f), r);
+    /* e^r = 1 + r + r^2 P(r) (Cephes' expf coefficients) */
+    const VEC z = r * r;
+    VEC p = SPLAT(1.9875691500e-4f);
+    p = MADD(p, r, SPLAT(1.3981999507e-3f));
+    p = MADD(p, r, SPLAT(8.3334519073e-3f));
+    p = MADD(p, r, SPLAT(4.1665795894e-2f));
+    p = MADD(p, r, SPLAT(1.6666665459e-1f));
+    p = MADD(p, r, SPLAT(5.0000001201e-1f));
+    p = MADD(p, z, r) + SPLAT(1.0f);
+    /* times 2^n as 2^(n>>1) * 2^(n - (n>>1)): both normal for n in [-150, 0] */
+    const NAME(svec) n1 = ni >> 1, n2 = ni - n1;
+    const VEC s1 = (VEC)((UVEC)(n1 + 127) << 23), s2 = (VEC)((UVEC)(n2 + 127) << 23);
+    const VEC result = (p * s1) * s2;
+    *v = BLEND(x < SPLAT(-103.972084045410f), SPLAT(0.0f), result);
+}
+
+/* The exp alone over n contiguous float32 elements in [-inf, 0] (for the tests). */
+ISA_ATTR static void NAME(exp_only)(const float *x, ptrdiff_t n, float *out)
+{
+    for (ptrdiff_t i = 0; i < n; i += VL) {
+        VEC v = SPLAT(0);
+        const ptrdiff_t m = n - i < VL ? n - i : VL;
+        memcpy(&v, x + i, (size_t)m * sizeof(T));
+        NAME(vexp)(&v);
+        memcpy(out + i, &v, (size_t)m * sizeof(T));
+    }
+}
+#else
+/* float64: the C library's exp, lane by lane. */
+ISA_ATTR static inline void NAME(vexp)(VEC *v)
+{
+    T lanes[VBYTES / sizeof(T)];
+    memcpy(lanes, v, sizeof lanes);
+    for (ptrdiff_t j = 0; j < VL; j++) lanes[j] = exp(lanes[j]);
+    memcpy(v, lanes, sizeof lanes);
+}
+#endif
+
+/* The sum of 4 logical vectors held as 4 * P native pieces: (a0 + a1) + (a2 + a3), then
+ * the LW lanes as a tree. */
+ISA_ATTR static inline T NAME(logical_sum)(const VEC *a)
+{
+    T t[64 / sizeof(T)];
+    for (int q = 0; q < P; q++) {
+        const VEC s = (a[q] + a[P + q]) + (a[2 * P + q] + a[3 * P + q]);
+        memcpy(t + q * VL, &s, sizeof s);
+    }
+    for (ptrdiff_t width = LW / 2; width > 0; width /= 2)
+        for (ptrdiff_t j = 0; j < width; j++) t[j] += t[j + width];
+    return t[0];
+}
+
+/* The row's largest element; NaN if any element is NaN (exact: any order gives it). */
+ISA_ATTR static T NAME(row_max)(const T *x, ptrdiff_t n)
+{
+    const ptrdiff_t nv = n / VL;
+    T best = x[0];
+    if (nv > 0) {
+        VEC a[4], v = SPLAT(0);
+        for (int k = 0; k < 4; k++) a[k] = SPLAT(x[0]);
+        ptrdiff_t i = 0;
+        for (; i + 4 <= nv; i += 4)
+            for (int k = 0; k < 4; k++) {
+                memcpy(&v, x + (i + k) * VL, sizeof v);
+                a[k] = BLEND((v > a[k]) | (v != v), v, a[k]);
+            }
+        for (; i < nv; i++) {
+            memcpy(&v, x + i * VL, sizeof v);
+            a[0] = BLEND((v > a[0]) | (v != v), v, a[0]);
+        }
+        for (int k = 1; k < 4; k++) a[0] = BLEND((a[k] > a[0]) | (a[k] != a[k]), a[k], a[0]);
+        T t[VBYTES / sizeof(T)]; /* lanes as a tree (branch-free; any order is exact) */
+        memcpy(t, &a[0], sizeof t);
+        for (ptrdiff_t width = VL / 2; width > 0; width /= 2)
+            for (ptrdiff_t j = 0; j < width; j++) {
+                const T u = t[j + width];
+                t[j] = ((u > t[j]) | (u != u)) ? u : t[j];
+            }
+        best = t[0];
+    }
+    for (ptrdiff_t i = nv * VL; i < n; i++)
+        best = (x[i] > best || x[i] != x[i]) ? x[i] : best;
+    return best;
+}
+
+/* Sum of exp(x - m) over the row (the fixed order of the file comment; m finite); the exps
+ * are also written to `store` when it is not NULL. The last partial logical vector is
+ * padded with -inf (exp 0). */
+ISA_ATTR static T NAME(exp_sum)(const T *x, ptrdiff_t n, T m, T *store)
+{
+    const ptrdiff_t nlog = n / LW, tail = n - nlog * LW;
+    const VEC mv = SPLAT(m);
+    VEC a[4 * P], v = SPLAT(0);
+    for (int j = 0; j < 4 * P; j++) a[j] = SPLAT(0);
+    ptrdiff_t i = 0; /* in logical vectors */
+    for (; i + 4 <= nlog; i += 4)
+        for (int j = 0; j < 4 * P; j++) {
+            memcpy(&v, x + i * LW + j * VL, sizeof v);
+            v = v - mv;
+            NAME(vexp)(&v);
+            if (store) memcpy(store + i * LW + j * VL, &v, sizeof v);
+            a[j] += v;
+        }
+    for (int k = 0; i < nlog; i++, k++)
+        for (int q = 0; q < P; q++) {
+            memcpy(&v, x + i * LW + q * VL, sizeof v);
+            v = v - mv;
+            NAME(vexp)(&v);
+            if (store) memcpy(store + i * LW + q * VL, &v, sizeof v);
+            a[k * P + q] += v;
+        }
+    T total = nlog > 0 ? NAME(logical_sum)(a) : 0;
+    if (tail) {
+        T e[64 / sizeof(T)];
+        for (ptrdiff_t j = 0; j < LW; j++) e[j] = j < tail ? x[nlog * LW + j] : -INFINITY;
+        for (int q = 0; q < P; q++) {
+            memcpy(&v, e + q * VL, sizeof v);
+            v = v - mv;
+            NAME(vexp)(&v);
+            memcpy(e + q * VL, &v, sizeof v);
+        }
+        if (store) memcpy(store + nlog * LW, e, (size_t)tail * sizeof(T));
+        for (ptrdiff_t j = 0; j < tail; j++) total += e[j];
+    }
+    return total;
+}
+
+ISA_ATTR static void NAME(softmax_rows)(const char *x_, ptrdiff_t rs, ptrdiff_t n, char *out_,
+                                        ptrdiff_t lo, ptrdiff_t hi, int take_log)
+{
+    for (ptrdiff_t r = lo; r < hi; r++) {
+        const T *x = (const T *)x_ + r * rs;
+        T *out = (T *)out_ + r * n;
+        const T m = NAME(row_max)(x, n);
+        if (!isfinite(m)) {
+            /* a NaN, +inf, or only -inf: x - max has a NaN (inf - inf, -inf + inf), so the
+             * sum and every result are NaN, as in the reference */
+            for (ptrdiff_t j = 0; j < n; j++) out[j] = NAN;
+        } else if (take_log) {
+            const T logsum = LOG_T(NAME(exp_sum)(x, n, m, NULL));
+            for (ptrdiff_t j = 0; j < n; j++) out[j] = (x[j] - m) - logsum;
+        } else {
+            /* times the reciprocal, not a division: within an ulp of the reference's
+             * exps / sum, and the divide would cost as much as the exp */
+            const T scale = (T)1 / NAME(exp_sum)(x, n, m, out);
+            for (ptrdiff_t j = 0; j < n; j++) out[j] = out[j] * scale;
+        }
+    }
+}
+
+/* Sum of x (square = 0) or of (x - c)^2 (square = 1) over the row, in the fixed order. */
+ISA_ATTR static T NAME(row_sum)(const T *x, ptrdiff_t n, T c, int square)
+{
+    const ptrdiff_t nlog = n / LW;
+    const VEC cv = SPLAT(c);
+    VEC a[4 * P], v = SPLAT(0);
+    for (int j = 0; j < 4 * P; j++) a[j] = SPLAT(0);
+    ptrdiff_t i = 0; /* in logical vectors */
+    if (square) {
+        for (; i + 4 <= nlog; i += 4)
+            for (int j = 0; j < 4 * P; j++) {
+                memcpy(&v, x + i * LW + j * VL, sizeof v);
+                a[j] += (v - cv) * (v - cv);
+            }
+    } else {
+        for (; i + 4 <= nlog; i += 4)
+            for (int j = 0; j < 4 * P; j++) {
+                memcpy(&v, x + i * LW + j * VL, sizeof v);
+                a[j] += v;
+            }
+    }
+    for (int k = 0; i < nlog; i++, k++)
+        for (int q = 0; q < P; q++) {
+            memcpy(&v, x + i * LW + q * VL, sizeof v);
+            a[k * P + q] += square ? (v - cv) * (v - cv) : v;
+        }
+    T total = nlog > 0 ? NAME(logical_sum)(a) : 0;
+    for (ptrdiff_t j = nlog * LW; j < n; j++) total += square ? (x[j] - c) * (x[j] - c) : x[j];
+    return total;
+}
+
+/* The backward of softmax (y * (g - sum(g * y))) or log_softmax (g - exp(y) * sum(g)) per
+ * row, from the forward's output y: the formulas of the derivative rows, in one pass for the
+ * sum and one for the result. The sums use the fixed order of row_sum. */
+ISA_ATTR static void NAME(softmax_backward_rows)(const char *g_, ptrdiff_t gs, const char *y_,
+                                                 ptrdiff_t ys, ptrdiff_t n, char *out_,
+                                                 ptrdiff_t lo, ptrdiff_t hi, int take_log)
+{
+    for (ptrdiff_t r = lo; r < hi; r++) {
+        const T *g = (const T *)g_ + r * gs, *y = (const T *)y_ + r * ys;
+        T *out = (T *)out_ + r * n;
+        if (take_log) {
+            const T total = NAME(row_sum)(g, n, 0, 0);
+            const ptrdiff_t nv = n / VL;
+            const VEC tv = SPLAT(total);
+            for (ptrdiff_t i = 0; i < nv; i++) {
+                VEC e, gv;
+                memcpy(&e, y + i * VL, sizeof e);
+                memcpy(&gv, g + i * VL, sizeof gv);
+                NAME(vexp)(&e);
+                gv = gv - e * tv;
+                memcpy(out + i * VL, &gv, sizeof gv);
+            }
+            if (n > nv * VL) {
+                VEC e = SPLAT(0);
+                memcpy(&e, y + nv * VL, (size_t)(n - nv * VL) * sizeof(T));
+                NAME(vexp)(&e);
+                for (ptrdiff_t j = nv * VL; j < n; j++) out[j] = g[j] - e[j - nv * VL] * total;
+            }
+        } else {
+            /* sum(g * y): the products go through out, then one fixed-order sum */
+            for (ptrdiff_t j = 0; j < n; j++) out[j] = g[j] * y[j];
+            const T total = NAME(row_sum)(out, n, 0, 0);
+            for (ptrdiff_t j = 0; j < n; j++) out[j] = y[j] * (g[j] - total);
+        }
+    }
+}
+
+ISA_ATTR static void NAME(layer_norm_rows)(const char *x_, ptrdiff_t rs, ptrdiff_t n,
+                                           const char *w_, const char *b_, double eps,
+                                           char *out_, char *mean_, char *rstd_, ptrdiff_t lo,
+                                           ptrdiff_t hi)
+{
+    const T *w = (const T *)w_, *b = (const T *)b_;
+    for (ptrdiff_t r = lo; r < hi; r++) {
+        const T *x = (const T *)x_ + r * rs;
+        T *out = (T *)out_ + r * n;
+        /* the reference's formula: mean, the mean of squared deviations, 1 / sqrt(var + eps) */
+        const T mean = NAME(row_sum)(x, n, 0, 0) / (T)n;
+        const T var = NAME(row_sum)(x, n, mean, 1) / (T)n;
+        const T rstd = (T)1 / SQRT_T(var + (T)eps);
+        ((T *)mean_)[r] = mean;
+        ((T *)rstd_)[r] = rstd;
+        if (w && b)
+            for (ptrdiff_t j = 0; j < n; j++) out[j] = ((x[j] - mean) * rstd) * w[j] + b[j];
+        else if (w)
+            for (ptrdiff_t j = 0; j < n; j++) out[j] = ((x[j] - mean) * rstd) * w[j];
+        else if (b)
+            for (ptrdiff_t j = 0; j < n; j++) out[j] = ((x[j] - mean) * rstd) + b[j];
+        else
+            for (ptrdiff_t j = 0; j < n; j++) out[j] = (x[j] - mean) * rstd;
+    }
+}
+
+#undef T
+#undef MADD
+#undef NMADD
+#undef ITYPE
+#undef IS_F32
+#undef LOG_T
+#undef SQRT_T
+#undef ISA_ATTR
+#undef VBYTES
+#undef P
+#undef LW
+#undef NAME
+#undef VEC
+#undef UVEC
+#undef VL
+#endif /* NN_ROWS_TEMPLATE */

@@ -1,0 +1,945 @@
+/* reftorch_cpu._reduce: reductions over one (coalesced) dim for float32 and float64.
+ *
+ * Entry points (called from reftorch_cpu/reductions.py, which turns the op's dims into this
+ * geometry or declines):
+ *
+ *   reduce(op, x, x_offset, (O, I, R), (so, si, sr), out, out_offset, (oso, osi),
+ *          idx, idx_offset, (iso, isi), param)
+ *       for every (o, i): reduce the R elements x[o*so + i*si + r*sr] into out[o, i]
+ *       (and the int64 index of the extreme into idx[o, i]); out or idx may be None when
+ *       the op has no such result. param is var/std's correction.
+ *   cumsum(x, x_offset, (O, I, R), (so, si, sr), out, out_offset, (oso, osi, osr))
+ *
+ * Buffers are contiguous float32 ('f') / float64 ('d') arrays (int64 for idx); offsets and
+ * strides count elements (negative and zero strides allowed). Everything is checked before
+ * memory is touched (every element visited lies inside its buffer).
+ *
+ * Summation order (fixed: it depends on R and the geometry only, never on the thread count):
+ *   - along a row (sr == 1, or neither stride is 1): the row is cut into CHUNKs of 65,536
+ *     elements, summed separately and then added in chunk order. In a chunk, the whole
+ *     64-byte vectors are summed pairwise (halves split at multiples of a 1,024-element
+ *     leaf; a leaf runs 4 interleaved vector accumulators, combined (a0 + a1) + (a2 + a3));
+ *     the resulting vector's lanes are added as a tree, then the < 1 vector tail in order.
+ *     The vectors are "logical" 64-byte ones (GCC vector extensions: one zmm, two ymm or
+ *     four xmm), so every ISA clone adds the same numbers in the same order. Each leaf lane
+ *     adds 16 elements, then the tree: about as accurate as NumPy's pairwise sum (error ~
+ *     eps * (16 + log2 n)), but not its order, so sums and means differ from the reference
+ *     in the last bits.
+ *   - down columns (si == 1 and sr != 1): each output element adds its R inputs in order,
+ *     starting from 0, as NumPy's reduction over an outer axis does.
+ *   - cumsum is sequential in both layouts, as NumPy's accumulate is: bit-equal to it.
+ * max/min/argmax/argmin/max.dim are exact: the value is the extreme (NaN if any element is
+ * NaN), the index the first occurrence (the first NaN if there is one), found by a per-block
+ * (BLOCK = 256) maximum pass and a scan of the first block holding it. Their comparisons run
+ * on native-width vectors (exact in any order).
+ * var/std: the mean (the sum above / n), then the same sum of (x - mean)^2, / max(n -
+ * correction, 0): the reference's two-pass formula. logsumexp: the max, then the sum of
+ * exp(x - max) (float32: this file's own vectorized exp, within 1 ulp; float64: the C
+ * library's), log(sum) + max; a row whose max is NaN or +-inf has that max as its result,
+ * as the reference computes it.
+ *
+ * Work is split into a fixed list of items (row x chunk, or column block) handed out by an
+ * OpenMP static loop; partial results are combined in item order afterwards. The per-type,
+ * per-ISA kernels live in the REDUCE_TEMPLATE part of this file, which includes itself six
+ * times (float32/float64 x baseline/AVX2/AVX-512F).
+ */
+#ifndef REDUCE_TEMPLATE
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "common.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#define BLOCK 256            /* block of the extremes' first-occurrence scan */
+#define CHUNK 65536          /* long rows are cut into chunks (a multiple of BLOCK) */
+#define COLUMN_BLOCK 256     /* columns per work item in the column layout */
+#define ITEM_MIN_ELEMENTS 16384 /* rows are grouped into work items of at least this size */
+/* Reductions reading fewer elements run on one thread (a parallel region costs a few us):
+ * measured on a 2-core x86-64, float32 sum of 32 Ki elements 1 vs 2 threads about even. */
+#define PARALLEL_MIN_ELEMENTS 32768
+
+enum { T_F32, T_F64, N_TYPES };
+enum { K_SUM, K_SQDEV, K_EXPSUM, K_MAX, K_MIN, N_KINDS }; /* what one pass computes per row */
+enum { OP_SUM, OP_MEAN, OP_AMAX, OP_AMIN, OP_MAX_DIM, OP_MIN_DIM, OP_ARGMAX, OP_ARGMIN,
+       OP_VAR, OP_STD, OP_LOGSUMEXP, N_OPS };
+
+/* The reduction geometry: x's element 0, and (O, I, R) with strides in elements. */
+typedef struct {
+    const char *x;
+    ptrdiff_t O, I, R, so, si, sr;
+} geo_t;
+
+/* One pass over items [lo, hi): row layout (item = row * nchunks + chunk) writes one partial
+ * per item; column layout (item = o * column blocks + block) writes the final value of its
+ * columns. `center` holds a per-row value the pass needs (the mean, the shift). */
+typedef void (*pass_fn)(const geo_t *g, int kind, const void *center, void *val,
+                        int64_t *idx, ptrdiff_t nchunks, ptrdiff_t lo, ptrdiff_t hi);
+typedef void (*cumsum_fn)(const geo_t *g, char *out, ptrdiff_t oso, ptrdiff_t osi,
+                          ptrdiff_t osr, ptrdiff_t lo, ptrdiff_t hi, int column);
+
+/* ---- the per-type, per-ISA kernels ----------------------------------------------------- */
+
+#define REDUCE_TEMPLATE
+#define T float
+#define ITYPE int32_t
+#define EXP expf
+#define IS_F32 1
+#define ISA_ATTR
+#define VBYTES 16
+#define NAME(x) x##_f32_baseline
+#include "reduce.c"
+#define T double
+#define ITYPE int64_t
+#define EXP exp
+#define IS_F32 0
+#define ISA_ATTR
+#define VBYTES 16
+#define NAME(x) x##_f64_baseline
+#include "reduce.c"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define HAVE_X86_CLONES 1
+#define T float
+#define ITYPE int32_t
+#define EXP expf
+#define IS_F32 1
+#define ISA_ATTR __attribute__((target("avx2")))
+#define VBYTES 32
+#define NAME(x) x##_f32_avx2
+#include "reduce.c"
+#define T double
+#define ITYPE int64_t
+#define EXP exp
+#define IS_F32 0
+#define ISA_ATTR __attribute__((target("avx2")))
+#define VBYTES 32
+#define NAME(x) x##_f64_avx2
+#include "reduce.c"
+#define T float
+#define ITYPE int32_t
+#define EXP expf
+#define IS_F32 1
+#define ISA_ATTR __attribute__((target("avx512f")))
+#define VBYTES 64
+#define NAME(x) x##_f32_avx512f
+#include "reduce.c"
+#define T double
+#define ITYPE int64_t
+#define EXP exp
+#define IS_F32 0
+#define ISA_ATTR __attribute__((target("avx512f")))
+#define VBYTES 64
+#define NAME(x) x##_f64_avx512f
+#include "reduce.c"
+#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}, {fn##_f32_avx2, fn##_f64_avx2}, \
+                    {fn##_f32_avx512f, fn##_f64_avx512f}}
+#else
+#define HAVE_X86_CLONES 0
+#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}}
+#endif
+#undef REDUCE_TEMPLATE
+
+static const pass_fn ROW_PASS[N_ISAS][N_TYPES] = CLONES(row_pass);
+static const pass_fn COLUMN_PASS[N_ISAS][N_TYPES] = CLONES(column_pass);
+static const cumsum_fn CUMSUM[N_ISAS][N_TYPES] = CLONES(cumsum_items);
+
+static int g_isa = ISA_BASELINE;
+static int g_best_isa = ISA_BASELINE;
+static volatile int g_forked = 0;      /* set in a fork()ed child: libgomp is not fork-safe */
+static unsigned long long g_calls = 0; /* kernel calls that ran (incremented under the GIL) */
+
+static void after_fork_in_child(void) { g_forked = 1; }
+
+static int parallel_ok(ptrdiff_t elements)
+{
+#ifdef _OPENMP
+    return elements >= PARALLEL_MIN_ELEMENTS && !g_forked && omp_get_max_threads() > 1;
+#else
+    (void)elements;
+    return 0;
+#endif
+}
+
+/* Items [0, n) in groups of `group`, each group one call of fn; parallel when `par`. The
+ * grouping depends on sizes only, so each item is computed the same way on any thread. */
+#define FOR_GROUPS(n, group, par, CALL)                                                      \
+    do {                                                                                     \
+        const ptrdiff_t n_ = (n), group_ = (group), groups_ = (n_ + group_ - 1) / group_;   \
+        _Pragma("omp parallel for schedule(static) if(par)")                                 \
+        for (ptrdiff_t gi_ = 0; gi_ < groups_; gi_++) {                                      \
+            const ptrdiff_t lo = gi_ * group_;                                               \
+            const ptrdiff_t hi = lo + group_ < n_ ? lo + group_ : n_;                        \
+            CALL;                                                                            \
+        }                                                                                    \
+    } while (0)
+
+/* Combine the per-chunk partials of each row in chunk order (sums add; extremes keep the
+ * first NaN, else the first strictly better value). */
+#define DEFINE_COMBINE(T, SFX)                                                               \
+    static void combine_##SFX(int kind, const T *pv, const int64_t *pi, ptrdiff_t nchunks,  \
+                              ptrdiff_t nrows, T *val, int64_t *idx, int par)                \
+    {                                                                                        \
+        _Pragma("omp parallel for schedule(static) if(par)")                                 \
+        for (ptrdiff_t row = 0; row < nrows; row++) {                                        \
+            const T *p = pv + row * nchunks;                                                 \
+            T best = p[0];                                                                   \
+            int64_t at = pi ? pi[row * nchunks] : 0;                                         \
+            for (ptrdiff_t k = 1; k < nchunks; k++) {                                        \
+                T v = p[k];                                                                  \
+                if (kind == K_MAX || kind == K_MIN) {                                        \
+                    int better = kind == K_MAX ? v > best : v < best;                        \
+                    if (best == best && (better || v != v)) {                                \
+                        best = v;                                                            \
+                        if (pi) at = (int64_t)k * CHUNK + pi[row * nchunks + k];            \
+                    }                                                                        \
+                } else {                                                                     \
+                    best += v;                                                               \
+                }                                                                            \
+            }                                                                                \
+            val[row] = best;                                                                 \
+            if (idx) idx[row] = at;                                                          \
+        }                                                                                    \
+    }
+DEFINE_COMBINE(float, f32)
+DEFINE_COMBINE(double, f64)
+
+/* One pass of `kind` over every row: per-row results in val (and idx). Returns -1 when out
+ * of memory. */
+static int run_pass(int type, const geo_t *g, int kind, const void *center, void *val,
+                    int64_t *idx, int par)
+{
+    const ptrdiff_t nrows = g->O * g->I;
+    const size_t w = type == T_F32 ? 4 : 8;
+    if (g->si == 1 && g->sr != 1 && g->I > 1) { /* column layout */
+        const ptrdiff_t blocks = (g->I + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
+        const pass_fn fn = COLUMN_PASS[g_isa][type];
+        FOR_GROUPS(g->O * blocks, 1, par, fn(g, kind, center, val, idx, 0, lo, hi));
+        return 0;
+    }
+    const ptrdiff_t nchunks = (g->R + CHUNK - 1) / CHUNK;
+    const ptrdiff_t items = nrows * nchunks;
+    const ptrdiff_t per_item = g->R < CHUNK ? g->R : CHUNK;
+    const ptrdiff_t group = per_item >= ITEM_MIN_ELEMENTS ? 1 : ITEM_MIN_ELEMENTS / per_item;
+    const pass_fn fn = ROW_PASS[g_isa][type];
+    if (nchunks == 1) {
+        FOR_GROUPS(items, group, par, fn(g, kind, center, val, idx, 1, lo, hi));
+        return 0;
+    }
+    void *pv = malloc((size_t)items * w);
+    int64_t *pi = idx ? malloc((size_t)items * sizeof(int64_t)) : NULL;
+    if (pv == NULL || (idx && pi == NULL)) {
+        free(pv), free(pi);
+        return -1;
+    }
+    FOR_GROUPS(items, group, par, fn(g, kind, center, pv, pi, nchunks, lo, hi));
+    if (type == T_F32)
+        combine_f32(kind, pv, pi, nchunks, nrows, val, idx, par);
+    else
+        combine_f64(kind, pv, pi, nchunks, nrows, val, idx, par);
+    free(pv), free(pi);
+    return 0;
+}
+
+/* The op's result per row from its passes, written to out/idx (strided over O x I). */
+#define DEFINE_REDUCE(T, SFX, LOG, SQRT)                                                     \
+    static int reduce_##SFX(int op, const geo_t *g, char *out_, ptrdiff_t oso,              \
+                            ptrdiff_t osi, int64_t *oidx, ptrdiff_t iso, ptrdiff_t isi,      \
+                            double param)                                                    \
+    {                                                                                        \
+        const ptrdiff_t nrows = g->O * g->I, R = g->R;                                       \
+        const int type = sizeof(T) == 4 ? T_F32 : T_F64;                                     \
+        const int par = parallel_ok(nrows * R);                                              \
+        T *out = (T *)out_, *val = malloc((size_t)nrows * sizeof(T));                        \
+        T *center = NULL, *shift = NULL;                                                     \
+        int64_t *idx = NULL;                                                                 \
+        int rc = -1;                                                                         \
+        const int indexed = op == OP_MAX_DIM || op == OP_MIN_DIM || op == OP_ARGMAX ||       \
+                            op == OP_ARGMIN;                                                 \
+        if (val == NULL) goto done;                                                          \
+        if (indexed && (idx = malloc((size_t)nrows * sizeof(int64_t))) == NULL) goto done;   \
+        switch (op) {                                                                        \
+        case OP_SUM: case OP_MEAN:                                                           \
+            if (run_pass(type, g, K_SUM, NULL, val, NULL, par) < 0) goto done;               \
+            break;                                                                           \
+        case OP_AMAX: case OP_MAX_DIM: case OP_ARGMAX:                                       \
+            if (run_pass(type, g, K_MAX, NULL, val, idx, par) < 0) goto done;                \
+            break;                                                                           \
+        case OP_AMIN: case OP_MIN_DIM: case OP_ARGMIN:                                       \
+            if (run_pass(type, g, K_MIN, NULL, val, idx, par) < 0) goto done;                \
+            break;                                                                           \
+        case OP_VAR: case OP_STD:                                                            \
+            if ((center = malloc((size_t)nrows * sizeof(T))) == NULL ||                      \
+                run_pass(type, g, K_SUM, NULL, center, NULL, par) < 0) goto done;            \
+            for (ptrdiff_t r = 0; r < nrows; r++) center[r] = center[r] / (T)R;              \
+            if (run_pass(type, g, K_SQDEV, center, val, NULL, par) < 0) goto done;           \
+            break;                                                                           \
+        case OP_LOGSUMEXP:                                                                   \
+            if ((center = malloc((size_t)nrows * sizeof(T))) == NULL ||                      \
+                run_pass(type, g, K_MAX, NULL, center, NULL, par) < 0) goto done;            \
+            /* exp(x - max) <= 1 cannot overflow. A row whose max is NaN or +-inf has that  \
+             * max as its result (the reference's sum is NaN, inf or 0 there): its pass      \
+             * runs with 0 and the value is dropped below */                                 \
+            if ((shift = malloc((size_t)nrows * sizeof(T))) == NULL) goto done;              \
+            for (ptrdiff_t r = 0; r < nrows; r++)                                            \
+                shift[r] = isfinite(center[r]) ? center[r] : 0;                              \
+            if (run_pass(type, g, K_EXPSUM, shift, val, NULL, par) < 0) goto done;           \
+            break;                                                                           \
+        }                                                                                    \
+        const double dof = (double)R - param > 0 ? (double)R - param : 0.0;                  \
+        for (ptrdiff_t o = 0; o < g->O; o++) {                                               \
+            for (ptrdiff_t i = 0; i < g->I; i++) {                                           \
+                const ptrdiff_t row = o * g->I + i;                                          \
+                T v = val[row];                                                              \
+                switch (op) {                                                                \
+                case OP_MEAN: v = v / (T)R; break;                                           \
+                case OP_VAR: v = v / (T)dof; break;                                          \
+                case OP_STD: v = SQRT(v / (T)dof); break;                                    \
+                case OP_LOGSUMEXP:                                                           \
+                    v = isfinite(center[row]) ? LOG(v) + center[row] : center[row];          \
+                    break;                                                                   \
+                case OP_MAX_DIM: case OP_MIN_DIM: /* the first occurrence itself */          \
+                    v = *(const T *)(g->x + (o * g->so + i * g->si + idx[row] * g->sr) *     \
+                                                (ptrdiff_t)sizeof(T));                       \
+                    break;                                                                   \
+                }                                                                            \
+                if (out) out[o * oso + i * osi] = v;                                         \
+                if (oidx) oidx[o * iso + i * isi] = idx[row];                                \
+            }                                                                                \
+        }                                                                                    \
+        rc = 0;                                                                              \
+    done:                                                                                    \
+        free(val), free(center), free(shift), free(idx);                                     \
+        return rc;                                                                           \
+    }
+DEFINE_REDUCE(float, f32, logf, sqrtf)
+DEFINE_REDUCE(double, f64, log, sqrt)
+
+/* ---- argument checking ------------------------------------------------------------------ */
+
+/* 0 float32, 1 float64, 2 int64, or -1 with TypeError set. */
+static int buffer_kind(const Py_buffer *view, const char *what)
+{
+    const char *f = view->format ? view->format : "B";
+    if (*f == '<' || *f == '@' || *f == '=') f++;
+    if (strcmp(f, "f") == 0 && view->itemsize == 4) return T_F32;
+    if (strcmp(f, "d") == 0 && view->itemsize == 8) return T_F64;
+    if ((strcmp(f, "q") == 0 || strcmp(f, "l") == 0) && view->itemsize == 8) return 2;
+    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64 or int64 elements (buffer "
+                 "format '%s', itemsize %zd)", what, view->format ? view->format : "B",
+                 view->itemsize);
+    return -1;
+}
+
+/* One operand: (buffer, offset, strides) over `shape`; `kind` is the element kind it must
+ * have (-1: float32 or float64, returned). Sets *ptr to the view's element 0. */
+static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
+                   const long long *shape, int writable, int kind, const char *what,
+                   Py_buffer *view, char **ptr, long long *strides, int *held)
+{
+    long long offset;
+    if (get_buffer(buf, view, writable, what) < 0) return -1;
+    (*held)++;
+    int k = buffer_kind(view, what);
+    if (k < 0) return -1;
+    if ((kind >= 0 && k != kind) || (kind < 0 && k == 2)) {
+        PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
+        return -1;
+    }
+    if (parse_offset(off, what, &offset) < 0 ||
+        parse_dims(strides_obj, what, ndim, strides, NULL) < 0)
+        return -1;
+    long long numel = 1;
+    for (int d = 0; d < ndim; d++) numel *= shape[d];
+    if (numel > 0 && check_bounds(what, view->len / view->itemsize, offset, ndim, shape,
+                                  strides) < 0)
+        return -1;
+    *ptr = (char *)view->buf + offset * view->itemsize;
+    return k;
+}
+
+static int parse_shape3(PyObject *obj, long long *shape)
+{
+    if (parse_dims(obj, "shape", 3, shape, NULL) < 0) return -1;
+    long long numel = 1;
+    for (int d = 0; d < 3; d++) {
+        if (shape[d] < 0 || __builtin_mul_overflow(numel, shape[d], &numel) ||
+            numel > PTRDIFF_MAX / 16) {
+            PyErr_SetString(PyExc_ValueError, "shape must be 3 sizes >= 0 of a sane total");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- entry points ----------------------------------------------------------------------- */
+
+static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 12) {
+        PyErr_Format(PyExc_TypeError, "reduce() takes 12 arguments (op, x, x_offset, shape, "
+                     "x_strides, out, out_offset, out_strides, idx, idx_offset, idx_strides, "
+                     "param), got %zd", nargs);
+        return NULL;
+    }
+    long op = PyLong_Check(args[0]) ? PyLong_AsLong(args[0]) : -1;
+    if (op < 0 || op >= N_OPS) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "unknown reduction op code");
+        return NULL;
+    }
+    double param = PyFloat_AsDouble(args[11]);
+    if (param == -1.0 && PyErr_Occurred()) return NULL;
+    long long shape[3], xs[3], os[2] = {0, 0}, is[2] = {0, 0};
+    if (parse_shape3(args[3], shape) < 0) return NULL;
+    if (shape[2] < 1) {
+        PyErr_SetString(PyExc_ValueError, "reduce() needs a reduced size R >= 1");
+        return NULL;
+    }
+    const int want_out = op != OP_ARGMAX && op != OP_ARGMIN;
+    const int want_idx = op == OP_MAX_DIM || op == OP_MIN_DIM || op == OP_ARGMAX ||
+                         op == OP_ARGMIN;
+    if ((args[5] == Py_None) == want_out || (args[8] == Py_None) == want_idx) {
+        PyErr_SetString(PyExc_TypeError, "reduce(): out / idx given where the op has none "
+                        "or missing where it has one");
+        return NULL;
+    }
+    Py_buffer views[3];
+    int held = 0, type;
+    char *x, *out = NULL, *idx = NULL;
+    PyObject *result = NULL;
+    type = operand(args[1], args[2], args[4], 3, shape, 0, -1, "x", &views[0], &x, xs, &held);
+    if (type < 0) goto done;
+    if (want_out && operand(args[5], args[6], args[7], 2, shape, 1, type, "out", &views[held],
+                            &out, os, &held) < 0)
+        goto done;
+    if (want_idx && operand(args[8], args[9], args[10], 2, shape, 1, 2, "idx", &views[held],
+                            &idx, is, &held) < 0)
+        goto done;
+    geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    int rc = 0;
+    g_calls++;
+    if (g.O * g.I > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = type == T_F32 ? reduce_f32((int)op, &g, out, os[0], os[1], (int64_t *)idx, is[0],
+                                        is[1], param)
+                           : reduce_f64((int)op, &g, out, os[0], os[1], (int64_t *)idx, is[0],
+                                        is[1], param);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+static PyObject *py_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "cumsum() takes 7 arguments (x, x_offset, shape, "
+                     "x_strides, out, out_offset, out_strides), got %zd", nargs);
+        return NULL;
+    }
+    long long shape[3], xs[3], os[3];
+    if (parse_shape3(args[2], shape) < 0) return NULL;
+    Py_buffer views[2];
+    int held = 0, type;
+    char *x, *out;
+    PyObject *result = NULL;
+    type = operand(args[0], args[1], args[3], 3, shape, 0, -1, "x", &views[0], &x, xs, &held);
+    if (type < 0 || operand(args[4], args[5], args[6], 3, shape, 1, type, "out", &views[1],
+                            &out, os, &held) < 0)
+        goto done;
+    geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    g_calls++;
+    const ptrdiff_t numel = g.O * g.I * g.R;
+    if (numel > 0) {
+        const int column = g.si == 1 && os[1] == 1 && g.I > 1 && !(g.sr == 1 && os[2] == 1);
+        const ptrdiff_t items = column ? g.O * ((g.I + COLUMN_BLOCK - 1) / COLUMN_BLOCK)
+                                       : g.O * g.I;
+        const ptrdiff_t per_item = column ? g.R * COLUMN_BLOCK : g.R;
+        const ptrdiff_t group = per_item >= ITEM_MIN_ELEMENTS ? 1
+                                                              : ITEM_MIN_ELEMENTS / per_item;
+        const int par = parallel_ok(numel);
+        const cumsum_fn fn = CUMSUM[g_isa][type];
+        Py_BEGIN_ALLOW_THREADS
+        FOR_GROUPS(items, group, par, fn(&g, out, os[0], os[1], os[2], lo, hi, column));
+        Py_END_ALLOW_THREADS
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+static PyObject *py_isa(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyUnicode_FromString(ISA_NAMES[g_isa]);
+}
+
+static PyObject *py_set_isa(PyObject *self, PyObject *name)
+{
+    (void)self;
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (s == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "set_isa() takes an instruction set name");
+        return NULL;
+    }
+    for (int i = 0; i <= g_best_isa; i++) {
+        if (strcmp(s, ISA_NAMES[i]) == 0) {
+            int previous = g_isa;
+            g_isa = i;
+            return PyUnicode_FromString(ISA_NAMES[previous]);
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "unknown or unsupported instruction set '%s'", s);
+    return NULL;
+}
+
+static PyObject *py_calls(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyLong_FromUnsignedLongLong(g_calls);
+}
+
+static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "set_num_threads() needs a positive count");
+        return NULL;
+    }
+#ifdef _OPENMP
+    int previous = omp_get_max_threads();
+    omp_set_num_threads((int)n);
+    return PyLong_FromLong(previous);
+#else
+    return PyLong_FromLong(1);
+#endif
+}
+
+static PyMethodDef METHODS[] = {
+    {"reduce", (PyCFunction)(void (*)(void))py_reduce, METH_FASTCALL,
+     "reduce(op, x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides, idx, "
+     "idx_offset, idx_strides, param): reduce x's R axis into out[O, I] (and idx)."},
+    {"cumsum", (PyCFunction)(void (*)(void))py_cumsum, METH_FASTCALL,
+     "cumsum(x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides): running sums "
+     "along R."},
+    {"isa", py_isa, METH_NOARGS, "The instruction set of the kernels in use."},
+    {"set_isa", py_set_isa, METH_O, "Use another instruction set's kernels; returns the old."},
+    {"calls", py_calls, METH_NOARGS, "How many kernel calls have run in this process."},
+    {"set_num_threads", py_set_num_threads, METH_O,
+     "Set the OpenMP thread count; returns the previous one."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "reftorch_cpu._reduce",
+    .m_doc = "Reductions (sum, mean, var, extremes, logsumexp, cumsum) for reftorch.",
+    .m_size = -1,
+    .m_methods = METHODS,
+};
+
+PyMODINIT_FUNC PyInit__reduce(void)
+{
+#if HAVE_X86_CLONES
+    g_best_isa = best_isa();
+#endif
+    g_isa = g_best_isa;
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    PyObject *m = PyModule_Create(&MODULE);
+    if (m == NULL) return NULL;
+    static const char *const names[N_OPS] = {"SUM", "MEAN", "AMAX", "AMIN", "MAX_DIM",
+                                             "MIN_DIM", "ARGMAX", "ARGMIN", "VAR", "STD",
+                                             "LOGSUMEXP"};
+    for (int i = 0; i < N_OPS; i++) {
+        if (PyModule_AddIntConstant(m, names[i], i) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+#else /* REDUCE_TEMPLATE: kernels for element type T and one instruction set ------------- */
+
+/* Row kernels work on 64-byte vectors (GCC vector extensions: one zmm register, two ymm or
+ * four xmm, so every clone adds in the same lanes and gives the same bits). */
+#define VL ((ptrdiff_t)(64 / sizeof(T)))
+typedef T NAME(vec) __attribute__((vector_size(64)));
+typedef ITYPE NAME(ivec) __attribute__((vector_size(64)));
+#define VEC NAME(vec)
+#define IVEC NAME(ivec)
+#define LEAF_VECTORS (1024 / VL) /* a pairwise leaf: 1024 elements in 4 vector accumulators */
+/* Comparisons run on native vectors (VBYTES: 16 baseline, 32 AVX2, 64 AVX-512F; GCC
+ * splits a 64-byte compare into scalar code without AVX-512). Extremes are exact, so the
+ * width does not change their results. */
+typedef T NAME(nvec) __attribute__((vector_size(VBYTES)));
+typedef ITYPE NAME(nivec) __attribute__((vector_size(VBYTES)));
+#define NVEC NAME(nvec)
+#define NIVEC NAME(nivec)
+#define NL ((ptrdiff_t)(VBYTES / sizeof(T)))
+#define BLEND(m, a, b) ((NVEC)(((NIVEC)(a) & (m)) | ((NIVEC)(b) & ~(m))))
+
+/* Vector i of a run with stride s (an unaligned load, or a gather by lanes). */
+#define LOAD(v, x, i, s)                                                                     \
+    do {                                                                                     \
+        if ((s) == 1) {                                                                      \
+            memcpy(&(v), (x) + (i) * VL, sizeof(VEC));                                       \
+        } else {                                                                             \
+            for (ptrdiff_t j_ = 0; j_ < VL; j_++) (v)[j_] = (x)[((i) * VL + j_) * (s)];     \
+        }                                                                                    \
+    } while (0)
+
+#define NLOAD(v, x, i, s)                                                                    \
+    do {                                                                                     \
+        if ((s) == 1) {                                                                      \
+            memcpy(&(v), (x) + (i) * NL, sizeof(NVEC));                                      \
+        } else {                                                                             \
+            for (ptrdiff_t j_ = 0; j_ < NL; j_++) (v)[j_] = (x)[((i) * NL + j_) * (s)];     \
+        }                                                                                    \
+    } while (0)
+
+ISA_ATTR static inline T NAME(lanes_sum)(const VEC *v)
+{
+    T t[64 / sizeof(T)];
+    memcpy(t, v, sizeof t);
+    for (ptrdiff_t width = VL / 2; width > 0; width /= 2)
+        for (ptrdiff_t j = 0; j < width; j++) t[j] += t[j + width];
+    return t[0];
+}
+
+/* a * b + c and c - a * b: fused (one rounding) in the AVX-512F clone, whose CPUs all have
+ * FMA; two roundings elsewhere (the files build with -ffp-contract=off). Only the exp uses
+ * them, so only exp results may differ between clones, each within its 1 ulp bound. */
+#if IS_F32 && VBYTES == 64
+#define MADD(a, b, c) ((NVEC)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#define NMADD(a, b, c) ((NVEC)_mm512_fnmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#else
+#define MADD(a, b, c) ((a) * (b) + (c))
+#define NMADD(a, b, c) ((c) - (a) * (b))
+#endif
+#if IS_F32
+/* exp of every lane of *v for lanes in [-inf, 0] (x - max; other inputs give unspecified
+ * finite-or-NaN lanes without undefined behaviour): Cody-Waite reduction by ln 2 in two
+ * parts, Cephes' degree-5 polynomial, 2^n applied in two factors so subnormal results are
+ * kept. Within 1 ulp of the correctly rounded exp (the same code as nn_rows.c's, kept apart:
+ * each C file is its own module). */
+typedef uint32_t NAME(nuvec) __attribute__((vector_size(VBYTES)));
+ISA_ATTR static inline void NAME(vexp_native)(NVEC *v)
+{
+    const NVEC x = *v, lo = (NVEC){0} - 104.0f, magic = (NVEC){0} + 12582912.0f;
+    const NVEC c = BLEND(x < lo, lo, x);
+    const NVEC t = MADD(c, (NVEC){0} + 1.44269504088896341f, magic);
+    const NVEC n = t - magic;
+    const NIVEC ni = (NIVEC)((NAME(nuvec))t - (NAME(nuvec))magic);
+    NVEC r = NMADD(n, (NVEC){0} + 0.693359375f, c);
+    r = NMADD(n, (NVEC){0} - 2.12194440e-4f, r);
+    const NVEC z = r * r;
+    NVEC p = (NVEC){0} + 1.9875691500e-4f;
+    p = MADD(p, r, (NVEC){0} + 1.3981999507e-3f);
+    p = MADD(p, r, (NVEC){0} + 8.3334519073e-3f);
+    p = MADD(p, r, (NVEC){0} + 4.1665795894e-2f);
+    p = MADD(p, r, (NVEC){0} + 1.6666665459e-1f);
+    p = MADD(p, r, (NVEC){0} + 5.0000001201e-1f);
+    p = MADD(p, z, r) + 1.0f;
+    const NIVEC n1 = ni >> 1, n2 = ni - n1;
+    const NVEC s1 = (NVEC)((NAME(nuvec))(n1 + 127) << 23);
+    const NVEC s2 = (NVEC)((NAME(nuvec))(n2 + 127) << 23);
+    const NVEC result = (p * s1) * s2;
+    *v = BLEND(x < (NVEC){0} - 103.972084045410f, (NVEC){0}, result);
+}
+
+/* exp of the 64-byte vector *v, one native piece at a time. */
+ISA_ATTR static inline void NAME(vexp)(VEC *v)
+{
+    for (int q = 0; q < 64 / VBYTES; q++) {
+        NVEC piece;
+        memcpy(&piece, (char *)v + q * VBYTES, VBYTES);
+        NAME(vexp_native)(&piece);
+        memcpy((char *)v + q * VBYTES, &piece, VBYTES);
+    }
+}
+#define VECTOR_EXP(v) NAME(vexp)(&(v))
+#define SCALAR_EXP(e) NAME(scalar_exp)(e)
+ISA_ATTR static inline T NAME(scalar_exp)(T e)
+{
+    NVEC v = (NVEC){0} + e;
+    NAME(vexp_native)(&v);
+    return v[0];
+}
+#else
+#define VECTOR_EXP(v) for (ptrdiff_t j_ = 0; j_ < VL; j_++) (v)[j_] = EXP((v)[j_])
+#define SCALAR_EXP(e) EXP(e)
+#endif
+
+/* Pairwise sum of XFORM(v) over nv vectors (the leaf: 4 interleaved accumulators, combined
+ * (a0 + a1) + (a2 + a3); above it, halves split at multiples of the leaf), into *out. Then
+ * the row's sum: the vectors' lanes added as a tree, then the < VL tail elements in order. */
+#define DEFINE_PAIRWISE(FN, XFORM, SCALAR)                                                   \
+    ISA_ATTR static void NAME(FN##_vectors)(const T *x, ptrdiff_t nv, ptrdiff_t s, T c,     \
+                                            VEC *out)                                        \
+    {                                                                                        \
+        if (nv > LEAF_VECTORS) {                                                             \
+            ptrdiff_t half = nv / 2 / LEAF_VECTORS * LEAF_VECTORS;                           \
+            if (half == 0) half = LEAF_VECTORS;                                              \
+            VEC rest;                                                                        \
+            NAME(FN##_vectors)(x, half, s, c, out);                                          \
+            NAME(FN##_vectors)(x + half * VL * s, nv - half, s, c, &rest);                   \
+            *out += rest;                                                                    \
+            return;                                                                          \
+        }                                                                                    \
+        const VEC cv = (VEC){0} + c;                                                         \
+        VEC a[4] = {{0}, {0}, {0}, {0}}, v = {0};                                               \
+        (void)cv;                                                                            \
+        ptrdiff_t i = 0;                                                                     \
+        for (; i + 4 <= nv; i += 4)                                                          \
+            for (int k = 0; k < 4; k++) {                                                    \
+                LOAD(v, x, i + k, s);                                                        \
+                XFORM;                                                                       \
+                a[k] += v;                                                                   \
+            }                                                                                \
+        for (int k = 0; i < nv; i++, k++) {                                                  \
+            LOAD(v, x, i, s);                                                                \
+            XFORM;                                                                           \
+            a[k] += v;                                                                       \
+        }                                                                                    \
+        *out = (a[0] + a[1]) + (a[2] + a[3]);                                                \
+    }                                                                                        \
+    ISA_ATTR static T NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s, T c)                   \
+    {                                                                                        \
+        const ptrdiff_t nv = n / VL;                                                         \
+        T total = 0;                                                                         \
+        if (nv > 0) {                                                                        \
+            VEC sum;                                                                         \
+            NAME(FN##_vectors)(x, nv, s, c, &sum);                                           \
+            total = NAME(lanes_sum)(&sum);                                                   \
+        }                                                                                    \
+        for (ptrdiff_t i = nv * VL; i < n; i++) {                                            \
+            const T e = x[i * s];                                                            \
+            total += SCALAR;                                                                 \
+        }                                                                                    \
+        return total;                                                                        \
+    }
+
+DEFINE_PAIRWISE(sum, (void)0, e)
+DEFINE_PAIRWISE(sqdev, v = (v - cv) * (v - cv), (e - c) * (e - c))
+DEFINE_PAIRWISE(expsum, v = v - cv; VECTOR_EXP(v), SCALAR_EXP(e - c))
+
+/* Extremes: `v` beats `best` when strictly greater (smaller), or when v is NaN: NaN, once
+ * held, is never replaced (nothing compares greater than it, and v != v fails for numbers).
+ * The first occurrence is then the first element equal to the result (or the first NaN):
+ * the value pass keeps each BLOCK's extreme, the scan looks only inside the first block
+ * whose extreme equals the result. */
+#define DEFINE_EXTREME(FN, CMP)                                                              \
+    ISA_ATTR static T NAME(FN##_run)(const T *x, ptrdiff_t n, ptrdiff_t s)                  \
+    {                                                                                        \
+        const ptrdiff_t nv = n / NL;                                                         \
+        T best = x[0];                                                                       \
+        if (nv > 0) {                                                                        \
+            NVEC a[4], v = {0};                                                              \
+            for (int k = 0; k < 4; k++) a[k] = (NVEC){0} + x[0];                             \
+            ptrdiff_t i = 0;                                                                 \
+            for (; i + 4 <= nv; i += 4)                                                      \
+                for (int k = 0; k < 4; k++) {                                                \
+                    NLOAD(v, x, i + k, s);                                                   \
+                    a[k] = BLEND((v CMP a[k]) | (v != v), v, a[k]);                          \
+                }                                                                            \
+            for (; i < nv; i++) {                                                            \
+                NLOAD(v, x, i, s);                                                           \
+                a[0] = BLEND((v CMP a[0]) | (v != v), v, a[0]);                              \
+            }                                                                                \
+            for (int k = 1; k < 4; k++) a[0] = BLEND((a[k] CMP a[0]) | (a[k] != a[k]),       \
+                                                     a[k], a[0]);                            \
+            T t[VBYTES / sizeof(T)]; /* lanes as a tree (branch-free; any order is exact) */ \
+            memcpy(t, &a[0], sizeof t);                                                      \
+            for (ptrdiff_t width = NL / 2; width > 0; width /= 2)                            \
+                for (ptrdiff_t j = 0; j < width; j++) {                                      \
+                    const T u = t[j + width];                                                \
+                    t[j] = ((u CMP t[j]) | (u != u)) ? u : t[j];                             \
+                }                                                                            \
+            best = t[0];                                                                     \
+        }                                                                                    \
+        for (ptrdiff_t i = nv * NL; i < n; i++) {                                            \
+            const T e = x[i * s];                                                            \
+            best = ((e CMP best) | (e != e)) ? e : best;                                     \
+        }                                                                                    \
+        return best;                                                                         \
+    }                                                                                        \
+    /* n <= CHUNK elements; *index (if wanted) gets the first occurrence of the result */    \
+    ISA_ATTR static T NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s, int64_t *index)        \
+    {                                                                                        \
+        if (index == NULL) return NAME(FN##_run)(x, n, s);                                   \
+        T block_best[CHUNK / BLOCK];                                                         \
+        const ptrdiff_t blocks = (n + BLOCK - 1) / BLOCK;                                    \
+        T best = 0;                                                                          \
+        for (ptrdiff_t b = 0; b < blocks; b++) {                                             \
+            const ptrdiff_t len = n - b * BLOCK < BLOCK ? n - b * BLOCK : BLOCK;             \
+            const T v = block_best[b] = NAME(FN##_run)(x + b * BLOCK * s, len, s);           \
+            best = b == 0 || ((v CMP best) | (v != v)) ? v : best;                           \
+        }                                                                                    \
+        const int nan = best != best;                                                        \
+        ptrdiff_t b = 0;                                                                     \
+        while (nan ? block_best[b] == block_best[b] : block_best[b] != best) b++;            \
+        ptrdiff_t i = b * BLOCK;                                                             \
+        while (nan ? x[i * s] == x[i * s] : x[i * s] != best) i++;                           \
+        *index = i;                                                                          \
+        return best;                                                                         \
+    }
+
+DEFINE_EXTREME(largest, >)
+DEFINE_EXTREME(smallest, <)
+
+/* Row layout: item = row * nchunks + chunk; writes the chunk's partial to val[item]. */
+ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center_, void *val_,
+                                    int64_t *idx, ptrdiff_t nchunks, ptrdiff_t lo,
+                                    ptrdiff_t hi)
+{
+    const T *center = center_;
+    T *val = val_;
+    for (ptrdiff_t item = lo; item < hi; item++) {
+        const ptrdiff_t row = item / nchunks, chunk = item % nchunks;
+        const ptrdiff_t o = row / g->I, i = row % g->I, start = chunk * CHUNK;
+        const ptrdiff_t n = g->R - start < CHUNK ? g->R - start : CHUNK;
+        const T *x = (const T *)g->x + o * g->so + i * g->si + start * g->sr;
+        const T c = center ? center[row] : 0;
+        switch (kind) {
+        case K_SUM: val[item] = NAME(sum)(x, n, g->sr, c); break;
+        case K_SQDEV: val[item] = NAME(sqdev)(x, n, g->sr, c); break;
+        case K_EXPSUM: val[item] = NAME(expsum)(x, n, g->sr, c); break;
+        case K_MAX: val[item] = NAME(largest)(x, n, g->sr, idx ? idx + item : NULL); break;
+        case K_MIN: val[item] = NAME(smallest)(x, n, g->sr, idx ? idx + item : NULL); break;
+        }
+    }
+}
+
+/* Column layout (si == 1): item = o * blocks + block of COLUMN_BLOCK columns; each column
+ * runs down R in order. Writes final per-row values (row = o * I + i). */
+ISA_ATTR static void NAME(column_pass)(const geo_t *g, int kind, const void *center_,
+                                       void *val_, int64_t *idx, ptrdiff_t unused,
+                                       ptrdiff_t lo, ptrdiff_t hi)
+{
+    (void)unused;
+    const T *center = center_;
+    T *val = val_;
+    const ptrdiff_t blocks = (g->I + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
+    T acc[COLUMN_BLOCK], c[COLUMN_BLOCK];
+    int64_t at[COLUMN_BLOCK];
+    for (ptrdiff_t item = lo; item < hi; item++) {
+        const ptrdiff_t o = item / blocks, i0 = item % blocks * COLUMN_BLOCK;
+        const ptrdiff_t w = g->I - i0 < COLUMN_BLOCK ? g->I - i0 : COLUMN_BLOCK;
+        const T *x = (const T *)g->x + o * g->so + i0;
+        const ptrdiff_t sr = g->sr, R = g->R, row0 = o * g->I + i0;
+        for (ptrdiff_t i = 0; i < w; i++) c[i] = center ? center[row0 + i] : 0;
+        if (kind == K_MAX || kind == K_MIN) {
+            for (ptrdiff_t i = 0; i < w; i++) acc[i] = x[i], at[i] = 0;
+            for (ptrdiff_t r = 1; r < R; r++) {
+                const T *xr = x + r * sr;
+                if (kind == K_MAX) {
+                    for (ptrdiff_t i = 0; i < w; i++) {
+                        const T v = xr[i];
+                        const int take = ((v > acc[i]) | (v != v)) & (acc[i] == acc[i]);
+                        acc[i] = take ? v : acc[i];
+                        at[i] = take ? r : at[i];
+                    }
+                } else {
+                    for (ptrdiff_t i = 0; i < w; i++) {
+                        const T v = xr[i];
+                        const int take = ((v < acc[i]) | (v != v)) & (acc[i] == acc[i]);
+                        acc[i] = take ? v : acc[i];
+                        at[i] = take ? r : at[i];
+                    }
+                }
+            }
+            if (idx)
+                for (ptrdiff_t i = 0; i < w; i++) idx[row0 + i] = at[i];
+        } else {
+            for (ptrdiff_t i = 0; i < w; i++) acc[i] = 0;
+            for (ptrdiff_t r = 0; r < R; r++) {
+                const T *xr = x + r * sr;
+                if (kind == K_SUM)
+                    for (ptrdiff_t i = 0; i < w; i++) acc[i] += xr[i];
+                else if (kind == K_SQDEV)
+                    for (ptrdiff_t i = 0; i < w; i++) acc[i] += (xr[i] - c[i]) * (xr[i] - c[i]);
+                else
+                    for (ptrdiff_t i = 0; i < w; i++) acc[i] += SCALAR_EXP(xr[i] - c[i]);
+            }
+        }
+        for (ptrdiff_t i = 0; i < w; i++) val[row0 + i] = acc[i];
+    }
+}
+
+/* Running sums: out[r] = out[r - 1] + x[r], out[0] = x[0] (NumPy's accumulate order). Row
+ * items are (o, i) rows; column items are blocks of columns (x's and out's si == 1). */
+ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t oso,
+                                        ptrdiff_t osi, ptrdiff_t osr, ptrdiff_t lo,
+                                        ptrdiff_t hi, int column)
+{
+    const ptrdiff_t R = g->R, sr = g->sr;
+    for (ptrdiff_t item = lo; item < hi; item++) {
+        if (column) {
+            const ptrdiff_t blocks = (g->I + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
+            const ptrdiff_t o = item / blocks, i0 = item % blocks * COLUMN_BLOCK;
+            const ptrdiff_t w = g->I - i0 < COLUMN_BLOCK ? g->I - i0 : COLUMN_BLOCK;
+            const T *x = (const T *)g->x + o * g->so + i0;
+            T *out = (T *)out_ + o * oso + i0;
+            for (ptrdiff_t i = 0; i < w; i++) out[i] = x[i];
+            for (ptrdiff_t r = 1; r < R; r++)
+                for (ptrdiff_t i = 0; i < w; i++)
+                    out[r * osr + i] = out[(r - 1) * osr + i] + x[r * sr + i];
+        } else {
+            const ptrdiff_t o = item / g->I, i = item % g->I;
+            const T *x = (const T *)g->x + o * g->so + i * g->si;
+            T *out = (T *)out_ + o * oso + i * osi;
+            T acc = x[0];
+            out[0] = acc;
+            for (ptrdiff_t r = 1; r < R; r++) {
+                acc += x[r * sr];
+                out[r * osr] = acc;
+            }
+        }
+    }
+}
+
+#undef T
+#undef MADD
+#undef NMADD
+#undef IS_F32
+#undef VECTOR_EXP
+#undef SCALAR_EXP
+#undef ITYPE
+#undef VEC
+#undef IVEC
+#undef VL
+#undef NVEC
+#undef NIVEC
+#undef NL
+#undef VBYTES
+#undef EXP
+#undef ISA_ATTR
+#undef NAME
+#endif /* REDUCE_TEMPLATE */

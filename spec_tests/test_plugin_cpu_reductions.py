@@ -1,0 +1,582 @@
+"""The C plugin's reductions (reftorch_cpu.reductions over _reduce) and fused nn rows
+(reftorch_cpu.nn_rows over _nn_rows) against the reference kernels.
+
+Every comparison runs the same call twice on the same inputs: with the plugin, then inside
+`reftorch.plugins.use_reference_kernels()`. The C call counters tell whether C really ran.
+Extremes, their indices and cumsum must be bit-equal; sums (sum, mean, var, std,
+logsumexp) use a fixed blocked pairwise order that differs from NumPy's, so they are checked
+within a bound tied to the number of summed elements, and against a float64 (or extended)
+exact sum. The row kernels' documented bounds (nn_rows.py) are checked here.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import reftorch
+
+try:
+    import reftorch_cpu
+    from reftorch_cpu import _nn_rows, _reduce, nn_rows, reductions
+except ImportError as exc:  # not built or not installed in this environment
+    pytest.skip(f"reftorch_cpu is not importable ({exc}); build it with "
+                f"`pip install --no-build-isolation ./plugin_cpu`", allow_module_level=True)
+
+F = reftorch.nn.functional
+F32, F64 = reftorch.float32, reftorch.float64
+DTYPES = [F32, F64]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin_loaded():
+    loaded_here = "cpu" not in reftorch.plugins.loaded()
+    if loaded_here:
+        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
+    yield
+    if loaded_here:
+        reftorch.plugins.unload("cpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+def values(shape, dtype, seed, special=False, ties=False):
+    """Normal values (or small integers with many ties); `special` mixes in inf, -inf, NaN."""
+    rng = np.random.default_rng(seed)
+    if ties:
+        a = rng.integers(-3, 4, shape).astype(dtype.numpy_dtype)
+    else:
+        a = np.asarray(rng.standard_normal(shape) * 3, dtype=dtype.numpy_dtype)
+    if special and a.size:
+        flat = a.reshape(-1)
+        where = rng.choice(flat.size, size=min(flat.size, 6), replace=False)
+        flat[where] = [np.inf, -np.inf, np.nan, np.inf, -np.inf, np.nan][:len(where)]
+    return a
+
+
+LAYOUTS = ["contiguous", "transposed", "strided", "expanded"]
+
+
+def tensor(shape, dtype, seed, layout="contiguous", **kw):
+    """A tensor of `shape` in `layout`: a transposed copy, every other column of a wider
+    one, or a stride-0 broadcast of one row."""
+    if layout == "contiguous":
+        return reftorch.from_numpy(values(shape, dtype, seed, **kw))
+    if layout == "transposed":
+        return reftorch.from_numpy(values(shape[::-1], dtype, seed, **kw)).permute(
+            *reversed(range(len(shape))))
+    if layout == "strided":
+        wide = reftorch.from_numpy(values(shape[:-1] + (2 * shape[-1],), dtype, seed, **kw))
+        return wide[..., ::2]
+    if layout == "expanded":
+        row = reftorch.from_numpy(values((1,) + shape[1:], dtype, seed, **kw))
+        return row.expand(*shape)
+    raise ValueError(layout)
+
+
+def both(fn, counter):
+    """fn() with the plugin and under the reference kernels, and how many C calls ran."""
+    before = counter()
+    got = fn()
+    ran = counter() - before
+    with reftorch.plugins.use_reference_kernels():
+        expected = fn()
+    return got, expected, ran
+
+
+def arrays(result):
+    items = result if isinstance(result, tuple) else (result,)
+    return [t.numpy() for t in items]
+
+
+def assert_same(got, expected):
+    for g, e in zip(arrays(got), arrays(expected)):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_array_equal(g, e)
+
+
+def sum_bound(x, dims, dtype):
+    """The error bound of a blocked pairwise sum: eps * (depth) * sum |x| per output."""
+    a = np.abs(x.numpy().astype(np.float64))
+    n = a.size if dims is None else math.prod(a.shape[d] for d in dims)
+    depth = 32 + math.log2(max(n, 2))
+    eps = np.finfo(dtype.numpy_dtype).eps
+    return eps * depth * np.sum(a, axis=dims), n
+
+
+DIM_CASES = [None, (0,), (1,), (0, 1), (2,), (1, 2)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dims", DIM_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_and_mean(dtype, layout, dims, keepdim):
+    x = tensor((6, 40, 33), dtype, 1, layout)
+    for op in (reftorch.sum, reftorch.mean):
+        call = (lambda: op(x)) if dims is None else (lambda: op(x, dims, keepdim=keepdim))
+        got, expected, ran = both(call, _reduce.calls)
+        g, e = arrays(got)[0], arrays(expected)[0]
+        assert g.shape == e.shape and g.dtype == e.dtype
+        bound, n = sum_bound(x, dims, dtype)
+        if op is reftorch.mean:
+            bound = bound / n
+        bound = bound.reshape(g.shape) if np.ndim(bound) else bound
+        exact = np.sum(x.numpy().astype(np.longdouble), axis=dims,
+                       keepdims=keepdim and dims is not None)
+        if op is reftorch.mean:
+            exact = exact / n
+        assert np.all(np.abs(g - e) <= 2 * bound + np.finfo(g.dtype).tiny)
+        assert np.all(np.abs(g.astype(np.longdouble) - exact) <= bound + np.finfo(g.dtype).tiny)
+        if layout in ("contiguous", "transposed"):
+            assert ran == 1  # adjacent dims of a dense tensor merge into one reduced run
+
+
+def test_sum_reduces_to_rows_columns_and_everything_in_c():
+    x = tensor((64, 300), F32, 2)
+    for call in (lambda: x.sum(), lambda: x.sum(1), lambda: x.sum(0), lambda: x.sum(-1, True),
+                 lambda: x.t().sum(0), lambda: x[:, ::3].sum(1)):
+        got, expected, ran = both(call, _reduce.calls)
+        assert ran == 1
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_unmergeable_dims_small_empty_and_zero_dim_decline():
+    cases = [lambda: tensor((6, 40, 33), F32, 3).sum((0, 2)),   # dims that do not merge
+             lambda: tensor((4, 5), F32, 3).sum(),               # below MIN_NUMEL
+             lambda: tensor((0, 3000), F32, 3).sum(1),           # empty input
+             lambda: tensor((3000, 0), F32, 3).sum(1),           # empty reduction
+             lambda: reftorch.tensor(2.5).sum(),                 # 0-dim
+             lambda: tensor((50, 60), F32, 3).sum(dtype=reftorch.float64),
+             lambda: tensor((50, 60), F32, 3).to(reftorch.int32).sum()]
+    for call in cases:
+        got, expected, ran = both(call, _reduce.calls)
+        assert ran == 0
+        assert_same(got, expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("special", [False, True])
+def test_extremes_are_exact(dtype, layout, special):
+    for ties in (False, True):
+        x = tensor((37, 70), dtype, 4, layout, special=special, ties=ties)
+        calls = [lambda: x.amax(), lambda: x.amin(), lambda: x.max(), lambda: x.min(),
+                 lambda: x.amax(1), lambda: x.amin(0, keepdim=True), lambda: x.amax((0, 1)),
+                 lambda: x.max(1), lambda: x.max(0, keepdim=True), lambda: x.min(1),
+                 lambda: x.min(-2), lambda: x.argmax(1), lambda: x.argmin(0, keepdim=True),
+                 lambda: x.argmax(), lambda: x.argmin(), lambda: x.argmax(keepdim=True)]
+        for call in calls:
+            got, expected, ran = both(call, _reduce.calls)
+            assert_same(got, expected)
+
+
+def test_extreme_indices_across_blocks_and_chunks():
+    """The first occurrence is found across BLOCK and CHUNK boundaries, NaN first."""
+    n = 3 * 65536 + 1000
+    a = np.zeros((2, n), np.float32)
+    a[0, [300, 70000, 140000]] = 5            # ties across chunks: the first wins
+    a[1, 190000] = 7
+    a[1, [150000, 180000]] = np.nan           # NaN beats 7: the first NaN
+    x = reftorch.from_numpy(a)
+    for call in (lambda: x.max(1), lambda: x.argmax(1), lambda: x.argmax(), lambda: x.amax(1),
+                 lambda: x.min(1), lambda: x.argmin(1), lambda: x[0].argmax(),
+                 lambda: x.t().max(0), lambda: x.t().argmax(0)):
+        got, expected, ran = both(call, _reduce.calls)
+        assert ran == 1
+        assert_same(got, expected)
+    assert x.max(1).indices.tolist() == [300, 150000]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_var_std_logsumexp(dtype, layout):
+    x = tensor((30, 80, 9), dtype, 5, layout)
+    rtol = 2e-5 if dtype is F32 else 1e-12
+    calls = [lambda: x.var(), lambda: x.std(1), lambda: x.var((1, 2), keepdim=True),
+             lambda: x.std(0, correction=0), lambda: x.var(2, correction=2.5),
+             lambda: reftorch.var(x, (0, 1), unbiased=False),
+             lambda: x.logsumexp(1), lambda: x.logsumexp((1, 2), keepdim=True),
+             lambda: x.logsumexp(0), lambda: x.logsumexp((0, 1, 2))]
+    for call in calls:
+        got, expected, ran = both(call, _reduce.calls)
+        g, e = arrays(got)[0], arrays(expected)[0]
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol)
+
+
+def test_var_one_element_and_logsumexp_specials():
+    x = tensor((5000, 1), F32, 6)
+    for call in (lambda: x.var(1), lambda: x.std(1, correction=0)):
+        assert_same(*both(call, _reduce.calls)[:2])        # NaN (0 / 0) and exact 0
+    a = values((40, 50), F32, 7)
+    a[0, :] = -np.inf        # every element -inf: -inf
+    a[1, 3] = np.inf         # +inf: inf
+    a[2, 4] = np.nan         # NaN: NaN
+    a[3, :] = 1e30           # huge: shifted, no overflow
+    x = reftorch.from_numpy(a)
+    got, expected, ran = both(lambda: x.logsumexp(1), _reduce.calls)
+    assert ran == 1
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cumsum_is_bit_equal(dtype, layout):
+    x = tensor((20, 300), dtype, 8, layout, special=True)
+    for dim in (0, 1, -1):
+        got, expected, ran = both(lambda: x.cumsum(dim), _reduce.calls)
+        assert ran == 1
+        assert_same(got, expected)
+    y = tensor((4, 30, 50), dtype, 9)
+    for dim in (0, 1, 2):
+        assert_same(*both(lambda: y.cumsum(dim), _reduce.calls)[:2])
+
+
+def test_large_results_do_not_depend_on_the_thread_count():
+    x = tensor((3, 200_003), F32, 10, special=False)
+    m = tensor((4096, 257), F32, 11)
+    calls = [lambda: x.sum(), lambda: x.sum(1), lambda: x.mean(0), lambda: x.var(1),
+             lambda: x.logsumexp(1), lambda: x.max(1), lambda: x.argmin(),
+             lambda: m.sum(1), lambda: m.sum(0), lambda: m.std(0), lambda: m.amax(1),
+             lambda: m.cumsum(0), lambda: m.cumsum(1)]
+    previous = _reduce.set_num_threads(1)
+    try:
+        single = [arrays(call()) for call in calls]
+        _reduce.set_num_threads(2)
+        double = [arrays(call()) for call in calls]
+    finally:
+        _reduce.set_num_threads(previous)
+    for one, two in zip(single, double):
+        for a, b in zip(one, two):
+            assert a.tobytes() == b.tobytes()
+
+
+def test_every_isa_clone_gives_the_same_bits():
+    x = tensor((70, 1000), F32, 12, special=True)
+    calls = [lambda: x.sum(1), lambda: x.sum(), lambda: x.max(1), lambda: x.var(0)]
+    previous = _reduce.isa()
+    results = []
+    try:
+        for isa in ("baseline", "avx2", "avx512f"):
+            try:
+                _reduce.set_isa(isa)
+            except ValueError:
+                continue  # this CPU lacks it
+            results.append([arrays(call()) for call in calls])
+    finally:
+        _reduce.set_isa(previous)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            for u, v in zip(a, b):
+                assert u.tobytes() == v.tobytes()
+
+
+def test_reduce_rejects_bad_arguments():
+    a = np.zeros(10, np.float32)
+    out = np.zeros(1, np.float32)
+    with pytest.raises(ValueError):   # the view reaches past the buffer
+        _reduce.reduce(_reduce.SUM, a, 0, (1, 1, 11), (0, 0, 1), out, 0, (0, 0), None, 0,
+                       (0, 0), 0.0)
+    with pytest.raises(ValueError):
+        _reduce.reduce(_reduce.SUM, a, 5, (1, 2, 5), (0, 5, 1), out, 0, (0, 0), None, 0,
+                       (0, 0), 0.0)
+    with pytest.raises(TypeError):    # out of another element type
+        _reduce.reduce(_reduce.SUM, a, 0, (1, 1, 10), (0, 0, 1), np.zeros(1), 0, (0, 0), None,
+                       0, (0, 0), 0.0)
+    with pytest.raises(TypeError):    # an index op needs idx
+        _reduce.reduce(_reduce.ARGMAX, a, 0, (1, 1, 10), (0, 0, 1), None, 0, (0, 0), None, 0,
+                       (0, 0), 0.0)
+    with pytest.raises(ValueError):
+        _reduce.reduce(99, a, 0, (1, 1, 10), (0, 0, 1), out, 0, (0, 0), None, 0, (0, 0), 0.0)
+    with pytest.raises(ValueError):
+        _reduce.cumsum(a, 0, (1, 1, 10), (0, 0, 1), np.zeros(5, np.float32), 0, (0, 0, 1))
+
+
+def test_sum_backward_runs_through_the_plugin():
+    x = tensor((64, 100), F64, 13).requires_grad_()
+    got, expected, ran = both(lambda: reftorch.autograd.grad(x.logsumexp(1).sum(), x)[0],
+                              _reduce.calls)
+    assert ran >= 1
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# nn rows: softmax, log_softmax, layer norm, nll_loss
+
+ROW_SHAPES = [(40, 1), (40, 7), (40, 16), (33, 100), (8, 1025), (2, 3, 64)]
+
+
+def _softmax_tolerance(dtype, log):
+    if dtype is F64:  # log_softmax's (x - max) - log(sum) cancels: an absolute bound too
+        return dict(rtol=1e-13, atol=1e-13) if log else dict(rtol=1e-13, atol=1e-300)
+    return dict(rtol=1e-6, atol=1e-6) if log else dict(rtol=1e-6, atol=1e-38)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=str)
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_rows(dtype, shape, log):
+    fn = reftorch.log_softmax if log else reftorch.softmax
+    for rows_apart in (False, True):   # contiguous, or rows sliced out of wider ones
+        x = tensor(shape[:-1] + (2 * shape[-1],), dtype, 20)[..., :shape[-1]] if rows_apart \
+            else tensor(shape, dtype, 20)
+        got, expected, ran = both(lambda: fn(x, -1), _nn_rows.calls)
+        assert ran == (1 if x.numel() >= nn_rows.MIN_NUMEL else 0)
+        g, e = got.numpy(), expected.numpy()
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, **_softmax_tolerance(dtype, log))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_softmax_special_rows(dtype):
+    a = values((12, 300), dtype, 21) * 10
+    a[0, 5] = np.nan                   # NaN: the row is NaN
+    a[1, 7] = np.inf                   # +inf: inf - inf, the row is NaN
+    a[2, :] = -np.inf                  # only -inf: NaN
+    a[3, ::2] = -np.inf                # some -inf: exp 0 / log -inf
+    a[4, :] = 0                        # all equal
+    a[5, :] = np.linspace(-200, 0, 300)  # exps underflow into the subnormals
+    a[6, :] = 1e30
+    x = reftorch.from_numpy(a)
+    for fn, log in ((reftorch.softmax, False), (reftorch.log_softmax, True)):
+        got, expected, ran = both(lambda: fn(x, 1), _nn_rows.calls)
+        assert ran == 1
+        np.testing.assert_allclose(got.numpy(), expected.numpy(),
+                                   **_softmax_tolerance(dtype, log))
+
+
+def test_softmax_other_dims_and_layouts_decline():
+    x = tensor((30, 40), F32, 22)
+    for call in (lambda: reftorch.softmax(x, 0), lambda: reftorch.log_softmax(x.t(), 1),
+                 lambda: reftorch.softmax(tensor((3, 4), F32, 22), 1)):
+        got, expected, ran = both(call, _nn_rows.calls)
+        assert ran == 0
+        assert_same(got, expected)
+
+
+def test_float32_exp_within_one_ulp():
+    x = np.concatenate([np.linspace(-110, 0, 200_001, dtype=np.float32),
+                        np.array([-np.inf, 0, -0.0, -1e-30, -1e-45, -87.5, -103.9],
+                                 np.float32)])
+    exact = np.exp(x.astype(np.float64))
+    rounded = exact.astype(np.float32)
+    for isa in ("baseline", "avx2", "avx512f"):
+        try:
+            previous = _nn_rows.set_isa(isa)
+        except ValueError:
+            continue
+        try:
+            out = np.empty_like(x)
+            _nn_rows.exp_f32(x, out)
+        finally:
+            _nn_rows.set_isa(previous)
+        normal = rounded >= np.finfo(np.float32).tiny
+        ulps = np.abs(out[normal].view(np.int32).astype(np.int64) -
+                      rounded[normal].view(np.int32))
+        assert ulps.max() <= 1
+        assert np.abs(out[~normal] - exact[~normal]).max() <= 2e-45
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", ["weight+bias", "weight", "bias", "none", "2-d shape",
+                                  "strided rows", "3-d input"])
+def test_layer_norm(dtype, case):
+    shape, normalized = (50, 300), (300,)
+    if case == "2-d shape":
+        shape, normalized = (10, 12, 25), (12, 25)
+    if case == "3-d input":
+        shape = (5, 10, 300)
+    x = tensor(shape, dtype, 30, "strided" if case == "strided rows" else "contiguous")
+    x = x * 2 + 3   # a mean far from 0
+    weight = tensor(normalized, dtype, 31) if case in ("weight+bias", "weight", "2-d shape",
+                                                       "strided rows", "3-d input") else None
+    bias = tensor(normalized, dtype, 32) if case in ("weight+bias", "bias", "2-d shape",
+                                                     "3-d input") else None
+    if case == "strided rows":   # rows with unit stride but a gap between them
+        x = tensor((50, 600), dtype, 30)[:, 100:400]
+    got, expected, ran = both(lambda: reftorch.native_layer_norm(x, normalized, weight, bias,
+                                                                 1e-5), _nn_rows.calls)
+    assert ran == 1
+    tol = 2e-5 if dtype is F32 else 1e-12
+    for g, e in zip(arrays(got), arrays(expected)):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=tol, atol=tol)
+
+
+def test_layer_norm_declines_other_layouts():
+    x = tensor((40, 300), F32, 33)
+    for call in (lambda: reftorch.native_layer_norm(x.t(), (40,), None, None, 1e-5),
+                 lambda: reftorch.native_layer_norm(x, (300,), tensor((600,), F32, 1)[::2],
+                                                    None, 1e-5),
+                 lambda: reftorch.native_layer_norm(x, (300,), tensor((300,), F64, 1), None,
+                                                    1e-5)):
+        before = _nn_rows.calls()
+        try:
+            got = call()
+        except RuntimeError:
+            continue
+        assert _nn_rows.calls() == before
+        with reftorch.plugins.use_reference_kernels():
+            assert_same(got, call())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_nll_loss(dtype, reduction):
+    rng = np.random.default_rng(40)
+    x = tensor((64, 10), dtype, 41)
+    target = reftorch.from_numpy(rng.integers(0, 10, 64))
+    target[5] = -100
+    weight = reftorch.from_numpy(np.abs(values((10,), dtype, 42)))
+    tol = 1e-5 if dtype is F32 else 1e-13   # the sums' orders differ (see nn_rows.py)
+    cases = [lambda: F.nll_loss(x, target, reduction=reduction),
+             lambda: F.nll_loss(x, target, weight=weight, reduction=reduction),
+             lambda: F.nll_loss(x, target.clamp(0, 9), ignore_index=3, reduction=reduction),
+             lambda: F.nll_loss(x[0], target[0].clamp(0, 9), reduction=reduction),
+             lambda: F.cross_entropy(x, target, reduction=reduction),
+             lambda: F.nll_loss(tensor((64, 20), dtype, 43)[:, ::2], target,
+                                reduction=reduction)]   # class stride 2: declined
+    for i, call in enumerate(cases):
+        got, expected, ran = both(call, _nn_rows.calls)
+        assert ran == (0 if i == len(cases) - 1 else 1 if i < 4 else 2)
+        g, e = got.numpy(), expected.numpy()
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=tol, atol=tol)
+
+
+def test_nll_loss_all_ignored_and_bad_targets():
+    x = tensor((8, 5), F32, 44)
+    ignored = reftorch.full((8,), -100, dtype=reftorch.int64)
+    assert_same(*both(lambda: F.nll_loss(x, ignored), _nn_rows.calls)[:2])   # NaN
+    for bad in (5, -1):
+        target = reftorch.zeros(8, dtype=reftorch.int64)
+        target[3] = bad
+        before = _nn_rows.calls()
+        with pytest.raises(IndexError, match=f"Target {bad} is out of bounds"):
+            F.nll_loss(x, target)
+        assert _nn_rows.calls() == before       # checked before anything is computed
+    with pytest.raises(ValueError):             # raw entry point: the view overruns x
+        _nn_rows.nll_loss(np.zeros(10, np.float32), 0, 3, 5, 5, np.zeros(3, np.int64), 0,
+                          None, 0, -100, None)
+
+
+def test_cross_entropy_gradients_match_the_reference():
+    rng = np.random.default_rng(50)
+    logits = tensor((32, 100), F32, 51)
+    target = reftorch.from_numpy(rng.integers(0, 100, 32))
+
+    def grad():
+        x = logits.detach().requires_grad_()
+        F.cross_entropy(x, target).backward()
+        return x.grad
+    got, expected, ran = both(grad, _nn_rows.calls)
+    assert ran >= 2  # log_softmax and nll_loss
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-8)
+
+
+def test_rows_do_not_depend_on_the_thread_count():
+    x = tensor((2000, 129), F32, 60)
+    w, b = tensor((129,), F32, 61), tensor((129,), F32, 62)
+    calls = [lambda: reftorch.softmax(x, 1), lambda: reftorch.log_softmax(x, 1),
+             lambda: reftorch.native_layer_norm(x, (129,), w, b, 1e-5)]
+    previous = _nn_rows.set_num_threads(1)
+    try:
+        single = [arrays(call()) for call in calls]
+        _nn_rows.set_num_threads(2)
+        double = [arrays(call()) for call in calls]
+    finally:
+        _nn_rows.set_num_threads(previous)
+    for one, two in zip(single, double):
+        for a, b_ in zip(one, two):
+            assert a.tobytes() == b_.tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_fused_softmax_backward_rows(dtype, log):
+    """The raw fused backward (for _softmax_backward_data / _log_softmax_backward_data, when
+    declared) against the derivative rows' formulas in NumPy."""
+    for rows, n in ((40, 7), (33, 100), (8, 1025)):
+        x = values((rows, n), dtype, 70)
+        g = values((rows, n), dtype, 71)
+        with reftorch.plugins.use_reference_kernels():
+            fn = reftorch.log_softmax if log else reftorch.softmax
+            y = fn(reftorch.from_numpy(x), 1).numpy()
+        out = np.empty_like(y)
+        _nn_rows.softmax_backward(log, g, 0, y, 0, rows, n, (n, n), out)
+        if log:
+            expected = g - np.exp(y.astype(np.float64)) * g.sum(1, keepdims=True, dtype=np.float64)
+        else:
+            expected = y * (g - (g.astype(np.float64) * y).sum(1, keepdims=True))
+        tol = 1e-5 if dtype is F32 else 1e-12
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+    with pytest.raises(ValueError):   # y's view overruns its buffer
+        _nn_rows.softmax_backward(log, g, 0, y[:2].copy(), 0, rows, n, (n, n), out)
+
+
+def test_fused_backward_registers_when_the_ops_are_declared():
+    """Declared as structured ops (inputs grad_output, output; param dim), the backward ops
+    are served by the plugin (checked in a fresh process so the registry stays as it is)."""
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import numpy as np, reftorch
+        from reftorch._ops import structured
+        def soft(g, y, dim):
+            return y * (g - np.sum(g * y, axis=dim, keepdims=True))
+        def logsoft(g, y, dim):
+            return g - np.exp(y) * np.sum(g, axis=dim, keepdims=True)
+        def nll_backward(g, x, t, w, total, reduction=1, ignore_index=-100):
+            coef = np.zeros_like(x)
+            keep = t != ignore_index
+            rows = np.arange(len(t))[keep]
+            coef[rows, t[keep]] = 1 if w is None else w[t[keep]]
+            g = g.reshape(-1, 1) if reduction == 0 else (g / total if reduction == 1 else g)
+            return np.where(coef != 0, -coef * g, 0).astype(x.dtype)
+        ops = [structured.declare("_softmax_backward_data", soft, family="nn",
+                                  params={"dim": None}),
+               structured.declare("_log_softmax_backward_data", logsoft, family="nn",
+                                  params={"dim": None})]
+        nll_op = structured.declare("nll_loss_backward", nll_backward, family="nn",
+                                    params={"reduction": 1, "ignore_index": -100})
+        import reftorch_cpu
+        from reftorch_cpu import _nn_rows
+        reftorch.plugins.load("cpu", reftorch_cpu.register)
+        rng = np.random.default_rng(0)
+        x = reftorch.from_numpy(rng.standard_normal((64, 100)))
+        g = reftorch.from_numpy(rng.standard_normal((64, 100)))
+        for op, fwd in zip(ops, (reftorch.softmax, reftorch.log_softmax)):
+            y = fwd(x, 1)
+            before = _nn_rows.calls()
+            got = structured.run(op, (g, y), {"dim": 1})
+            assert _nn_rows.calls() == before + 1
+            with reftorch.plugins.use_reference_kernels():
+                expected = structured.run(op, (g, y), {"dim": 1})
+            np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)
+        t = reftorch.from_numpy(rng.integers(0, 100, 64))
+        t[3] = -100
+        w = reftorch.from_numpy(rng.random(100))
+        for reduction in (0, 1, 2):
+            for weight in (None, w):
+                loss, total = reftorch._ops.nn_loss.NLL, None
+                value, total = structured.run(loss, (x, t, weight), {"reduction": reduction})
+                grad = reftorch.ones_like(value) * 0.7
+                inputs = (grad, x, t, weight, total)
+                params = {"reduction": reduction, "ignore_index": -100}
+                before = _nn_rows.calls()
+                got = structured.run(nll_op, inputs, params)
+                assert _nn_rows.calls() == before + 1
+                with reftorch.plugins.use_reference_kernels():
+                    expected = structured.run(nll_op, inputs, params)
+                assert np.array_equal(got.numpy(), expected.numpy())
+        print("ok")
+    """)
+    env = dict(__import__("os").environ, REFTORCH_PLUGINS="none")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
