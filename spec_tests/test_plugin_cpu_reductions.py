@@ -518,19 +518,38 @@ def test_fused_softmax_backward_rows(dtype, log):
         _nn_rows.softmax_backward(log, g, 0, y[:2].copy(), 0, rows, n, (n, n), out)
 
 
-def test_fused_backward_registers_when_the_ops_are_declared():
-    """Declared as structured ops (inputs grad_output, output; param dim), the backward ops
-    are served by the plugin (checked in a fresh process so the registry stays as it is)."""
+@pytest.mark.parametrize("name,forward", [("_softmax_backward_data", "softmax"),
+                                          ("_log_softmax_backward_data", "log_softmax")])
+@pytest.mark.parametrize("dtype", [reftorch.float32, reftorch.float64])
+def test_fused_softmax_backward_is_served(name, forward, dtype):
+    """The derivative rows of softmax and log_softmax call these ops; the plugin fuses them."""
+    from reftorch._dispatch import find_op
+    from reftorch._ops import structured
+    op = find_op(name)
+    assert reftorch.plugins.serving(name, "cpu", dtype) == "cpu"
+    rng = np.random.default_rng(0)
+    x = reftorch.from_numpy(rng.standard_normal((64, 100)).astype(dtype.numpy_dtype))
+    g = reftorch.from_numpy(rng.standard_normal((64, 100)).astype(dtype.numpy_dtype))
+    y = getattr(reftorch, forward)(x, 1)
+    params = {"dim": 1, "input_dtype": dtype}
+    before = _nn_rows.calls()
+    got = structured.run(op, (g, y), params)
+    assert _nn_rows.calls() == before + 1
+    with reftorch.plugins.use_reference_kernels():
+        expected = structured.run(op, (g, y), params)
+    tol = 1e-5 if dtype is reftorch.float32 else 1e-12
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=tol, atol=tol)
+
+
+def test_fused_nll_backward_registers_when_the_op_is_declared():
+    """Declared as a structured op (PyTorch's inputs and params), nll_loss_backward is served
+    by the plugin (checked in a fresh process so the registry stays as it is)."""
     import subprocess
     import sys
     import textwrap
     code = textwrap.dedent("""
         import numpy as np, reftorch
         from reftorch._ops import structured
-        def soft(g, y, dim):
-            return y * (g - np.sum(g * y, axis=dim, keepdims=True))
-        def logsoft(g, y, dim):
-            return g - np.exp(y) * np.sum(g, axis=dim, keepdims=True)
         def nll_backward(g, x, t, w, total, reduction=1, ignore_index=-100):
             coef = np.zeros_like(x)
             keep = t != ignore_index
@@ -538,10 +557,6 @@ def test_fused_backward_registers_when_the_ops_are_declared():
             coef[rows, t[keep]] = 1 if w is None else w[t[keep]]
             g = g.reshape(-1, 1) if reduction == 0 else (g / total if reduction == 1 else g)
             return np.where(coef != 0, -coef * g, 0).astype(x.dtype)
-        ops = [structured.declare("_softmax_backward_data", soft, family="nn",
-                                  params={"dim": None}),
-               structured.declare("_log_softmax_backward_data", logsoft, family="nn",
-                                  params={"dim": None})]
         nll_op = structured.declare("nll_loss_backward", nll_backward, family="nn",
                                     params={"reduction": 1, "ignore_index": -100})
         import reftorch_cpu
@@ -549,15 +564,6 @@ def test_fused_backward_registers_when_the_ops_are_declared():
         reftorch.plugins.load("cpu", reftorch_cpu.register)
         rng = np.random.default_rng(0)
         x = reftorch.from_numpy(rng.standard_normal((64, 100)))
-        g = reftorch.from_numpy(rng.standard_normal((64, 100)))
-        for op, fwd in zip(ops, (reftorch.softmax, reftorch.log_softmax)):
-            y = fwd(x, 1)
-            before = _nn_rows.calls()
-            got = structured.run(op, (g, y), {"dim": 1})
-            assert _nn_rows.calls() == before + 1
-            with reftorch.plugins.use_reference_kernels():
-                expected = structured.run(op, (g, y), {"dim": 1})
-            np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)
         t = reftorch.from_numpy(rng.integers(0, 100, 64))
         t[3] = -100
         w = reftorch.from_numpy(rng.random(100))

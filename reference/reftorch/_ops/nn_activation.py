@@ -445,6 +445,18 @@ def _log_softmax(x, dim):
     return (shifted - logsum).astype(x.dtype).reshape(x.shape)
 
 
+def _softmax_backward(grad, y, dim, input_dtype=None):
+    """The input gradient of softmax from its output y: y * (g - sum(g * y))."""
+    g, out = _opmath(grad), _opmath(y)
+    return (out * (g - np.sum(g * out, axis=dim, keepdims=True))).astype(y.dtype)
+
+
+def _log_softmax_backward(grad, y, dim, input_dtype=None):
+    """The input gradient of log_softmax from its output y: g - exp(y) * sum(g)."""
+    g, out = _opmath(grad), _opmath(y)
+    return (g - np.exp(out) * np.sum(g, axis=dim, keepdims=True)).astype(y.dtype)
+
+
 def _glu(x, dim):
     """First half times the sigmoid of the second half, along dim."""
     wide = _opmath(x)
@@ -457,6 +469,23 @@ SOFTMAX = structured.declare("softmax", _softmax, family="nn", params={"dim": No
 LOG_SOFTMAX = structured.declare("log_softmax", _log_softmax, family="nn",
                                  params={"dim": None}, dtypes=FLOATING)
 GLU = structured.declare("glu", _glu, family="nn", params={"dim": -1}, dtypes=FLOATING)
+# The backward ops the derivative rows call (PyTorch's names), so a plugin can fuse them.
+SOFTMAX_BACKWARD = structured.declare("_softmax_backward_data", _softmax_backward, family="nn",
+                                      params={"dim": None, "input_dtype": None},
+                                      dtypes=FLOATING)
+LOG_SOFTMAX_BACKWARD = structured.declare("_log_softmax_backward_data", _log_softmax_backward,
+                                          family="nn", params={"dim": None, "input_dtype": None},
+                                          dtypes=FLOATING)
+
+
+def softmax_backward_data(grad_output, output, dim, input_dtype):
+    return structured.run(SOFTMAX_BACKWARD, (grad_output, output),
+                          {"dim": dim, "input_dtype": input_dtype})
+
+
+def log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    return structured.run(LOG_SOFTMAX_BACKWARD, (grad_output, output),
+                          {"dim": dim, "input_dtype": input_dtype})
 
 
 def _softmax_family(op, fn_name, input, dim, dtype):

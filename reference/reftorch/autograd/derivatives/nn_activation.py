@@ -164,7 +164,7 @@ def _softmax(ctx, grad):
     y = ctx.result
     if y.ndim == 0:
         return grad * 0
-    return y * (grad - torch.sum(grad * y, ctx.dim, keepdim=True))
+    return _ops().softmax_backward_data(grad, y, ctx.dim, y.dtype)
 
 
 @derivative("log_softmax", "LogSoftmaxBackward0", saves=("result", "dim"))
@@ -172,7 +172,35 @@ def _log_softmax(ctx, grad):
     y = ctx.result
     if y.ndim == 0:
         return grad * 0
-    return grad - torch.exp(y) * torch.sum(grad, ctx.dim, keepdim=True)
+    return _ops().log_softmax_backward_data(grad, y, ctx.dim, y.dtype)
+
+
+# f(g, y) = y * (g - s) with s = sum(g * y): df/dg is the same op applied to the incoming
+# gradient, and df/dy = gg * (g - s) - g * sum(gg * y).
+@derivative("_softmax_backward_data", "SoftmaxBackwardDataBackward0",
+            inputs=("grad_output", "output"), saves=("grad_output", "output", "dim"))
+def _softmax_backward_data(ctx, gg):
+    g, y, dim = ctx.grad_output, ctx.output, ctx.dim
+    grad_g = _ops().softmax_backward_data(gg, y, dim, y.dtype)
+    grad_y = gg * (g - torch.sum(g * y, dim, keepdim=True)) - \
+        g * torch.sum(gg * y, dim, keepdim=True)
+    return grad_g, grad_y
+
+
+# f(g, y) = g - exp(y) * sum(g): df/dg = gg - sum(gg * exp(y)), df/dy = -gg * exp(y) * sum(g).
+@derivative("_log_softmax_backward_data", "LogSoftmaxBackwardDataBackward0",
+            inputs=("grad_output", "output"), saves=("grad_output", "output", "dim"))
+def _log_softmax_backward_data(ctx, gg):
+    g, y, dim = ctx.grad_output, ctx.output, ctx.dim
+    e = torch.exp(y)
+    grad_g = gg - torch.sum(gg * e, dim, keepdim=True)
+    grad_y = -gg * e * torch.sum(g, dim, keepdim=True)
+    return grad_g, grad_y
+
+
+def _ops():
+    from ..._ops import nn_activation
+    return nn_activation
 
 
 @derivative("glu", "GluBackward0", saves=("self", "dim"))
