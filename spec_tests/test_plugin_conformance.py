@@ -2,7 +2,9 @@
 
 For each registered (op, device, dtype) the op database's samples run twice: once normally
 (the plugin kernel serves, or declines) and once under `use_reference_kernels()`; results must
-agree exactly for integers and within the dtype's tolerance for floats.
+agree exactly for integers and within the dtype's tolerance for floats. Binary pointwise ops
+run over broadcasting shape pairs and layouts; every other op over its op-database samples
+(for ops such as reductions and softmax, whose OpInfo has the kernel's name).
 """
 from __future__ import annotations
 
@@ -11,16 +13,27 @@ import pytest
 
 import reftorch
 from reftorch import plugins
-from .opdb import BY_NAME
+from .opdb import BY_NAME, structured_ops
+from .opdb.core import OpInfo, build_sample
 from .opdb.samples import BINARY_SHAPES
 from .oracle import compare_values
+
+
+def _entries():
+    """Op name -> its op-database entry (pointwise OpEntry or OpInfo)."""
+    entries = {entry.name: entry for entry in structured_ops()}
+    entries.update(BY_NAME)
+    return entries
+
+
+ENTRIES = _entries()
 
 
 def _registered():
     cases = []
     for name, info in sorted(plugins.loaded().items()):
         for op, device_type, dtype in info.kernels:
-            if op in BY_NAME:
+            if op in ENTRIES:
                 cases.append(pytest.param(name, op, device_type, dtype,
                                           id=f"{name}-{op}-{device_type}-{dtype.name}"))
     return cases or [pytest.param(None, None, None, None, marks=pytest.mark.skip(
@@ -48,7 +61,9 @@ def _inputs(shape, dtype, device, rng, layout):
 def test_plugin_kernel_matches_reference(plugin, op, device_type, dtype):
     if not _available(device_type):
         pytest.skip(f"no {device_type} device on this machine")
-    entry = BY_NAME[op]
+    entry = ENTRIES[op]
+    if isinstance(entry, OpInfo):
+        return _check_samples(entry, device_type, dtype)
     rng = np.random.default_rng(0)
     device = reftorch.device(device_type)
     shapes = BINARY_SHAPES + [((257, 129), (257, 129)), ((1000, 100), (100,))]
@@ -76,6 +91,24 @@ def test_plugin_kernel_matches_reference(plugin, op, device_type, dtype):
     assert not failures, "\n".join(failures[:5])
 
 
+def _check_samples(entry, device_type, dtype):
+    """An OpInfo's own samples for this dtype, with the plugin and on the reference."""
+    if dtype.name not in entry.dtypes:
+        pytest.skip(f"the op database has no {dtype.name} samples for {entry.name}")
+    failures = []
+    for sample in entry.samples(dtype.name, np.random.default_rng(0)):
+        args, kwargs = build_sample(sample, reftorch)
+        args = tuple(a.to(device_type) if isinstance(a, reftorch.Tensor) else a for a in args)
+        got = _run(lambda: entry.call(reftorch, *args, **kwargs))
+        with plugins.use_reference_kernels():
+            cpu_args = tuple(a.cpu() if isinstance(a, reftorch.Tensor) else a for a in args)
+            expected = _run(lambda: entry.call(reftorch, *cpu_args, **kwargs))
+        message = _differ(got, expected)
+        if message:
+            failures.append(f"{sample.label} {kwargs}: {message}")
+    assert not failures, "\n".join(failures[:5])
+
+
 def _run(fn):
     try:
         return fn()
@@ -88,4 +121,10 @@ def _differ(got, expected):
         if type(got) is type(expected):
             return None
         return f"{got!r} vs {expected!r}"
-    return compare_values(got.cpu(), expected)
+    if isinstance(expected, (tuple, list)):
+        return compare_values(tuple(_host(g) for g in got), tuple(expected))
+    return compare_values(_host(got), expected)
+
+
+def _host(value):
+    return value.cpu() if isinstance(value, reftorch.Tensor) else value

@@ -76,7 +76,9 @@ def build(arg, module, requires_grad=False):
     """Turn a sample argument into the module's object (tensors, dtypes, nested sequences)."""
     import reftorch
     if isinstance(arg, TensorArg):
-        r, t = make_pair(arg.array, arg.dtype, arg.layout, reftorch, _torch())
+        # Building reftorch's tensor alone needs no torch (the plugin conformance kit).
+        other = reftorch if module is reftorch else _torch()
+        r, t = make_pair(arg.array, arg.dtype, arg.layout, reftorch, other)
         x = r if module is reftorch else t
         if requires_grad and arg.requires_grad and arg.dtype in GRAD_DTYPES:
             x = x.detach().requires_grad_(True)
