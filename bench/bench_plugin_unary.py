@@ -1,0 +1,105 @@
+"""The C plugin's unary group (issue 11) at the issue's size, 4M float32 elements: exp, tanh,
+sigmoid, gelu (both forms), erf, silu, log, sqrt, relu, neg, clamp, where, and the float32 <->
+float64 / bool -> float32 conversions; exp and tanh also in float64.
+
+Implementations: "reftorch" (plugins loaded), "reftorch-reference-only" (the same call inside
+`reftorch.plugins.use_reference_kernels()`), "torch", "numpy". gelu(approximate='none') on
+the reference takes seconds at 4M elements (its erf is a chain of NumPy calls), so its
+reference-only timing (and erf's) is taken at 256 Ki elements instead. Run with `make bench`;
+bench/report.py prints the ratios. Nothing here asserts a time.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import reftorch
+import reftorch.nn.functional as F
+from cases import as_tests, float32_inputs, inputs
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(2)  # the issue compares on 2 threads (the plugin: OMP_NUM_THREADS=2)
+TF = torch.nn.functional
+
+_RNG = np.random.default_rng(0)
+_N = 4 * 1024 * 1024
+_X_R, _X_T, _X_N = float32_inputs((_N,), _RNG)
+_S_R, _S_T, _S_N = float32_inputs((256 * 1024,), _RNG)
+_P_R, _P_T, _P_N = inputs(np.abs(_X_N) + np.float32(0.5))           # positive, for log/sqrt
+_D_R, _D_T, _D_N = inputs(_X_N.astype(np.float64))
+_M_R, _M_T, _M_N = inputs(_X_N > 0)
+_Y_R, _Y_T, _Y_N = float32_inputs((_N,), _RNG)
+
+
+def _reference_only(fn):
+    def run():
+        with reftorch.plugins.use_reference_kernels():
+            return fn()
+    return run
+
+
+def _np_gelu(a):
+    erf = np.vectorize(math.erf, otypes=[np.float64])  # too slow at 4M: small size only
+    return (0.5 * a * (1 + erf(a.astype(np.float64) / math.sqrt(2)))).astype(a.dtype)
+
+
+def _np_gelu_tanh(a):
+    return 0.5 * a * (1 + np.tanh(np.float32(math.sqrt(2 / math.pi)) *
+                                  (a + np.float32(0.044715) * a * a * a)))
+
+
+def _case(ours, theirs, numpy=None, reference=True):
+    case = {"reftorch": ours, "torch": theirs}
+    if reference:
+        case["reftorch-reference-only"] = _reference_only(ours)
+    if numpy is not None:
+        case["numpy"] = numpy
+    return case
+
+
+CASES = {
+    "exp float32 n=4M": _case(lambda: reftorch.exp(_X_R), lambda: torch.exp(_X_T),
+                              lambda: np.exp(_X_N)),
+    "tanh float32 n=4M": _case(lambda: reftorch.tanh(_X_R), lambda: torch.tanh(_X_T),
+                               lambda: np.tanh(_X_N)),
+    "sigmoid float32 n=4M": _case(lambda: reftorch.sigmoid(_X_R), lambda: torch.sigmoid(_X_T),
+                                  lambda: 1 / (1 + np.exp(-_X_N))),
+    "gelu float32 n=4M": _case(lambda: F.gelu(_X_R), lambda: TF.gelu(_X_T), reference=False),
+    "gelu float32 n=256Ki": _case(lambda: F.gelu(_S_R), lambda: TF.gelu(_S_T),
+                                  lambda: _np_gelu(_S_N)),
+    "gelu tanh float32 n=4M": _case(lambda: F.gelu(_X_R, approximate="tanh"),
+                                    lambda: TF.gelu(_X_T, approximate="tanh"),
+                                    lambda: _np_gelu_tanh(_X_N)),
+    "erf float32 n=256Ki": _case(lambda: reftorch.erf(_S_R), lambda: torch.erf(_S_T),
+                                 lambda: np.vectorize(math.erf, otypes=[np.float32])(_S_N)),
+    "silu float32 n=4M": _case(lambda: F.silu(_X_R), lambda: TF.silu(_X_T),
+                               lambda: _X_N / (1 + np.exp(-_X_N))),
+    "log float32 n=4M": _case(lambda: reftorch.log(_P_R), lambda: torch.log(_P_T),
+                              lambda: np.log(_P_N)),
+    "sqrt float32 n=4M": _case(lambda: reftorch.sqrt(_P_R), lambda: torch.sqrt(_P_T),
+                               lambda: np.sqrt(_P_N)),
+    "relu float32 n=4M": _case(lambda: reftorch.relu(_X_R), lambda: torch.relu(_X_T),
+                               lambda: np.maximum(_X_N, np.float32(0))),
+    "neg float32 n=4M": _case(lambda: reftorch.neg(_X_R), lambda: torch.neg(_X_T),
+                              lambda: np.negative(_X_N)),
+    "clamp float32 n=4M": _case(lambda: reftorch.clamp(_X_R, -0.5, 0.5),
+                                lambda: torch.clamp(_X_T, -0.5, 0.5),
+                                lambda: np.clip(_X_N, -0.5, 0.5)),
+    "where float32 n=4M": _case(lambda: reftorch.where(_M_R, _X_R, _Y_R),
+                                lambda: torch.where(_M_T, _X_T, _Y_T),
+                                lambda: np.where(_M_N, _X_N, _Y_N)),
+    "float32->float64 n=4M": _case(lambda: _X_R.double(), lambda: _X_T.double(),
+                                   lambda: _X_N.astype(np.float64)),
+    "float64->float32 n=4M": _case(lambda: _D_R.float(), lambda: _D_T.float(),
+                                   lambda: _D_N.astype(np.float32)),
+    "bool->float32 n=4M": _case(lambda: _M_R.float(), lambda: _M_T.float(),
+                                lambda: _M_N.astype(np.float32)),
+    "exp float64 n=4M": _case(lambda: reftorch.exp(_D_R), lambda: torch.exp(_D_T),
+                              lambda: np.exp(_D_N)),
+    "tanh float64 n=4M": _case(lambda: reftorch.tanh(_D_R), lambda: torch.tanh(_D_T),
+                               lambda: np.tanh(_D_N)),
+}
+
+test_plugin_unary = as_tests(CASES)

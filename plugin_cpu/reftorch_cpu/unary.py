@@ -1,0 +1,148 @@
+"""The kernels reftorch calls for unary math, activations, `where`, `clamp` and dtype casts.
+
+float32 and float64 on cpu, any strides (transposed, sliced, broadcast, 0-dim):
+
+    bit for bit the reference's result:  neg, abs, relu, leaky_relu, sqrt, rsqrt, clamp,
+                                         clamp_min, clamp_max, where, copy_ across dtypes
+    within a few ulp of the reference:   exp, log, tanh, sigmoid, silu, erf,
+                                         gelu (approximate 'none' and 'tanh')
+
+The reference's exp/log/tanh are NumPy's own SIMD approximations (float32 exp is up to 2 ulp
+from the correctly rounded value, log up to 3), which C cannot reproduce without copying
+them. src/unary.c computes these functions itself (range reduction plus a polynomial; float32
+in float32 arithmetic, about 1 ulp from the true value); its header lists the measured
+distances from the reference (float32: exp 2, log 4, tanh 2, sigmoid 4, silu 4 ulp) and
+spec_tests/test_plugin_cpu_unary.py (ULP_BOUNDS) checks them. sigmoid, silu and gelu keep
+the reference's formula operation for operation; only the exp/tanh/erf inside differ. gelu
+with approximate='none' is computed in float64 like the reference's and matches it bit for
+bit on all but about one float32 element in a million.
+
+`copy_` between float32, float64, int64, int32 and bool (the dtype conversions `.to()`,
+`.float()`, `mask.to(x.dtype)` make) runs here; a copy within one float dtype is left to
+reftorch_cpu.kernels. Everything else is declined (NotImplemented: the reference runs):
+other dtypes, mixed input dtypes, an `out=` of another dtype, fewer than MIN_NUMEL
+elements, gelu/leaky_relu parameters that are not plain numbers or known strings, and
+outputs that overlap an input other than element for element.
+"""
+from __future__ import annotations
+
+import math
+
+from reftorch import _dtype as D
+
+from . import _unary as _U
+from .kernels import _geometry, _new_result, _on_cpu_as, _safe_to_write
+
+# Calls on fewer elements go to the reference. The Python side of a plugin call costs 3-5 us
+# more than the reference's (checks, loop geometry, allocating the result). Measured on a
+# 2-core x86-64 (contiguous float32, best of many runs): for neg/relu/clamp/sigmoid/silu/
+# gelu the plugin wins from about 4,096 elements, as in kernels.py (the reference's sigmoid
+# makes four NumPy passes). NumPy's own exp/log/tanh loops are as fast as ours on one
+# thread (0.6-0.8 ns an element), so those win only once the loop is split over threads,
+# from PARALLEL_MIN_MATH (16,384) elements in src/unary.c.
+MIN_NUMEL = 4096
+MIN_NUMEL_MATH = 16384
+SINGLE_NUMPY_CALL = {"exp", "log", "tanh"}  # the ops that use MIN_NUMEL_MATH
+
+DTYPES = (D.float32, D.float64)
+CAST_TYPES = {D.float32: _U.T_F32, D.float64: _U.T_F64, D.int64: _U.T_I64,
+              D.int32: _U.T_I32, D.bool: _U.T_BOOL}
+
+# op name -> C op code; the number parameters come from `_params` below
+CHEAP = {"neg": _U.NEG, "abs": _U.ABS, "relu": _U.RELU, "sqrt": _U.SQRT, "rsqrt": _U.RSQRT,
+         "leaky_relu": _U.LEAKY_RELU}
+MATH = {"exp": _U.EXP, "log": _U.LOG, "tanh": _U.TANH, "sigmoid": _U.SIGMOID,
+        "silu": _U.SILU, "gelu": _U.GELU, "erf": _U.ERF}
+BOUNDS = {"clamp_min": _U.CLAMP_MIN, "clamp_max": _U.CLAMP_MAX, "clamp": _U.CLAMP}
+
+
+def register(registrar):
+    """Register every kernel with reftorch (called by reftorch_cpu.register)."""
+    for name, code in {**CHEAP, **MATH, **BOUNDS, "where": _U.WHERE}.items():
+        registrar.kernel(name, "cpu", DTYPES, _elementwise_kernel(name, code))
+    registrar.kernel("copy_", "cpu", tuple(CAST_TYPES), cast_kernel)
+
+
+def _params(name, code, params):
+    """(op code, p0, p1) for the C call, or None to decline."""
+    if name == "leaky_relu":
+        slope = params.get("negative_slope", 0.01)
+        if type(slope) not in (int, float) or (type(slope) is int and abs(slope) >= 2**53):
+            return None
+        return code, float(slope), 0.0  # C rounds it to the dtype, as NumPy rounds a number
+    if name == "gelu":
+        approximate = params.get("approximate", "none")
+        if approximate == "tanh":
+            return _U.GELU_TANH, 0.0, 0.0
+        return (code, 0.0, 0.0) if approximate == "none" else None
+    return code, 0.0, 0.0
+
+
+def _elementwise_kernel(name, code):
+    is_math = name in SINGLE_NUMPY_CALL
+    n_inputs = 3 if name in ("where", "clamp") else 2 if name in ("clamp_min", "clamp_max") \
+        else 1
+
+    def kernel(out, inputs, dtypes, params):
+        """out = op(inputs) through the C loop, or NotImplemented to decline."""
+        if len(inputs) != n_inputs:
+            return NotImplemented
+        first = inputs[1] if code == _U.WHERE else inputs[0]
+        min_numel = MIN_NUMEL_MATH if is_math else MIN_NUMEL  # read per call: tests patch it
+        if math.prod(first._shape) < min_numel and (out is None or out.numel() < min_numel):
+            return NotImplemented  # small: the common decline, ruled out first
+        dtype = dtypes[0]
+        if dtype not in DTYPES or dtypes[1] is not dtype or dtypes[2] is not dtype:
+            return NotImplemented
+        call = _params(name, code, params)
+        if call is None:
+            return NotImplemented
+        for i, t in enumerate(inputs):
+            if not _on_cpu_as(t, D.bool if (code == _U.WHERE and i == 0) else dtype):
+                return NotImplemented
+        shape = inputs[0]._shape
+        for t in inputs[1:]:
+            if t._shape != shape:
+                shape = _broadcast(shape, t._shape)
+        numel = math.prod(shape)
+        if numel < min_numel or (out is not None and out._shape != shape):
+            return NotImplemented
+        result = _new_result(shape, dtype, inputs) if out is None else out
+        shape, strides = _geometry(result, inputs, numel)
+        if len(shape) > _U.MAX_NDIM:
+            return NotImplemented
+        if out is not None and not _safe_to_write(out, shape, strides, inputs, dtype):
+            return NotImplemented
+        args = [call[0], shape, result._storage.array, result._offset, strides[0]]
+        for t, t_strides in zip(inputs, strides[1:]):
+            args += [t._storage.array, t._offset, t_strides]
+        _U.elementwise(*args, call[1], call[2])
+        return result
+    kernel.__name__ = f"{name}_kernel"
+    return kernel
+
+
+def _broadcast(a, b):
+    from reftorch._promotion import broadcast_shapes
+    return broadcast_shapes(a, b)
+
+
+def cast_kernel(out, inputs, dtypes, params):
+    """`copy_` converting between float32, float64, int64, int32 and bool (src already
+    broadcast to out's shape). Same-dtype float copies are left to reftorch_cpu.kernels."""
+    src_dtype, dst_dtype = dtypes[0], dtypes[2]
+    if len(inputs) != 1 or dst_dtype not in CAST_TYPES or src_dtype not in CAST_TYPES:
+        return NotImplemented
+    if src_dtype is dst_dtype and src_dtype in DTYPES:
+        return NotImplemented
+    src = inputs[0]
+    if src._shape != out._shape or out.numel() < MIN_NUMEL:
+        return NotImplemented
+    if not (_on_cpu_as(src, src_dtype) and _on_cpu_as(out, dst_dtype)):
+        return NotImplemented
+    shape, strides = _geometry(out, inputs, out.numel())
+    if len(shape) > _U.MAX_NDIM or not _safe_to_write(out, shape, strides, inputs, dst_dtype):
+        return NotImplemented
+    _U.cast(shape, out._storage.array, CAST_TYPES[dst_dtype], out._offset, strides[0],
+            src._storage.array, CAST_TYPES[src_dtype], src._offset, strides[1])
+    return out

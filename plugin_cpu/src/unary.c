@@ -1,0 +1,1193 @@
+/* reftorch_cpu._unary: strided elementwise math, activations, where, clamp and dtype casts.
+ *
+ * Entry points (called from reftorch_cpu/unary.py, which builds the loop geometry):
+ *
+ *   elementwise(op, shape, out, out_offset, out_strides,
+ *               [x, x_offset, x_strides] * n_inputs(op), p0, p1)
+ *       out = op(inputs...) for float32 ('f') or float64 ('d') buffers; `where`'s condition
+ *       is a bool ('?') buffer. p0, p1 are the op's number parameters (leaky_relu's slope).
+ *   cast(shape, out, out_type, out_offset, out_strides, src, src_type, src_offset, src_strides)
+ *       out = src converted between float32, float64, int64, int32 and bool (T_* codes).
+ *
+ * Every operand is a contiguous buffer (a CPU storage's 1-D NumPy array), the element offset
+ * of the view's element 0 and one stride per dim in elements (0 for a broadcast dim, negative
+ * allowed). Every argument is checked before memory is touched (dims, sizes, offsets, buffer
+ * element types, and that every visited element lies in its buffer, via common.h).
+ *
+ * Accuracy against the NumPy reference (float32 and float64):
+ *   bit-exact: neg, abs, relu, leaky_relu, sqrt, rsqrt, clamp, clamp_min, clamp_max, where,
+ *     casts. These are the reference's own IEEE operations, done in the same order.
+ *   within a few ulp: exp, log, tanh. NumPy's SIMD exp/log/tanh are their own
+ *     approximations (its float32 exp is up to 2 ulp from the correctly rounded value, log
+ *     up to 3), which cannot be reproduced without copying them. Ours are written here:
+ *     Cody-Waite range reduction (x = n ln2 + r, |r| <= ln2/2, ln2 split so n * ln2_hi is
+ *     exact) and a polynomial in r; float32 in float32 arithmetic (16 lanes per AVX-512
+ *     vector; about 1 ulp from the true value), float64 in float64 (about 1-2 ulp).
+ *     sigmoid, silu and gelu(approximate='tanh') follow the reference's formula operation
+ *     by operation with only exp/tanh replaced. gelu(approximate='none') uses the
+ *     reference's erf (Cody's rational approximations, the same operations in the same
+ *     order) with our exp; for float32 it is computed in float64 and rounded once, as the
+ *     reference does, and agrees with it bit for bit but for about 1 element in 10^6.
+ *   Measured maximum distances (1M values over the whole range, incl. inf/nan/subnormal):
+ *     float32  exp 2, log 4, tanh 2, sigmoid 4, silu 4 ulp
+ *     float64  exp 1, log 2, tanh 3, sigmoid 3, silu 4 ulp
+ *   gelu's formulas cancel where 1 + erf(x/sqrt2) or 1 + tanh(..) is near 0 (x < -3): the
+ *   reference's own result has an absolute error of about |x| eps there, which a change in
+ *   the last bit of erf/tanh moves; the tests bound gelu by that. (The reference's erf
+ *   also gives nan for float64 |x| > 1.6e307, where trunc(16 y) overflows; we give
+ *   PyTorch's x.) spec_tests/test_plugin_cpu_unary.py checks all of these bounds.
+ * No FMA is used anywhere (-ffp-contract=off, no fma() calls), so every instruction-set clone
+ * gives the same bits, and the loop runs elementwise, so results never depend on the thread
+ * count.
+ */
+/* The math loops below have conversions (double <-> int, double -> float) on lanes whose
+ * result a later select throws away (nan and out-of-range inputs). With the default
+ * -ftrapping-math GCC will not execute those speculatively, so it builds a branch and the
+ * loop does not vectorize. No value changes: this only lets floating-point exception flags
+ * be raised, which nothing reads (NumPy's reference ignores them too). */
+#pragma GCC optimize("no-trapping-math")
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "common.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#define X86_INTRINSICS 1
+#endif
+
+/* Loops over fewer elements than these run on one thread (starting a parallel region costs
+ * a few microseconds, more on a machine whose cores are busy). Cheap ops move memory only:
+ * 128 KiB of float32 output, as in kernels.c. The math ops spend 1-10 ns an element, so
+ * splitting pays off sooner: from 8 Ki elements a thread (2 threads, 2-core x86-64). */
+#define PARALLEL_MIN_CHEAP 32768
+#define PARALLEL_MIN_MATH 16384
+/* The parallel loop hands out blocks of this many elements (a multiple of 16: no cache line
+ * is written by two threads), one contiguous run of blocks per thread. */
+#define PARALLEL_BLOCK 16384
+
+enum {
+    OP_NEG, OP_ABS, OP_RELU, OP_SQRT, OP_RSQRT, OP_LEAKY_RELU, /* cheap unary */
+    OP_EXP, OP_LOG, OP_TANH, OP_SIGMOID, OP_SILU, OP_GELU, OP_GELU_TANH, OP_ERF, /* math */
+    OP_CLAMP_MIN, OP_CLAMP_MAX, /* binary */
+    OP_CLAMP, OP_WHERE,         /* ternary */
+    N_OPS
+};
+static const int N_INPUTS[N_OPS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 3};
+#define IS_MATH_OP(op) ((op) >= OP_EXP && (op) <= OP_ERF)
+
+enum { T_F32, T_F64, T_I64, T_I32, T_BOOL, N_TYPES };
+static const char *const TYPE_NAMES[N_TYPES] = {"float32", "float64", "int64", "int32", "bool"};
+
+#define MAX_OPERANDS 4
+
+/* One run of n elements along the innermost dim: p[0] the output, p[1..] the inputs;
+ * s[k] the strides in elements; prm the op's number parameters. */
+typedef void (*row_fn)(ptrdiff_t n, char *const *p, const ptrdiff_t *s, const double *prm);
+
+#define AI static inline __attribute__((always_inline))
+
+/* ==== the math (double precision cores, branch-free so loops vectorize) ================== */
+
+static const double LOG2E = 1.4426950408889634;
+static const double LN2 = 0.6931471805599453;
+/* ln2 split so that n * LN2_HI is exact for |n| < 2^11 (its low 32 bits are zero) */
+static const double LN2_HI = 0x1.62e42feep-1;
+static const double LN2_LO = 0x1.a39ef35793c76p-33;
+static const double SHIFTER = 0x1.8p52; /* adding it rounds to an integer (round to nearest) */
+
+AI double from_bits(int64_t b)
+{
+    double d;
+    memcpy(&d, &b, sizeof d);
+    return d;
+}
+
+AI int64_t to_bits(double d)
+{
+    int64_t b;
+    memcpy(&b, &d, sizeof b);
+    return b;
+}
+
+/* The clamp bounds and stand-in values the math below selects between. They reach the loop
+ * through an empty asm, so the compiler cannot fold a whole computation for a constant
+ * branch (exp(90) = inf) into a separate path: that path would be control flow, and the
+ * loop would not vectorize. Rows build one of these before their loop. */
+typedef struct {
+    double exp32_hi, exp32_lo, exp64_hi, exp64_lo, tanh_cap, erf_cap, one, zero;
+} limits_t;
+
+AI double hide(double c)
+{
+    __asm__("" : "+x"(c));
+    return c;
+}
+
+AI limits_t make_limits(void)
+{
+    limits_t k = {hide(90.0), hide(-110.0), hide(710.0), hide(-746.0), hide(20.0), hide(1e6),
+                  hide(1.0), hide(0.0)};
+    return k;
+}
+
+/* 2^k for an integer k in [-1022, 1023]. */
+AI double pow2i(int32_t k) { return from_bits((int64_t)(k + 1023) << 52); }
+
+/* x = n ln2 + r with |r| <= ln2/2 (plus rounding): n (as a double and int) and r. x must be
+ * finite and |x| < 2^10 ln2 (callers clamp). */
+AI double reduce_ln2(double x, int32_t *n_out, double *r_out)
+{
+    double n = (x * LOG2E + SHIFTER) - SHIFTER;
+    *n_out = (int32_t)n;
+    *r_out = (x - n * LN2_HI) - n * LN2_LO;
+    return n;
+}
+
+/* exp(r) - 1 - r for |r| <= 0.35: the Taylor terms r^2/2! .. r^d/d!, written out (loops of
+ * constant length are not always unrolled before vectorization). Degree 13 truncates below
+ * 2^-57 relative to exp(r) (float64 work), degree 9 below 2^-37 (float32 work). */
+#define INV_FACT_2 (1.0 / 2)
+#define INV_FACT_3 (1.0 / 6)
+#define INV_FACT_4 (1.0 / 24)
+#define INV_FACT_5 (1.0 / 120)
+#define INV_FACT_6 (1.0 / 720)
+#define INV_FACT_7 (1.0 / 5040)
+#define INV_FACT_8 (1.0 / 40320)
+#define INV_FACT_9 (1.0 / 362880)
+#define INV_FACT_10 (1.0 / 3628800)
+#define INV_FACT_11 (1.0 / 39916800)
+#define INV_FACT_12 (1.0 / 479001600)
+#define INV_FACT_13 (1.0 / 6227020800.0)
+
+AI double expm1_tail(double r, int degree)
+{
+    double q;
+    if (degree > 9) {
+        q = INV_FACT_13;
+        q = q * r + INV_FACT_12;
+        q = q * r + INV_FACT_11;
+        q = q * r + INV_FACT_10;
+        q = q * r + INV_FACT_9;
+    } else {
+        q = INV_FACT_9;
+    }
+    q = q * r + INV_FACT_8;
+    q = q * r + INV_FACT_7;
+    q = q * r + INV_FACT_6;
+    q = q * r + INV_FACT_5;
+    q = q * r + INV_FACT_4;
+    q = q * r + INV_FACT_3;
+    q = q * r + INV_FACT_2;
+    return r * r * q;
+}
+
+/* exp(x) for x clamped to [-746, 710] by the caller (not nan): 2^n exp(r), the power of two
+ * applied in two halves so subnormal results come out right. */
+AI double exp_core(double x, int degree)
+{
+    int32_t n;
+    double r;
+    reduce_ln2(x, &n, &r);
+    double p = 1.0 + (r + expm1_tail(r, degree));
+    int32_t n1 = n >> 1;
+    return p * pow2i(n1) * pow2i(n - n1);
+}
+
+/* exp(y) - 1 for y in [0, 45] (tanh's argument): 2^n expm1(r) + (2^n - 1), both exact
+ * scalings, so small y keep full relative accuracy. */
+AI double expm1_core(double y, int degree)
+{
+    int32_t n;
+    double r;
+    reduce_ln2(y, &n, &r);
+    double q = r + expm1_tail(r, degree);
+    double scale = pow2i(n);
+    return scale * q + (scale - 1.0);
+}
+
+/* log(x) for a positive, finite, normal double x: x = 2^e (1 + f), sqrt(1/2) <= 1 + f <
+ * sqrt(2); log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2)) with s = f / (2 + f) and R the atanh
+ * series 2 s^2/3 + 2 s^4/5 + ... (`terms` of them: 11 for float64, 6 for float32 work). */
+AI double log_core(double x, int terms)
+{
+    int64_t bits = to_bits(x);
+    int32_t e = (int32_t)(bits >> 52) - 1023;
+    double m = from_bits((bits & 0x000fffffffffffffLL) | 0x3ff0000000000000LL);
+    int big = m > 1.4142135623730951;
+    m = big ? m * 0.5 : m;
+    e = big ? e + 1 : e;
+    double f = m - 1.0;
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double R;
+    if (terms > 6) {
+        R = 2.0 / 23;
+        R = R * z + 2.0 / 21;
+        R = R * z + 2.0 / 19;
+        R = R * z + 2.0 / 17;
+        R = R * z + 2.0 / 15;
+        R = R * z + 2.0 / 13;
+    } else {
+        R = 2.0 / 13;
+    }
+    R = R * z + 2.0 / 11;
+    R = R * z + 2.0 / 9;
+    R = R * z + 2.0 / 7;
+    R = R * z + 2.0 / 5;
+    R = R * z + 2.0 / 3;
+    R = R * z;
+    double hfsq = 0.5 * f * f;
+    double ed = (double)e;
+    return ed * LN2_HI + ((f - hfsq + s * (hfsq + R)) + ed * LN2_LO);
+}
+
+/* tanh(x) = sign(x) expm1(2|x|) / (expm1(2|x|) + 2); |x| >= 20 gives +-1 in both dtypes. */
+AI double tanh_core(double x, int degree, const limits_t *K)
+{
+    double ax = fabs(x);
+    ax = ax > K->tanh_cap ? K->tanh_cap : ax; /* nan stays nan */
+    double safe = ax == ax ? ax : K->zero;
+    double em1 = expm1_core(2.0 * safe, degree);
+    double t = em1 / (em1 + 2.0);
+    t = copysign(t, x);
+    return x != x ? x : t;
+}
+
+/* --- float32 ops ------------------------------------------------------------------------ */
+
+/* float32 exp in float32 arithmetic (16 lanes per AVX-512 vector, twice float64's): x = n ln2
+ * + r with ln2 split in two (n * EXP32_LN2_HI is exact for |n| < 2^15), exp(r) by its Taylor
+ * series to r^7 (truncation below 2^-27 on |r| <= ln2/2), times 2^n in two halves so that
+ * subnormal results are rounded once. About 1 ulp from the true value. Clamping x to
+ * [-110, 90] keeps n in range; exp(90) still overflows to inf and exp(-110) to 0. */
+#define EXP32_LN2_HI 0.693359375f
+#define EXP32_LN2_LO (-2.12194440e-4f)
+
+AI float pow2i_f32(int32_t k) /* 2^k for k in [-126, 127] */
+{
+    int32_t b = (k + 127) << 23;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+AI float exp_f32(float x, const limits_t *K)
+{
+    float c = x > (float)K->exp32_hi ? (float)K->exp32_hi : x; /* nan stays nan */
+    c = c < (float)K->exp32_lo ? (float)K->exp32_lo : c;
+    float d = c == c ? c : (float)K->zero;
+    float n = (d * 1.44269504f + 12582912.0f) - 12582912.0f; /* 1.5 * 2^23: round to int */
+    int32_t ni = (int32_t)n;
+    float r = (d - n * EXP32_LN2_HI) - n * EXP32_LN2_LO;
+    float q = 1.0f / 5040;
+    q = q * r + 1.0f / 720;
+    q = q * r + 1.0f / 120;
+    q = q * r + 1.0f / 24;
+    q = q * r + 1.0f / 6;
+    q = q * r + 0.5f;
+    float p = 1.0f + (r + r * r * q);
+    int32_t n1 = ni >> 1;
+    float y = p * pow2i_f32(n1) * pow2i_f32(ni - n1);
+    return y + (c - c); /* c - c: 0, or nan for a nan x (a select here would stop the
+                         * loop from vectorizing, see the top of the file) */
+}
+
+/* float32 log in float32 arithmetic: x = 2^e m with sqrt(1/2) <= m < sqrt(2) (subnormal x
+ * scaled by 2^23 first), log(m) = f - f^2/2 + s (f^2/2 + R) as in log_core with R to s^8,
+ * e ln2 added in two parts (e * EXP32_LN2_HI is exact). About 1 ulp from the true value. */
+AI float log_f32(float x, const limits_t *K)
+{
+    float safe = (x > 0.0f && x < INFINITY) ? x : (float)K->one;
+    int tiny = safe < 0x1p-126f;
+    safe = tiny ? safe * 0x1p23f : safe;
+    int32_t bits;
+    memcpy(&bits, &safe, sizeof bits);
+    int32_t e = (bits >> 23) - 127;
+    int32_t mbits = (bits & 0x007fffff) | 0x3f800000;
+    float m;
+    memcpy(&m, &mbits, sizeof m);
+    int big = m > 1.41421356f;
+    m = big ? m * 0.5f : m;
+    e = big ? e + 1 : e;
+    e = tiny ? e - 23 : e;
+    float f = m - 1.0f;
+    float s = f / (2.0f + f);
+    float z = s * s;
+    float R = 2.0f / 9;
+    R = R * z + 2.0f / 7;
+    R = R * z + 2.0f / 5;
+    R = R * z + 2.0f / 3;
+    R = R * z;
+    float hfsq = 0.5f * f * f;
+    float ef = (float)e;
+    float y = ef * EXP32_LN2_HI + ((f - hfsq + s * (hfsq + R)) + ef * EXP32_LN2_LO);
+    y = x == 0.0f ? -INFINITY : y;
+    y = x == INFINITY ? INFINITY : y;
+    y = x < 0.0f ? NAN : y;
+    return x != x ? x : y;
+}
+
+/* float32 tanh in float32 arithmetic: for |x| < 0.625 the odd Taylor series x + x^3 P(x^2)
+ * (terms to x^19: truncation below 2^-26 relative); above, 1 - 2 / (exp(2|x|) + 1), which
+ * cancels at most one bit there (the argument is capped at 20: tanh is 1 in float32 from
+ * 9.01 on). */
+AI float tanh_f32(float x, const limits_t *K)
+{
+    float ax = fabsf(x);
+    float z = ax * ax;
+    float q = 6404582.0f / 10854718875.0f;
+    q = q * z + -929569.0f / 638512875.0f;
+    q = q * z + 21844.0f / 6081075.0f;
+    q = q * z + -1382.0f / 155925.0f;
+    q = q * z + 62.0f / 2835.0f;
+    q = q * z + -17.0f / 315.0f;
+    q = q * z + 2.0f / 15.0f;
+    q = q * z + -1.0f / 3.0f;
+    float small = ax + ax * z * q;
+    float big_arg = ax > (float)K->tanh_cap ? (float)K->tanh_cap : ax;
+    big_arg = big_arg == big_arg ? big_arg : (float)K->zero;
+    float e = exp_f32(2.0f * big_arg, K);
+    float big = 1.0f - 2.0f / (e + 1.0f);
+    float t = ax >= 0.625f ? big : small; /* nan: small, which is nan */
+    return copysignf(t, x);
+}
+
+
+/* --- float64 ops -------------------------------------------------------------------------- */
+
+AI double exp_f64(double x, const limits_t *K)
+{
+    double d = x > K->exp64_hi ? K->exp64_hi : x;
+    d = d < K->exp64_lo ? K->exp64_lo : d;
+    double safe = d == d ? d : K->zero;
+    double y = exp_core(safe, 13);
+    return x != x ? x : y;
+}
+
+AI double log_f64(double x, const limits_t *K)
+{
+    double safe = (x > 0.0 && x < INFINITY) ? x : K->one;
+    int tiny = safe < 0x1p-1022; /* subnormal: scale into the normal range first */
+    double y = log_core(tiny ? safe * 0x1p54 : safe, 11);
+    y = tiny ? y - 54.0 * LN2 : y;
+    y = x == 0.0 ? -INFINITY : y;
+    y = x == INFINITY ? INFINITY : y;
+    y = x < 0.0 ? NAN : y;
+    return x != x ? x : y;
+}
+
+AI double tanh_f64(double x, const limits_t *K) { return tanh_core(x, 13, K); }
+
+/* --- erf, as the reference computes it (_ops/special_pointwise.py: Cody's rational
+ * approximations, the same operations in the same order), with our exp. ------------------ */
+
+static const double CODY_A[5] = {3.16112374387056560e00, 1.13864154151050156e02,
+                                 3.77485237685302021e02, 3.20937758913846947e03,
+                                 1.85777706184603153e-1};
+static const double CODY_B[4] = {2.36012909523441209e01, 2.44024637934444173e02,
+                                 1.28261652607737228e03, 2.84423683343917062e03};
+static const double CODY_C[9] = {5.64188496988670089e-1, 8.88314979438837594e00,
+                                 6.61191906371416295e01, 2.98635138197400131e02,
+                                 8.81952221241769090e02, 1.71204761263407058e03,
+                                 2.05107837782607147e03, 1.23033935479799725e03,
+                                 2.15311535474403846e-8};
+static const double CODY_D[8] = {1.57449261107098347e01, 1.17693950891312499e02,
+                                 5.37181101862009858e02, 1.62138957456669019e03,
+                                 3.29079923573345963e03, 4.36261909014324716e03,
+                                 3.43936767414372164e03, 1.23033935480374942e03};
+static const double CODY_P[6] = {3.05326634961232344e-1, 3.60344899949804439e-1,
+                                 1.25781726111229246e-1, 1.60837851487422766e-2,
+                                 6.58749161529837803e-4, 1.63153871373020978e-2};
+static const double CODY_Q[5] = {2.56852019228982242e00, 1.87295284992346725e00,
+                                 5.27905102951428412e-1, 6.05183413124413191e-2,
+                                 2.33520497626869185e-3};
+
+/* One step of Cody's nesting: xnum = (xnum + num[i]) x, xden = (xden + den[i]) x */
+#define CODY_STEP(num, den, i, x)                                                           \
+    do {                                                                                    \
+        xnum = (xnum + (num)[i]) * (x);                                                     \
+        xden = (xden + (den)[i]) * (x);                                                     \
+    } while (0)
+
+/* erf, for gelu and for torch.erf itself (gelu's backward calls it). `f32`: for float32
+ * results the exp(-y^2) factor is taken whole (y^2's rounding, 2^-53 relative, moves it by
+ * far less than a float32 ulp) with a shorter exp polynomial: one exp instead of two. */
+AI double erf_ref(double x, const limits_t *K, int f32)
+{
+    double ax = fabs(x);
+    /* |x| <= 0.5: x A(x^2) / B(x^2) */
+    double xs = ax <= 0.5 ? x : K->zero;
+    double x2 = xs * xs;
+    double xnum = CODY_A[4] * x2, xden = x2;
+    CODY_STEP(CODY_A, CODY_B, 0, x2);
+    CODY_STEP(CODY_A, CODY_B, 1, x2);
+    CODY_STEP(CODY_A, CODY_B, 2, x2);
+    double small = xs * (xnum + CODY_A[3]) / (xden + CODY_B[3]);
+    /* 0.5 < y: erfc(y) = exp(-y^2) erfcx(y); for y > 6, 1 - erfc(y) is exactly 1, so y is
+     * capped (below where trunc(16 y) leaves the int range) without changing a result. */
+    double y = ax > 0.5 ? ax : K->one;
+    y = y > K->erf_cap ? K->erf_cap : y;
+    y = y == y ? y : K->one;
+    xnum = CODY_C[8] * y, xden = y;
+    CODY_STEP(CODY_C, CODY_D, 0, y);
+    CODY_STEP(CODY_C, CODY_D, 1, y);
+    CODY_STEP(CODY_C, CODY_D, 2, y);
+    CODY_STEP(CODY_C, CODY_D, 3, y);
+    CODY_STEP(CODY_C, CODY_D, 4, y);
+    CODY_STEP(CODY_C, CODY_D, 5, y);
+    CODY_STEP(CODY_C, CODY_D, 6, y);
+    double middle = (xnum + CODY_C[7]) / (xden + CODY_D[7]);
+    double z = 1.0 / (y * y);
+    xnum = CODY_P[5] * z, xden = z;
+    CODY_STEP(CODY_P, CODY_Q, 0, z);
+    CODY_STEP(CODY_P, CODY_Q, 1, z);
+    CODY_STEP(CODY_P, CODY_Q, 2, z);
+    CODY_STEP(CODY_P, CODY_Q, 3, z);
+    double tail = (0.5641895835477563 - z * (xnum + CODY_P[4]) / (xden + CODY_Q[4])) / y;
+    double erfcx = y <= 4.0 ? middle : tail; /* 0.5641895835477563: 1/sqrt(pi) */
+    double ems;
+    if (f32) {
+        double arg = -y * y;
+        ems = exp_core(arg < K->exp64_lo ? K->exp64_lo : arg, 9);
+    } else {
+        double head = (double)(int32_t)(y * 16.0) / 16.0;
+        double arg1 = -head * head, arg2 = -(y - head) * (y + head);
+        ems = exp_core(arg1 < K->exp64_lo ? K->exp64_lo : arg1, 13) *
+              exp_core(arg2 < K->exp64_lo ? K->exp64_lo : arg2, 13);
+    }
+    double large = copysign(1.0 - ems * erfcx, x);
+    return ax <= 0.5 ? small : (x != x ? x : large);
+}
+
+/* ==== row functions ======================================================================= */
+
+/* sqrt as one instruction. C's sqrt() keeps a call for negative input (to set errno), which
+ * stops loops from vectorizing; the build has no -fno-math-errno, and the optimize pragma
+ * cannot turn it off. Same IEEE result either way (correctly rounded; nan below 0). */
+#ifdef X86_INTRINSICS
+AI float sqrt1f(float x) { return _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x))); }
+AI double sqrt1d(double x) { return _mm_cvtsd_f64(_mm_sqrt_sd(_mm_setzero_pd(), _mm_set_sd(x))); }
+#else
+AI float sqrt1f(float x) { return sqrtf(x); }
+AI double sqrt1d(double x) { return sqrt(x); }
+#endif
+
+/* float32 formulas (reference: numbers meet float32 arrays as float32, NumPy 2's rule) */
+#define F32_neg(x) (-(x))
+#define F32_abs(x) fabsf(x)
+#define F32_relu(x) ((x) > 0.0f ? (x) : ((x) != (x) ? (x) : 0.0f))
+#define F32_sqrt(x) sqrt1f(x)
+#define F32_rsqrt(x) (1.0f / sqrt1f(x))
+#define F32_leaky_relu(x) ((x) > 0.0f ? (x) : (x) * c0)
+#define F32_exp(x) exp_f32(x, &K)
+#define F32_log(x) log_f32(x, &K)
+#define F32_tanh(x) tanh_f32(x, &K)
+#define F32_sigmoid(x) (1.0f / (1.0f + exp_f32(-(x), &K)))
+#define F32_silu(x) ((x) / (1.0f + exp_f32(-(x), &K)))
+#define F32_gelu(x) \
+    ((float)((double)(0.5f * (x)) * (1.0 + erf_ref((double)(x) / 1.4142135623730951, &K, 1))))
+#define F32_gelu_tanh(x) gelu_tanh_f32(x, &K)
+#define F32_erf(x) ((float)erf_ref((double)(x), &K, 1))
+
+#define F64_neg(x) (-(x))
+#define F64_abs(x) fabs(x)
+#define F64_relu(x) ((x) > 0.0 ? (x) : ((x) != (x) ? (x) : 0.0))
+#define F64_sqrt(x) sqrt1d(x)
+#define F64_rsqrt(x) (1.0 / sqrt1d(x))
+#define F64_leaky_relu(x) ((x) > 0.0 ? (x) : (x) * c0)
+#define F64_exp(x) exp_f64(x, &K)
+#define F64_log(x) log_f64(x, &K)
+#define F64_tanh(x) tanh_f64(x, &K)
+#define F64_sigmoid(x) (1.0 / (1.0 + exp_f64(-(x), &K)))
+#define F64_silu(x) ((x) / (1.0 + exp_f64(-(x), &K)))
+#define F64_gelu(x) ((0.5 * (x)) * (1.0 + erf_ref((x) / 1.4142135623730951, &K, 0)))
+#define F64_gelu_tanh(x) gelu_tanh_f64(x, &K)
+#define F64_erf(x) erf_ref((x), &K, 0)
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in the reference's order */
+AI float gelu_tanh_f32(float x, const limits_t *K)
+{
+    float inner = (float)0.7978845608028654 * (x + (float)0.044715 * x * x * x);
+    return 0.5f * x * (1.0f + tanh_f32(inner, K));
+}
+
+AI double gelu_tanh_f64(double x, const limits_t *K)
+{
+    double inner = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    return 0.5 * x * (1.0 + tanh_f64(inner, K));
+}
+
+/* NumPy's maximum/minimum: nan wins (from either side), and on a tie (+0 vs -0) the second
+ * operand is returned. */
+#define MAX2(a, b) ((a) != (a) ? (a) : ((a) > (b) ? (a) : (b)))
+#define MIN2(a, b) ((a) != (a) ? (a) : ((a) < (b) ? (a) : (b)))
+
+#define DEFINE_UNARY_ROW(NAME, T, PFX, ISA, ATTR)                                           \
+    ATTR static void row_##NAME##_##T##_##ISA(ptrdiff_t n, char *const *p,                  \
+                                              const ptrdiff_t *s, const double *prm)        \
+    {                                                                                       \
+        T *o = (T *)p[0];                                                                   \
+        const T *a = (const T *)p[1];                                                       \
+        const T c0 = (T)prm[0];                                                             \
+        const limits_t K = make_limits();                                                   \
+        (void)c0, (void)K;                                                                  \
+        const ptrdiff_t so = s[0], sa = s[1];                                               \
+        if (so == 1 && sa == 1) {                                                           \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) {                         \
+                const T x = a[i];                                                           \
+                o[i] = PFX##_##NAME(x);                                                     \
+            }                                                                               \
+        } else {                                                                            \
+            for (ptrdiff_t i = 0; i < n; i++) {                                             \
+                const T x = a[i * sa];                                                      \
+                o[i * so] = PFX##_##NAME(x);                                                \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+/* clamp_min / clamp_max: out = MAX2(a, lo) / MIN2(a, hi); fast when the bound is a scalar */
+#define DEFINE_BINARY_ROW(NAME, T, F, ISA, ATTR)                                            \
+    ATTR static void row_##NAME##_##T##_##ISA(ptrdiff_t n, char *const *p,                  \
+                                              const ptrdiff_t *s, const double *prm)        \
+    {                                                                                       \
+        (void)prm;                                                                          \
+        T *o = (T *)p[0];                                                                   \
+        const T *a = (const T *)p[1], *b = (const T *)p[2];                                 \
+        if (s[0] == 1 && s[1] == 1 && s[2] == 0) {                                          \
+            const T y = b[0];                                                               \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) o[i] = F(a[i], y);        \
+        } else if (s[0] == 1 && s[1] == 1 && s[2] == 1) {                                   \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) o[i] = F(a[i], b[i]);     \
+        } else {                                                                            \
+            for (ptrdiff_t i = 0; i < n; i++) o[i * s[0]] = F(a[i * s[1]], b[i * s[2]]);    \
+        }                                                                                   \
+    }
+
+/* clamp: MIN2(MAX2(a, lo), hi), as the reference's np.minimum(np.maximum(a, lo), hi) */
+#define DEFINE_CLAMP_ROW(T, ISA, ATTR)                                                      \
+    ATTR static void row_clamp_##T##_##ISA(ptrdiff_t n, char *const *p, const ptrdiff_t *s, \
+                                           const double *prm)                               \
+    {                                                                                       \
+        (void)prm;                                                                          \
+        T *o = (T *)p[0];                                                                   \
+        const T *a = (const T *)p[1], *l = (const T *)p[2], *h = (const T *)p[3];           \
+        if (s[0] == 1 && s[1] == 1 && s[2] == 0 && s[3] == 0) {                             \
+            /* two vectorized passes over chunks in cache (GCC does not vectorize the two  \
+             * nested selects in one loop for AVX-512F); same values as one pass */         \
+            const T lo = l[0], hi = h[0];                                                   \
+            for (ptrdiff_t j = 0; j < n; j += 1024) {                                       \
+                const ptrdiff_t m = n - j < 1024 ? n - j : 1024;                            \
+                T *oj = o + j;                                                              \
+                const T *aj = a + j;                                                        \
+                _Pragma("omp simd") for (ptrdiff_t i = 0; i < m; i++) {                     \
+                    const T x = aj[i];                                                      \
+                    oj[i] = MAX2(x, lo);                                                    \
+                }                                                                           \
+                _Pragma("omp simd") for (ptrdiff_t i = 0; i < m; i++) {                     \
+                    const T x = oj[i];                                                      \
+                    oj[i] = MIN2(x, hi);                                                    \
+                }                                                                           \
+            }                                                                               \
+        } else {                                                                            \
+            for (ptrdiff_t i = 0; i < n; i++) {                                             \
+                const T m = MAX2(a[i * s[1]], l[i * s[2]]);                                 \
+                o[i * s[0]] = MIN2(m, h[i * s[3]]);                                         \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+/* where: out = cond ? a : b, cond a bool buffer (any nonzero byte counts as true) */
+#define DEFINE_WHERE_ROW(T, ISA, ATTR)                                                      \
+    ATTR static void row_where_##T##_##ISA(ptrdiff_t n, char *const *p, const ptrdiff_t *s, \
+                                           const double *prm)                               \
+    {                                                                                       \
+        (void)prm;                                                                          \
+        T *o = (T *)p[0];                                                                   \
+        const uint8_t *c = (const uint8_t *)p[1];                                           \
+        const T *a = (const T *)p[2], *b = (const T *)p[3];                                 \
+        if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                             \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) {                         \
+                const T av = a[i], bv = b[i];                                               \
+                o[i] = c[i] ? av : bv;                                                      \
+            }                                                                               \
+        } else if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 0) {                      \
+            const T y = b[0];                                                               \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : y;   \
+        } else {                                                                            \
+            for (ptrdiff_t i = 0; i < n; i++)                                               \
+                o[i * s[0]] = c[i * s[1]] ? a[i * s[2]] : b[i * s[3]];                      \
+        }                                                                                   \
+    }
+
+#ifdef X86_INTRINSICS
+#define DEFINE_GENERIC_SQRT_ROWS(T, PFX, ISA, ATTR)
+#else
+#define DEFINE_GENERIC_SQRT_ROWS(T, PFX, ISA, ATTR)                                         \
+    DEFINE_UNARY_ROW(sqrt, T, PFX, ISA, ATTR) DEFINE_UNARY_ROW(rsqrt, T, PFX, ISA, ATTR)
+#endif
+
+#ifdef X86_INTRINSICS
+/* sqrt and rsqrt over unit-stride rows with the instruction set's vector sqrt (P: the
+ * intrinsics prefix, WF/WD: floats/doubles per vector); other rows element by element. */
+#define DEFINE_VSQRT_ROW(NAME, T, SFX, P, W, ISA, ATTR, VEXPR, SEXPR)                       \
+    ATTR static void row_v##NAME##_##T##_##ISA(ptrdiff_t n, char *const *p,                 \
+                                               const ptrdiff_t *s, const double *prm)       \
+    {                                                                                       \
+        (void)prm;                                                                          \
+        T *o = (T *)p[0];                                                                   \
+        const T *a = (const T *)p[1];                                                       \
+        if (s[0] == 1 && s[1] == 1) {                                                       \
+            ptrdiff_t i = 0;                                                                \
+            for (; i + W <= n; i += W) {                                                    \
+                __typeof__(P##loadu_##SFX(a)) v = P##loadu_##SFX(a + i);                    \
+                P##storeu_##SFX(o + i, VEXPR);                                              \
+            }                                                                               \
+            for (; i < n; i++) {                                                            \
+                const T x = a[i];                                                           \
+                o[i] = SEXPR;                                                               \
+            }                                                                               \
+        } else {                                                                            \
+            for (ptrdiff_t i = 0; i < n; i++) {                                             \
+                const T x = a[i * s[1]];                                                    \
+                o[i * s[0]] = SEXPR;                                                        \
+            }                                                                               \
+        }                                                                                   \
+    }
+#define DEFINE_VSQRT_ROWS(P, WF, WD, ISA, ATTR)                                             \
+    DEFINE_VSQRT_ROW(sqrt, float, ps, P, WF, ISA, ATTR, P##sqrt_ps(v), sqrt1f(x))           \
+    DEFINE_VSQRT_ROW(rsqrt, float, ps, P, WF, ISA, ATTR,                                    \
+                     P##div_ps(P##set1_ps(1.0f), P##sqrt_ps(v)), 1.0f / sqrt1f(x))          \
+    DEFINE_VSQRT_ROW(sqrt, double, pd, P, WD, ISA, ATTR, P##sqrt_pd(v), sqrt1d(x))          \
+    DEFINE_VSQRT_ROW(rsqrt, double, pd, P, WD, ISA, ATTR,                                   \
+                     P##div_pd(P##set1_pd(1.0), P##sqrt_pd(v)), 1.0 / sqrt1d(x))
+DEFINE_VSQRT_ROWS(_mm_, 4, 2, baseline, )
+DEFINE_VSQRT_ROWS(_mm256_, 8, 4, avx2, __attribute__((target("avx2"))))
+DEFINE_VSQRT_ROWS(_mm512_, 16, 8, avx512f, __attribute__((target("avx512f"))))
+#define SQRT_ROW(NAME, T, ISA) row_v##NAME##_##T##_##ISA
+#else
+#define SQRT_ROW(NAME, T, ISA) row_##NAME##_##T##_##ISA
+#endif
+
+#define DEFINE_ROWS_T(T, PFX, ISA, ATTR)                                                    \
+    DEFINE_UNARY_ROW(neg, T, PFX, ISA, ATTR)                                                \
+    DEFINE_UNARY_ROW(abs, T, PFX, ISA, ATTR)                                                \
+    DEFINE_UNARY_ROW(relu, T, PFX, ISA, ATTR)                                               \
+    DEFINE_GENERIC_SQRT_ROWS(T, PFX, ISA, ATTR)                                             \
+    DEFINE_UNARY_ROW(leaky_relu, T, PFX, ISA, ATTR)                                         \
+    DEFINE_UNARY_ROW(exp, T, PFX, ISA, ATTR)                                                \
+    DEFINE_UNARY_ROW(log, T, PFX, ISA, ATTR)                                                \
+    DEFINE_UNARY_ROW(tanh, T, PFX, ISA, ATTR)                                               \
+    DEFINE_UNARY_ROW(sigmoid, T, PFX, ISA, ATTR)                                            \
+    DEFINE_UNARY_ROW(silu, T, PFX, ISA, ATTR)                                               \
+    DEFINE_UNARY_ROW(gelu, T, PFX, ISA, ATTR)                                               \
+    DEFINE_UNARY_ROW(gelu_tanh, T, PFX, ISA, ATTR)                                          \
+    DEFINE_UNARY_ROW(erf, T, PFX, ISA, ATTR)                                                \
+    DEFINE_BINARY_ROW(clamp_min, T, MAX2, ISA, ATTR)                                        \
+    DEFINE_BINARY_ROW(clamp_max, T, MIN2, ISA, ATTR)                                        \
+    DEFINE_CLAMP_ROW(T, ISA, ATTR)                                                          \
+    DEFINE_WHERE_ROW(T, ISA, ATTR)
+
+#define ROWS_T(T, ISA)                                                                      \
+    {row_neg_##T##_##ISA, row_abs_##T##_##ISA, row_relu_##T##_##ISA,                        \
+     SQRT_ROW(sqrt, T, ISA), SQRT_ROW(rsqrt, T, ISA), row_leaky_relu_##T##_##ISA,           \
+     row_exp_##T##_##ISA, row_log_##T##_##ISA, row_tanh_##T##_##ISA,                        \
+     row_sigmoid_##T##_##ISA, row_silu_##T##_##ISA, row_gelu_##T##_##ISA,                   \
+     row_gelu_tanh_##T##_##ISA, row_erf_##T##_##ISA, row_clamp_min_##T##_##ISA,             \
+     row_clamp_max_##T##_##ISA,                                                             \
+     row_clamp_##T##_##ISA, row_where_##T##_##ISA}
+
+#define DEFINE_ROWS_FOR_ISA(ISA, ATTR)                                                      \
+    DEFINE_ROWS_T(float, F32, ISA, ATTR) DEFINE_ROWS_T(double, F64, ISA, ATTR)
+#define ROWS_FOR_ISA(ISA) {ROWS_T(float, ISA), ROWS_T(double, ISA)}
+
+DEFINE_ROWS_FOR_ISA(baseline, )
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define HAVE_X86_CLONES 1
+DEFINE_ROWS_FOR_ISA(avx2, __attribute__((target("avx2"))))
+DEFINE_ROWS_FOR_ISA(avx512f, __attribute__((target("avx512f"))))
+static const row_fn ROWS[N_ISAS][2][N_OPS] = {ROWS_FOR_ISA(baseline), ROWS_FOR_ISA(avx2),
+                                              ROWS_FOR_ISA(avx512f)};
+#else
+#define HAVE_X86_CLONES 0
+static const row_fn ROWS[N_ISAS][2][N_OPS] = {ROWS_FOR_ISA(baseline)};
+#endif
+
+/* ---- casts (NumPy's conversions: C casts; float to integer truncates, and nan or a value
+ * out of the integer's range gives the x86 "integer indefinite" INT_MIN, as NumPy's does
+ * on this hardware; to bool: x != 0) ---------------------------------------------------- */
+
+#define CONV_ID(x) (x)
+#define CONV_BOOL(x) ((uint8_t)((x) != 0))
+#define CONV_F_I64(x) (((x) >= -0x1p63 && (x) < 0x1p63) ? (int64_t)(x) : INT64_MIN)
+#define CONV_F_I32(x) (((x) > -0x1p31 - 1.0 && (x) < 0x1p31) ? (int32_t)(x) : INT32_MIN)
+#define CONV_I64_I32(x) ((int32_t)(uint32_t)(uint64_t)(x))
+#define CONV_FROM_BOOL(x) ((x) != 0)
+
+#define DEFINE_CAST_ROW(NAME, TI, TO, CONV)                                                 \
+    static void row_cast_##NAME(ptrdiff_t n, char *const *p, const ptrdiff_t *s,            \
+                                const double *prm)                                          \
+    {                                                                                       \
+        (void)prm;                                                                          \
+        TO *o = (TO *)p[0];                                                                 \
+        const TI *a = (const TI *)p[1];                                                     \
+        if (s[0] == 1 && s[1] == 1) {                                                       \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) o[i] = (TO)CONV(a[i]);    \
+        } else {                                                                            \
+            for (ptrdiff_t i = 0; i < n; i++) o[i * s[0]] = (TO)CONV(a[i * s[1]]);          \
+        }                                                                                   \
+    }
+
+/* [from][to]; same-type copies move bits */
+DEFINE_CAST_ROW(f32_f32, uint32_t, uint32_t, CONV_ID)
+DEFINE_CAST_ROW(f32_f64, float, double, CONV_ID)
+DEFINE_CAST_ROW(f32_i64, float, int64_t, CONV_F_I64)
+DEFINE_CAST_ROW(f32_i32, float, int32_t, CONV_F_I32)
+DEFINE_CAST_ROW(f32_b, float, uint8_t, CONV_BOOL)
+DEFINE_CAST_ROW(f64_f32, double, float, CONV_ID)
+DEFINE_CAST_ROW(f64_f64, uint64_t, uint64_t, CONV_ID)
+DEFINE_CAST_ROW(f64_i64, double, int64_t, CONV_F_I64)
+DEFINE_CAST_ROW(f64_i32, double, int32_t, CONV_F_I32)
+DEFINE_CAST_ROW(f64_b, double, uint8_t, CONV_BOOL)
+DEFINE_CAST_ROW(i64_f32, int64_t, float, CONV_ID)
+DEFINE_CAST_ROW(i64_f64, int64_t, double, CONV_ID)
+DEFINE_CAST_ROW(i64_i64, int64_t, int64_t, CONV_ID)
+DEFINE_CAST_ROW(i64_i32, int64_t, int32_t, CONV_I64_I32)
+DEFINE_CAST_ROW(i64_b, int64_t, uint8_t, CONV_BOOL)
+DEFINE_CAST_ROW(i32_f32, int32_t, float, CONV_ID)
+DEFINE_CAST_ROW(i32_f64, int32_t, double, CONV_ID)
+DEFINE_CAST_ROW(i32_i64, int32_t, int64_t, CONV_ID)
+DEFINE_CAST_ROW(i32_i32, int32_t, int32_t, CONV_ID)
+DEFINE_CAST_ROW(i32_b, int32_t, uint8_t, CONV_BOOL)
+DEFINE_CAST_ROW(b_f32, uint8_t, float, CONV_FROM_BOOL)
+DEFINE_CAST_ROW(b_f64, uint8_t, double, CONV_FROM_BOOL)
+DEFINE_CAST_ROW(b_i64, uint8_t, int64_t, CONV_FROM_BOOL)
+DEFINE_CAST_ROW(b_i32, uint8_t, int32_t, CONV_FROM_BOOL)
+DEFINE_CAST_ROW(b_b, uint8_t, uint8_t, CONV_ID) /* bytes as they are, as NumPy copies */
+
+static const row_fn CAST_ROWS[N_TYPES][N_TYPES] = {
+    {row_cast_f32_f32, row_cast_f32_f64, row_cast_f32_i64, row_cast_f32_i32, row_cast_f32_b},
+    {row_cast_f64_f32, row_cast_f64_f64, row_cast_f64_i64, row_cast_f64_i32, row_cast_f64_b},
+    {row_cast_i64_f32, row_cast_i64_f64, row_cast_i64_i64, row_cast_i64_i32, row_cast_i64_b},
+    {row_cast_i32_f32, row_cast_i32_f64, row_cast_i32_i64, row_cast_i32_i32, row_cast_i32_b},
+    {row_cast_b_f32, row_cast_b_f64, row_cast_b_i64, row_cast_b_i32, row_cast_b_b}};
+
+/* ==== the loop over a strided shape ======================================================= */
+
+static int g_isa = ISA_BASELINE;
+static int g_best_isa = ISA_BASELINE;
+static volatile int g_forked = 0;      /* in a fork()ed child libgomp must not be used */
+static unsigned long long g_calls = 0; /* calls that reached a loop (counted under the GIL) */
+
+typedef struct {
+    int ndim; /* >= 1 */
+    int nops; /* operands, out first */
+    ptrdiff_t shape[MAX_NDIM];
+    ptrdiff_t strides[MAX_OPERANDS][MAX_NDIM];
+    ptrdiff_t offset[MAX_OPERANDS];
+    size_t itemsize[MAX_OPERANDS];
+    char *buf[MAX_OPERANDS];
+    row_fn row;
+    double prm[2];
+} loop_t;
+
+/* Run linear indices [start, end) in row-major order. Offsets stay element counts and a
+ * pointer is formed only for elements that are visited (all inside the checked bounds). */
+static void run_range(const loop_t *L, ptrdiff_t start, ptrdiff_t end)
+{
+    const int nd = L->ndim, last = nd - 1, nops = L->nops;
+    ptrdiff_t idx[MAX_NDIM], off[MAX_OPERANDS], inner_s[MAX_OPERANDS];
+    char *ptr[MAX_OPERANDS];
+    ptrdiff_t rem = start;
+    for (int d = last; d >= 0; d--) {
+        idx[d] = rem % L->shape[d];
+        rem /= L->shape[d];
+    }
+    for (int k = 0; k < nops; k++) {
+        off[k] = L->offset[k];
+        for (int d = 0; d < nd; d++) off[k] += idx[d] * L->strides[k][d];
+        inner_s[k] = L->strides[k][last];
+    }
+    const ptrdiff_t inner = L->shape[last];
+    while (start < end) {
+        ptrdiff_t count = inner - idx[last];
+        if (count > end - start) count = end - start;
+        for (int k = 0; k < nops; k++) ptr[k] = L->buf[k] + (size_t)off[k] * L->itemsize[k];
+        L->row(count, ptr, inner_s, L->prm);
+        start += count;
+        if (start >= end) break;
+        for (int k = 0; k < nops; k++) off[k] -= idx[last] * L->strides[k][last];
+        idx[last] = 0;
+        for (int d = last - 1; d >= 0; d--) {
+            idx[d]++;
+            for (int k = 0; k < nops; k++) off[k] += L->strides[k][d];
+            if (idx[d] < L->shape[d]) break;
+            for (int k = 0; k < nops; k++) off[k] -= L->shape[d] * L->strides[k][d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static void run(const loop_t *L, ptrdiff_t numel, ptrdiff_t parallel_min)
+{
+#ifdef _OPENMP
+    if (numel >= parallel_min && !g_forked && omp_get_max_threads() > 1) {
+        const ptrdiff_t blocks = (numel + PARALLEL_BLOCK - 1) / PARALLEL_BLOCK;
+        /* Too few blocks for every thread: a smaller block, still a multiple of 16. */
+        ptrdiff_t block = PARALLEL_BLOCK;
+        if (blocks < omp_get_max_threads()) {
+            block = (numel / omp_get_max_threads() + 15) / 16 * 16;
+            if (block < 16) block = 16;
+        }
+        const ptrdiff_t nblocks = (numel + block - 1) / block;
+#pragma omp parallel for schedule(static)
+        for (ptrdiff_t i = 0; i < nblocks; i++) {
+            ptrdiff_t lo = i * block, hi = lo + block;
+            run_range(L, lo, hi < numel ? hi : numel);
+        }
+        return;
+    }
+#endif
+    (void)parallel_min;
+    run_range(L, 0, numel);
+}
+
+static void after_fork_in_child(void) { g_forked = 1; }
+
+/* ==== argument checking =================================================================== */
+
+/* The element type a buffer holds (T_*), or -1 with TypeError set. */
+static int buffer_type(const Py_buffer *view, const char *what)
+{
+    const char *f = view->format ? view->format : "B";
+#if PY_LITTLE_ENDIAN
+    if (*f == '<') f++;
+#else
+    if (*f == '>') f++;
+#endif
+    if (*f == '@' || *f == '=') f++;
+    Py_ssize_t size = view->itemsize;
+    if (f[0] != '\0' && f[1] == '\0') {
+        switch (f[0]) {
+        case 'f': if (size == 4) return T_F32; break;
+        case 'd': if (size == 8) return T_F64; break;
+        case 'q': case 'l': if (size == 8) return T_I64; break;
+        case 'i': if (size == 4) return T_I32; break;
+        case '?': if (size == 1) return T_BOOL; break;
+        }
+    }
+    PyErr_Format(PyExc_TypeError, "%s holds elements of buffer format '%s' (itemsize %zd), "
+                 "not one of float32, float64, int64, int32, bool", what,
+                 view->format ? view->format : "B", size);
+    return -1;
+}
+
+/* Parse the shape (args[0]) into L; returns numel or -1 with an exception set. */
+static long long parse_shape(loop_t *L, PyObject *shape_obj, long long *shape, int *ndim)
+{
+    long long numel = 1;
+    if (parse_dims(shape_obj, "shape", -1, shape, ndim) < 0) return -1;
+    for (int d = 0; d < *ndim; d++) {
+        if (shape[d] < 0) {
+            PyErr_Format(PyExc_ValueError, "shape[%d] is negative (%lld)", d, shape[d]);
+            return -1;
+        }
+        if (__builtin_mul_overflow(numel, shape[d], &numel) || numel > PTRDIFF_MAX / 16) {
+            PyErr_SetString(PyExc_ValueError, "shape has too many elements");
+            return -1;
+        }
+    }
+    memset(L, 0, sizeof *L);
+    L->ndim = *ndim ? *ndim : 1; /* a 0-dim operation is a 1-dim one of one element */
+    for (int d = 0; d < L->ndim; d++) L->shape[d] = *ndim ? (ptrdiff_t)shape[d] : 1;
+    return numel;
+}
+
+/* Operand k from (buffer, offset, strides): acquire the buffer (out writable), check its
+ * element type is `want` and every visited element lies inside it. */
+static int parse_operand(loop_t *L, Py_buffer *view, int k, PyObject *buf, PyObject *off_obj,
+                         PyObject *strides_obj, int want, const char *what, long long numel,
+                         const long long *shape, int ndim)
+{
+    long long strides[MAX_NDIM], offset;
+    if (get_buffer(buf, view, k == 0, what) < 0) return -1;
+    int t = buffer_type(view, what);
+    if (t >= 0 && t != want) {
+        PyErr_Format(PyExc_TypeError, "%s must hold %s elements, not %s", what,
+                     TYPE_NAMES[want], TYPE_NAMES[t]);
+        t = -1;
+    }
+    if (t < 0 || parse_offset(off_obj, "offset", &offset) < 0 ||
+        parse_dims(strides_obj, "strides", ndim, strides, NULL) < 0 ||
+        (numel > 0 && check_bounds(what, view->len / view->itemsize, offset, ndim, shape,
+                                   strides) < 0)) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    L->buf[k] = (char *)view->buf;
+    L->offset[k] = (ptrdiff_t)offset;
+    L->itemsize[k] = (size_t)view->itemsize;
+    for (int d = 0; d < L->ndim; d++) L->strides[k][d] = ndim ? (ptrdiff_t)strides[d] : 0;
+    return 0;
+}
+
+static int parse_int(PyObject *obj, const char *what, long lo, long hi, long *dst)
+{
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int", what);
+        return -1;
+    }
+    *dst = PyLong_AsLong(obj);
+    if ((*dst == -1 && PyErr_Occurred()) || *dst < lo || *dst >= hi) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s is out of range", what);
+        return -1;
+    }
+    return 0;
+}
+
+static void release(Py_buffer *views, int n)
+{
+    for (int k = 0; k < n; k++) PyBuffer_Release(&views[k]);
+}
+
+/* ==== entry points ======================================================================== */
+
+static const char *const OPERAND_NAMES[MAX_OPERANDS] = {"out", "input 1", "input 2", "input 3"};
+
+static PyObject *py_elementwise(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    long op;
+    if (nargs < 1 || parse_int(args[0], "op", 0, N_OPS, &op) < 0) {
+        if (nargs < 1) PyErr_SetString(PyExc_TypeError, "elementwise() needs an op code");
+        return NULL;
+    }
+    const int nops = 1 + N_INPUTS[op];
+    if (nargs != 2 + 3 * nops + 2) {
+        PyErr_Format(PyExc_TypeError, "elementwise() with this op takes %d arguments (op, "
+                     "shape, %d (buffer, offset, strides) operands, p0, p1), got %zd",
+                     2 + 3 * nops + 2, nops, nargs);
+        return NULL;
+    }
+    double prm[2];
+    for (int i = 0; i < 2; i++) {
+        prm[i] = PyFloat_AsDouble(args[2 + 3 * nops + i]);
+        if (prm[i] == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "p0 and p1 must be real numbers");
+            return NULL;
+        }
+    }
+    loop_t L;
+    long long shape[MAX_NDIM];
+    int ndim;
+    long long numel = parse_shape(&L, args[1], shape, &ndim);
+    if (numel < 0) return NULL;
+    Py_buffer views[MAX_OPERANDS];
+    int type = -1;
+    for (int k = 0; k < nops; k++) {
+        PyObject *const *arg = args + 2 + 3 * k;
+        int want;
+        if (k == 0) {
+            /* out decides the element type: float32 or float64 */
+            Py_buffer probe;
+            if (get_buffer(arg[0], &probe, 1, "out") < 0) return NULL;
+            type = buffer_type(&probe, "out");
+            PyBuffer_Release(&probe);
+            if (type < 0) return NULL;
+            if (type != T_F32 && type != T_F64) {
+                PyErr_Format(PyExc_TypeError, "out must hold float32 or float64 elements, "
+                             "not %s", TYPE_NAMES[type]);
+                return NULL;
+            }
+            want = type;
+        } else {
+            want = (op == OP_WHERE && k == 1) ? T_BOOL : type;
+        }
+        if (parse_operand(&L, &views[k], k, arg[0], arg[1], arg[2], want, OPERAND_NAMES[k],
+                          numel, shape, ndim) < 0) {
+            release(views, k);
+            return NULL;
+        }
+    }
+    L.nops = nops;
+    L.row = ROWS[g_isa][type][op];
+    L.prm[0] = prm[0];
+    L.prm[1] = prm[1];
+    g_calls++;
+    if (numel > 0) {
+        ptrdiff_t parallel_min = IS_MATH_OP(op) ? PARALLEL_MIN_MATH : PARALLEL_MIN_CHEAP;
+        Py_BEGIN_ALLOW_THREADS
+        run(&L, (ptrdiff_t)numel, parallel_min);
+        Py_END_ALLOW_THREADS
+    }
+    release(views, nops);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_cast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "cast() takes 9 arguments (shape, out, out_type, "
+                     "out_offset, out_strides, src, src_type, src_offset, src_strides), got %zd",
+                     nargs);
+        return NULL;
+    }
+    long types[2];
+    if (parse_int(args[2], "out_type", 0, N_TYPES, &types[0]) < 0 ||
+        parse_int(args[6], "src_type", 0, N_TYPES, &types[1]) < 0)
+        return NULL;
+    loop_t L;
+    long long shape[MAX_NDIM];
+    int ndim;
+    long long numel = parse_shape(&L, args[0], shape, &ndim);
+    if (numel < 0) return NULL;
+    Py_buffer views[2];
+    static const char *const names[2] = {"out", "src"};
+    for (int k = 0; k < 2; k++) {
+        PyObject *const *arg = args + 1 + 4 * k;
+        if (parse_operand(&L, &views[k], k, arg[0], arg[2], arg[3], (int)types[k], names[k],
+                          numel, shape, ndim) < 0) {
+            release(views, k);
+            return NULL;
+        }
+    }
+    L.nops = 2;
+    L.row = CAST_ROWS[types[1]][types[0]];
+    g_calls++;
+    if (numel > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        run(&L, (ptrdiff_t)numel, PARALLEL_MIN_CHEAP);
+        Py_END_ALLOW_THREADS
+    }
+    release(views, 2);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_isa(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyUnicode_FromString(ISA_NAMES[g_isa]);
+}
+
+static PyObject *py_set_isa(PyObject *self, PyObject *name)
+{
+    (void)self;
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (s == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "set_isa() takes an instruction set name");
+        return NULL;
+    }
+    for (int i = 0; i < N_ISAS; i++) {
+        if (strcmp(s, ISA_NAMES[i]) == 0) {
+            if (i > g_best_isa) {
+                PyErr_Format(PyExc_ValueError, "this CPU does not support %s", s);
+                return NULL;
+            }
+            int previous = g_isa;
+            g_isa = i;
+            return PyUnicode_FromString(ISA_NAMES[previous]);
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "unknown instruction set '%s'", s);
+    return NULL;
+}
+
+static PyObject *py_supported_isas(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i <= g_best_isa; i++) {
+        PyObject *s = PyUnicode_FromString(ISA_NAMES[i]);
+        if (s == NULL || PyList_Append(list, s) < 0) Py_CLEAR(list);
+        Py_XDECREF(s);
+    }
+    return list;
+}
+
+static PyObject *py_calls(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyLong_FromUnsignedLongLong(g_calls);
+}
+
+static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "set_num_threads() needs a positive count");
+        return NULL;
+    }
+#ifdef _OPENMP
+    int previous = omp_get_max_threads();
+    omp_set_num_threads((int)n);
+    return PyLong_FromLong(previous);
+#else
+    return PyLong_FromLong(1);
+#endif
+}
+
+static PyMethodDef METHODS[] = {
+    {"elementwise", (PyCFunction)(void (*)(void))py_elementwise, METH_FASTCALL,
+     "elementwise(op, shape, out, out_offset, out_strides, [x, x_offset, x_strides]..., p0, "
+     "p1): out = op(inputs) for float32/float64 buffers (where's condition: bool)."},
+    {"cast", (PyCFunction)(void (*)(void))py_cast, METH_FASTCALL,
+     "cast(shape, out, out_type, out_offset, out_strides, src, src_type, src_offset, "
+     "src_strides): strided conversion between T_F32, T_F64, T_I64, T_I32, T_BOOL buffers."},
+    {"isa", py_isa, METH_NOARGS, "The instruction set of the kernels in use."},
+    {"set_isa", py_set_isa, METH_O, "Use another instruction set's kernels; returns the old."},
+    {"supported_isas", py_supported_isas, METH_NOARGS, "Instruction sets this CPU runs."},
+    {"calls", py_calls, METH_NOARGS, "How many kernel calls have run in this process."},
+    {"set_num_threads", py_set_num_threads, METH_O,
+     "Set the OpenMP thread count (process-wide); returns the previous one."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "reftorch_cpu._unary",
+    .m_doc = "Strided unary math, activations, where, clamp and casts for reftorch.",
+    .m_size = -1,
+    .m_methods = METHODS,
+};
+
+PyMODINIT_FUNC PyInit__unary(void)
+{
+#if HAVE_X86_CLONES
+    g_best_isa = best_isa();
+#endif
+    g_isa = g_best_isa;
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    PyObject *m = PyModule_Create(&MODULE);
+    if (m == NULL) return NULL;
+    static const char *const OP_NAMES[N_OPS] = {
+        "NEG", "ABS", "RELU", "SQRT", "RSQRT", "LEAKY_RELU", "EXP", "LOG", "TANH", "SIGMOID",
+        "SILU", "GELU", "GELU_TANH", "ERF", "CLAMP_MIN", "CLAMP_MAX", "CLAMP", "WHERE"};
+    static const char *const T_CONSTS[N_TYPES] = {"T_F32", "T_F64", "T_I64", "T_I32",
+                                                  "T_BOOL"};
+    for (int i = 0; i < N_OPS; i++)
+        if (PyModule_AddIntConstant(m, OP_NAMES[i], i) < 0) goto fail;
+    for (int i = 0; i < N_TYPES; i++)
+        if (PyModule_AddIntConstant(m, T_CONSTS[i], i) < 0) goto fail;
+    if (PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0 ||
+        PyModule_AddIntConstant(m, "PARALLEL_BLOCK", PARALLEL_BLOCK) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
