@@ -134,3 +134,14 @@ def test_backward_node_names_match_torch(fn):
         x = m.tensor([0.3, 1.7], dtype=m.float64, requires_grad=True)
         return fn(m, x).grad_fn.name()
     assert name(reftorch) == name(torch)
+
+
+def test_erf_erfc_at_huge_arguments():
+    """The split of y*y inside erfc overflowed for |x| > 1.6e307 and gave NaN."""
+    import reftorch
+    import torch
+    x = [1.7e307, -1e308, 27.0, 27.5, 30.0, float("inf"), -float("inf"), 5.0]
+    for name in ("erf", "erfc"):
+        ours = getattr(reftorch, name)(reftorch.tensor(x, dtype=reftorch.float64)).tolist()
+        theirs = getattr(torch, name)(torch.tensor(x, dtype=torch.float64)).tolist()
+        assert ours == theirs

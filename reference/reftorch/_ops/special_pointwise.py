@@ -105,7 +105,9 @@ def _erfc_positive(y):
     """erfc(y) for y > 0.5."""
     with np.errstate(all="ignore"):
         value = _exp_minus_square(y) * _erfcx_positive(y)
-    return np.where(y == np.inf, 0.0, value)
+    # erfc(y) is below the smallest subnormal from y ~ 27.3 on; past 28 it is 0 exactly, and
+    # the split of y*y above would overflow for huge y (y * 16 = inf gives NaN).
+    return np.where(y >= 28.0, 0.0, value)
 
 
 def _erf(x):
