@@ -740,3 +740,18 @@ def test_closed_form_and_chainable_cosine_differ_in_the_last_bits_like_torch():
     closed = [[0.001 + (base - 0.001) * (1 + math.cos(math.pi * (e + 1) / 23)) / 2
                for base in (0.1, 0.05)] for e in range(100)]
     assert any(c != t[:2] for c, t in zip(closed, tor))
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax",
+                                  "NAdam", "RAdam"])
+def test_complex_parameters_step_like_pytorch(name):
+    """Complex parameters are optimised as real pairs (view_as_real), as PyTorch does."""
+    def run(lib):
+        p = lib.nn.Parameter(lib.tensor([1 + 2j, -0.5 + 0.25j, 3 - 1j], dtype=lib.complex128))
+        optimizer = getattr(lib.optim, name)([p], lr=0.1)
+        for _ in range(5):
+            optimizer.zero_grad()
+            ((p * p.conj()).real.sum() + (p.real * 2).sum()).backward()
+            optimizer.step()
+        return p.detach().numpy()
+    np.testing.assert_allclose(run(reftorch), run(torch), rtol=1e-12, atol=1e-14)
