@@ -41,9 +41,13 @@ def register(registrar):
 def _binary_kernel(code):
     def kernel(out, inputs, dtypes, params):
         """out = a (op) b through the C loop, or NotImplemented to decline."""
-        # Small calls are the common decline: rule them out before any other check.
-        if len(inputs) != 2 or (inputs[0]._shape == inputs[1]._shape and
-                                math.prod(inputs[0]._shape) < MIN_NUMEL):
+        # Small calls are the common decline: rule them out before any other check. A
+        # broadcast result has at most numel(a) * numel(b) elements (a + 1 declines here).
+        if len(inputs) != 2:
+            return NotImplemented
+        a_shape, b_shape = inputs[0]._shape, inputs[1]._shape
+        a_numel = math.prod(a_shape)
+        if (a_numel if a_shape == b_shape else a_numel * math.prod(b_shape)) < MIN_NUMEL:
             return NotImplemented
         dtype = dtypes[0]
         if dtype not in DTYPES or dtypes[1] is not dtype or dtypes[2] is not dtype:

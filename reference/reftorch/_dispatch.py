@@ -108,7 +108,8 @@ def unregister_plugin(plugin):
 
 def call(op, out, inputs, dtypes, params, device_type):
     """Run the first kernel that accepts the call."""
-    for kernel in op.chain(device_type, dtypes[0]):
+    chain = op._chains.get((device_type, dtypes[0])) or op.chain(device_type, dtypes[0])
+    for kernel in chain:
         result = kernel(out, inputs, dtypes, params)
         if result is not NotImplemented:
             if _hooks:

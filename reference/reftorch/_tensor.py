@@ -51,11 +51,13 @@ class Tensor:
     @classmethod
     def _from_array(cls, array, dtype=None):
         """Wrap a NumPy array that nobody else holds (a kernel's fresh result) without copying."""
-        if dtype is None:
-            dtype = D.from_numpy_dtype(array.dtype)
+        if dtype is None:  # the table lookup first: from_numpy_dtype also normalises
+            dtype = D._BY_NUMPY.get(array.dtype) or D.from_numpy_dtype(array.dtype)
         if array.flags.c_contiguous:
-            flat = array.reshape(-1)
-            strides = contiguous_strides(array.shape)
+            flat = array.ravel()  # a view, as reshape(-1), but cheaper to call
+            strides = _CONTIGUOUS_STRIDES.get(array.shape)
+            if strides is None:
+                strides = _remember_contiguous_strides(array.shape)
         elif _is_dense(array):
             # NumPy kept the inputs' memory order (as PyTorch's TensorIterator does); view the
             # dense block as 1-D so the tensor can keep those strides.
@@ -697,6 +699,18 @@ class Tensor:
 
     # Tensors are unhashable-by-value and must not be compared with `==` in containers;
     # `__eq__` is the elementwise op (attached in _tensor_methods).
+
+
+# Kernel results come in a few shapes over and over: remember their row-major strides
+# (a dict lookup costs a fifth of computing them; functools.lru_cache saves nothing here).
+_CONTIGUOUS_STRIDES = {}
+
+
+def _remember_contiguous_strides(shape):
+    if len(_CONTIGUOUS_STRIDES) >= 4096:
+        _CONTIGUOUS_STRIDES.clear()  # a bound, for programs that see many shapes
+    strides = _CONTIGUOUS_STRIDES[shape] = contiguous_strides(shape)
+    return strides
 
 
 def _shape_arg(args):

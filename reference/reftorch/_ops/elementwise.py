@@ -31,6 +31,7 @@ def declare(name, reference, promotion=Promotion.DEFAULT, params=None, dtypes=No
                       dtypes=None if dtypes is None else frozenset(dtypes), doc=doc)
     op.numpy_fn = reference
     op.promotion_rule = promotion_rule
+    op.dtypes_by_common = {}  # common dtype -> (common, computation, result); see apply
     op.check = check  # extra argument rules: check(common dtype, params, operands, inplace)
     return _dispatch.declare(op)
 
@@ -38,20 +39,22 @@ def declare(name, reference, promotion=Promotion.DEFAULT, params=None, dtypes=No
 def numpy_kernel(fn):
     """Adapt `fn(*arrays, **params) -> array` into a reference kernel (see _dispatch)."""
     def reference_kernel(out, inputs, dtypes, params):
-        common, compute = dtypes[0].numpy_dtype, dtypes[1].numpy_dtype
+        compute = dtypes[1].numpy_dtype
         arrays = []
+        convert = False
         for t in inputs:
-            a = t._np
-            if a.dtype is not compute:
-                # Tensors convert to the common dtype first (a 0-dim float32 operand of a
-                # bfloat16 op is rounded to bfloat16); wrapped Python numbers do not.
-                if a.dtype is not common and not getattr(t, "_wrapped_number", False):
-                    a = a.astype(common)
-                a = a.astype(compute)
+            a = t._cached_np  # Tensor._np without the property call, while its cache is valid
+            if a is None or t._cached_from is not t._storage.array:
+                a = t._np
+            convert = convert or a.dtype is not compute
             arrays.append(a)
+        if convert:  # mixed dtypes, half types (rare)
+            arrays = _to_computation(arrays, inputs, dtypes[0].numpy_dtype, compute)
         token = ignore_fp_errors()  # IEEE results (inf, nan) are the specification
         try:
-            value = np.asarray(fn(*arrays, **params))
+            value = fn(*arrays, **params)
+            if type(value) is not np.ndarray:
+                value = np.asarray(value)
             if out is not None:
                 np.copyto(out._np, value, casting="unsafe")
                 return out
@@ -66,6 +69,19 @@ def numpy_kernel(fn):
     reference_kernel.__name__ = f"reference_{fn.__name__}"
     reference_kernel.__doc__ = fn.__doc__
     return reference_kernel
+
+
+def _to_computation(arrays, inputs, common, compute):
+    converted = []
+    for a, t in zip(arrays, inputs):
+        if a.dtype is not compute:
+            # Tensors convert to the common dtype first (a 0-dim float32 operand of a
+            # bfloat16 op is rounded to bfloat16); wrapped Python numbers do not.
+            if a.dtype is not common and not getattr(t, "_wrapped_number", False):
+                a = a.astype(common)
+            a = a.astype(compute)
+        converted.append(a)
+    return converted
 
 
 def _is_one_of(value, arrays):
@@ -105,9 +121,16 @@ def scalar_tensor(value, dtype, device):
 
 def _common_device(tensors):
     """All tensor operands must share a device; 0-dim cpu tensors act as scalars anywhere."""
+    if not tensors:
+        return None
+    # The common case: every tensor holds the same device object (cpu tensors share CPU).
+    first = tensors[0]._storage.device
+    for t in tensors:
+        if t._storage.device is not first:
+            break
+    else:
+        return first
     device = None
-    if len(tensors) == 1:
-        return tensors[0]._storage.device
     for t in tensors:
         d = t.device
         if device is None or device == d:
@@ -130,11 +153,12 @@ def _only_zero_dim_cpu(tensors, device):
 
 def apply(op, operands, out=None, inplace=False, params=None):
     """Run elementwise `op` on `operands` (tensors and numbers); `out` receives the result."""
-    params = params if params is not None else {}
+    if params is None:
+        params = {}
     # One pass over the operands gathers what promotion, placement and broadcasting need.
     tensors = []
     common = device = shape = None
-    uniform = not inplace  # all tensors of one dtype on one device object
+    uniform = True  # all tensors of one dtype on one device object
     for x in operands:
         if isinstance(x, Tensor):
             storage = x._storage
@@ -151,31 +175,38 @@ def apply(op, operands, out=None, inplace=False, params=None):
     if not uniform:
         common = result_dtype(operands)
         device = _common_device(tensors)
-    check_dtype(op, common)
+    if op.dtypes is not None:
+        check_dtype(op, common)
     if op.check is not None:
         op.check(common, params, operands, inplace)
-    kind = op.promotion_rule(params) if op.promotion_rule else op.promotion
-    dtypes = _DTYPES_CACHE.get((common, kind)) or _cache_dtypes(common, kind)
+    if op.promotion_rule is None:
+        # Keyed by the dtype alone: hashing a Promotion (an Enum) runs Python code.
+        dtypes = op.dtypes_by_common.get(common) or _cache_dtypes(common, op.promotion,
+                                                                  op.dtypes_by_common)
+    else:
+        kind = op.promotion_rule(params)
+        dtypes = _DTYPES_CACHE.get((common, kind)) or _cache_dtypes(common, kind)
     inputs = operands if uniform else tuple(
-        x if isinstance(x, Tensor) and x._storage.device == device
+        x if isinstance(x, Tensor) and (x._storage.device is device or
+                                        x._storage.device == device)
         else _move_operand(x, dtypes[1], device) for x in operands)
 
+    saved = None
     if out is not None:
         check_output_cast(dtypes[2], out.dtype)
         if inplace:
             check_inplace_shape(out._shape, shape)
         elif out._shape != shape:
             out.resize_(shape)
-        if out.device != device:
+        if out._storage.device is not device and out.device != device:
             raise RuntimeError(f"Expected out tensor to be on {device} but got {out.device}")
-    saved = None
-    if out is not None and any(t.requires_grad for t in tensors):
-        if inplace:
-            saved = prepare_inplace(op.name, operands)
-        elif is_grad_enabled():
-            raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
-                               f"automatic differentiation, but one of the arguments requires "
-                               f"grad.")
+        if any(t.requires_grad for t in tensors):
+            if inplace:
+                saved = prepare_inplace(op.name, operands)
+            elif is_grad_enabled():
+                raise RuntimeError(f"{op.name}(): functions with out=... arguments don't "
+                                   f"support automatic differentiation, but one of the "
+                                   f"arguments requires grad.")
     result = _dispatch.call(op, out, inputs, dtypes, params, device.type)
     if out is not None:
         out._bump_version()
@@ -188,11 +219,16 @@ def apply(op, operands, out=None, inplace=False, params=None):
 _DTYPES_CACHE = {}
 
 
-def _cache_dtypes(common, kind):
-    """(common, computation, result) dtypes; cached per default dtype, which can change."""
+def _cache_dtypes(common, kind, cache=None):
+    """(common, computation, result) dtypes, remembered in `cache` (by `common`) or in
+    _DTYPES_CACHE (by (common, kind)) unless they depend on the default dtype, which can
+    change."""
     dtypes = promoted_dtypes(common, kind)
     if common.category > D.Category.INTEGER or kind is not Promotion.INT_TO_FLOAT:
-        _DTYPES_CACHE[(common, kind)] = dtypes
+        if cache is None:
+            _DTYPES_CACHE[(common, kind)] = dtypes
+        else:
+            cache[common] = dtypes
     return dtypes
 
 

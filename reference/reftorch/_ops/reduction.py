@@ -143,9 +143,11 @@ NANSUM = structured.declare("nansum", _nansum_kernel, family="reduction",
 
 def sum(input, dim=_UNSET, keepdim=False, *, dtype=None, out=None):
     """Sum over `dim` (every dim when left out); bool and integer sums are int64."""
-    dims = reduce_dims(dim, input.ndim)
+    if dim is _UNSET:  # the common `t.sum()`: every dim, SumBackward0
+        dims, overload = None, 0
+    else:
+        dims, overload = reduce_dims(dim, input.ndim), 1  # SumBackward1
     result = dtype if dtype is not None else _long_if_integral(input.dtype)
-    overload = 0 if isinstance(dim, _Unset) else 1  # SumBackward0 vs SumBackward1
     return structured.run(SUM, (input,), {"dim": dims, "keepdim": keepdim, "dtype": result,
                                           "overload": overload}, out=out)
 
@@ -198,8 +200,10 @@ def mean(input, dim=_UNSET, keepdim=False, *, dtype=None, out=None):
         raise RuntimeError(f"mean(): could not infer output dtype. Optional dtype must be "
                            f"either a floating point or complex dtype. Got: "
                            f"{dtype.scalar_name}")
-    dims = reduce_dims(dim, input.ndim)
-    overload = 0 if isinstance(dim, _Unset) else 1
+    if dim is _UNSET:  # the common `t.mean()`: every dim, MeanBackward0
+        dims, overload = None, 0
+    else:
+        dims, overload = reduce_dims(dim, input.ndim), 1
     return structured.run(MEAN, (input,), {"dim": dims, "keepdim": keepdim,
                                            "dtype": dtype or input.dtype,
                                            "overload": overload}, out=out)

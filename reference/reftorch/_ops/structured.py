@@ -15,7 +15,7 @@ from .._tensor import Tensor
 from .._numpy_compat import ignore_fp_errors, restore_fp_errors
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled, no_grad
-from .elementwise import _common_device
+from .elementwise import _common_device, _is_one_of
 
 
 def declare(name, reference, family, params=None, dtypes=None, doc=""):
@@ -47,12 +47,13 @@ def array_kernel(fn):
 
 
 def _wrap(value, arrays):
-    if isinstance(value, tuple):
-        return tuple(_wrap(v, arrays) for v in value)
-    if value is None or isinstance(value, Tensor):
-        return value
-    value = np.asarray(value)
-    if value.base is not None or any(value is a for a in arrays):
+    if type(value) is not np.ndarray:  # arrays, the common case, skip these tests
+        if isinstance(value, tuple):
+            return tuple(_wrap(v, arrays) for v in value)
+        if value is None or isinstance(value, Tensor):
+            return value
+        value = np.asarray(value)
+    if value.base is not None or _is_one_of(value, arrays):
         value = value.copy()  # never hand out memory that an input owns
     return Tensor._from_array(value)
 
@@ -62,10 +63,11 @@ def run(op, inputs, params=None, out=None, dtype=None):
 
     `dtype` is the dtype kernels are keyed by (default: the first tensor input's).
     """
-    params = {} if params is None else params
+    if params is None:
+        params = {}
     tensors = [x for x in inputs if isinstance(x, Tensor)]
     device = _common_device(tensors)
-    key = dtype or tensors[0].dtype
+    key = dtype or tensors[0]._storage.dtype
     if op.dtypes is not None and key not in op.dtypes:
         raise NotImplementedError(f"\"{op.name}_cpu\" not implemented for "
                                   f"'{key.scalar_name}'")

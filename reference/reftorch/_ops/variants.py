@@ -12,6 +12,8 @@ from .elementwise import apply, as_operand
 
 
 def _params(op, given):
+    if not given:
+        return given  # the common call passes no keyword: nothing to check
     unknown = set(given) - set(op.params)
     if unknown:
         raise TypeError(f"{op.name}() got an unexpected keyword argument '{sorted(unknown)[0]}'")
@@ -90,10 +92,11 @@ def reflected(op):
 def operator(op):
     """A binary dunder (`__add__`): like the method, but unknown operands give NotImplemented."""
     def operator_method(self, other):
-        try:
-            other = as_operand(other, op.name)
-        except TypeError:
-            return NotImplemented
+        if type(other) is not Tensor:  # a Tensor is an operand as it is (as_operand's rule)
+            try:
+                other = as_operand(other, op.name)
+            except TypeError:
+                return NotImplemented
         return apply(op, (self, other))
     operator_method.__name__ = f"__{op.name}__"
     return operator_method

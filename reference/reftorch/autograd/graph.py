@@ -204,12 +204,16 @@ def record(op_name, inputs, outputs, params, saved_inputs=None):
     or None); `saved_inputs` may give replacements for inputs an in-place op overwrote.
     Returns `outputs`.
     """
+    # Most calls record nothing: find that out first, with a plain loop (no generator).
+    for x in inputs:
+        if getattr(x, "requires_grad", False):
+            break
+    else:
+        return outputs
     if not is_grad_enabled():
         return outputs
     row = row_for(op_name)
     if row is None or not row.differentiable:
-        return outputs
-    if not any(getattr(x, "requires_grad", False) for x in inputs):
         return outputs
     results = outputs if isinstance(outputs, tuple) else (outputs,)
     edges, metas = [], []
