@@ -190,7 +190,9 @@ def _operand_dtypes(operands):
 
 
 def _check_alpha(common, params, operands=(), inplace=False):
-    alpha = params.get("alpha", 1)
+    if "alpha" not in params:       # the default alpha=1 suits every dtype
+        return
+    alpha = params["alpha"]
     if common.category <= D.Category.INTEGER and isinstance(alpha, float):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
                            "point number.")

@@ -125,10 +125,12 @@ INEXACT_DTYPES = frozenset(d for d in D.ALL_DTYPES if d.is_floating_point or d.i
 
 def _sum_kernel(a, dim=None, keepdim=False, dtype=None, overload=1, nan_as_zero=False):
     target = dtype.numpy_dtype
-    work = a.astype(_accumulator(target))  # dtype= converts the input before summing
+    # dtype= converts the input before summing (no copy when it already has that dtype:
+    # the sum below makes a new array).
+    work = a.astype(_accumulator(target), copy=False)
     if nan_as_zero and work.dtype.kind == "f":
         work = np.where(np.isnan(work), 0, work)
-    return np.sum(work, axis=_axis(a, dim), keepdims=bool(keepdim)).astype(target)
+    return np.sum(work, axis=_axis(a, dim), keepdims=bool(keepdim)).astype(target, copy=False)
 
 
 def _nansum_kernel(a, dim=None, keepdim=False, dtype=None):
