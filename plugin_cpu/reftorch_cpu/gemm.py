@@ -1,0 +1,182 @@
+"""reftorch_cpu kernels: mm, bmm, addmm, baddbmm and 2-D convolution for float32 and float64
+on cpu.
+
+The products run through one C routine (`_gemm.gemm`, src/gemm.c): a packed, blocked,
+register-tiled product with AVX-512 / AVX2+FMA / plain-C micro-kernels, computing
+`out[b] = alpha * (a[b] @ b[b]) + beta * input[b]` for each matrix of a batch. Operands may
+be transposed, sliced with a step or broadcast (the packing reads any non-negative strides);
+the result is a new contiguous tensor, as the reference's is. `convolution` (2-D) uses the
+same driver through `_gemm.conv2d`: per image, weight @ im2col(x), with the im2col matrix
+never built (the packing reads the image), the bias added last.
+
+Rounding: the reference is NumPy's matmul (OpenBLAS), whose summation order differs from
+ours, so results agree within a few ulps times sqrt(K), not bit for bit. Ours is fixed by K
+alone: each element is one FMA chain per K slice (slices of at most 256), slices added in
+order; the thread count never changes it. alpha and beta are applied afterwards exactly as
+the reference applies them (product * alpha, then + input * beta; beta == 0 never reads the
+input, so its NaN does not propagate).
+
+Declined (the reference runs): other dtypes, mixed dtypes, non-cpu or negative-stride
+operands, addmm / baddbmm with alpha == 0 where the reference skips the product, small
+products (fewer than MIN_FLOPS multiply-adds), where the Python side of the call costs more
+than NumPy's whole product, and skinny ones (fewer than MIN_SIDE rows or columns), where
+OpenBLAS's matrix-vector code wins. Convolution: 2-D (4-D input), groups 1, not transposed,
+non-empty, a weight whose (C, KH, KW) dims collapse into one stride; bias a vector.
+"""
+from __future__ import annotations
+
+from reftorch import _dtype as D
+from reftorch._storage import CPUStorage
+from reftorch._tensor import Tensor
+from reftorch_plugins.geometry import broadcast_strides
+
+from . import _gemm
+
+DTYPES = (D.float32, D.float64)
+
+# Products with fewer multiply-adds (M*N*K per matrix times the batch) go to the reference.
+# A plugin call costs about 3 us of Python (checks, strides, the result allocation) on top of
+# reftorch's own ~20 us per op; NumPy's matmul of small matrices costs about as much. Measured
+# on a 2-core x86-64 (best of 3000 runs, shared and noisy machine, float32 mm through
+# reftorch.mm): 8^3 plugin 21.9 us vs reference 25.1, 16^3 22.5 vs 25.7, 32^3 26.8 vs 29.6,
+# 48^3 32.2 vs 32.4, 64^3 34.4 vs 32.7 (float64 alike): from 16^3 on the plugin is never
+# clearly slower, and from 128^3 clearly faster (2 threads).
+MIN_FLOPS = 4096
+
+# Products with fewer rows or columns than this go to the reference: the micro-kernel always
+# computes whole 14 x 32 (float32, AVX-512) tiles, so a 1-row product does 14x the work, and
+# OpenBLAS switches to matrix-vector code there. Measured (1 thread, float32, K = 1024):
+# M = 1: plugin 712 us vs reference 218; M = 8: 754 vs 963; N = 1: 1463 vs 260; N = 16:
+# 1598 vs 808; (1024, 1024, K = 4): 334 vs 1107.
+MIN_SIDE = 16
+
+def register(registrar):
+    """Register every kernel with reftorch (called by reftorch_cpu.register)."""
+    registrar.kernel("mm", "cpu", DTYPES, mm_kernel)
+    registrar.kernel("bmm", "cpu", DTYPES, mm_kernel)
+    registrar.kernel("addmm", "cpu", DTYPES, addmm_kernel)
+    registrar.kernel("baddbmm", "cpu", DTYPES, addmm_kernel)
+    registrar.kernel("convolution", "cpu", DTYPES, convolution_kernel)
+
+
+def mm_kernel(out, inputs, dtypes, params):
+    """mm / bmm: a @ b, or NotImplemented to decline."""
+    if len(inputs) != 2:
+        return NotImplemented
+    return _product(inputs[0], inputs[1], None, 1.0, 0.0, dtypes[0])
+
+
+def addmm_kernel(out, inputs, dtypes, params):
+    """addmm / baddbmm: beta * input + alpha * (a @ b), or NotImplemented to decline."""
+    if len(inputs) != 3:
+        return NotImplemented
+    alpha, beta = params.get("alpha", 1), params.get("beta", 1)
+    if type(alpha) not in (int, float) or type(beta) not in (int, float):
+        return NotImplemented          # complex scalars: the reference's business
+    if alpha == 0 and params.get("skip_zero_alpha"):
+        return NotImplemented          # the reference does not read a and b then: rare, keep it
+    return _product(inputs[1], inputs[2], inputs[0], float(alpha), float(beta), dtypes[0])
+
+
+def convolution_kernel(out, inputs, dtypes, params):
+    """2-D convolution, groups 1, not transposed: per image, weight (O, C*KH*KW) @ im2col(x),
+    the im2col matrix never built (the C packing reads x). Bias is added last, as the
+    reference adds it. Anything else is declined."""
+    if len(inputs) != 3 or params.get("transposed") or params.get("groups", 1) != 1:
+        return NotImplemented
+    x, weight, bias = inputs
+    if len(x._shape) != 4 or len(weight._shape) != 4:
+        return NotImplemented
+    n, c, h, w = x._shape
+    o, wc, kh, kw = weight._shape
+    stride, padding, dilation = params["stride"], params["padding"], params["dilation"]
+    if wc != c or min(n, c, h, w, o) == 0 or len(stride) != 2:
+        return NotImplemented
+    out_size = tuple((size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d
+                     in zip((h, w), (kh, kw), stride, padding, dilation))
+    if min(out_size) <= 0 or n * o * out_size[0] * out_size[1] * c * kh * kw < MIN_FLOPS:
+        return NotImplemented
+    dtype = dtypes[0]
+    if dtype not in DTYPES or not (_on_cpu_as(x, dtype) and _on_cpu_as(weight, dtype)):
+        return NotImplemented
+    if bias is not None and not (_on_cpu_as(bias, dtype) and len(bias._shape) == 1):
+        return NotImplemented
+    if min(x._strides) < 0:
+        return NotImplemented
+    # The weight as an (O, C*KH*KW) matrix: its last three dims must collapse into one.
+    k_stride = _collapsed_stride(weight._shape[1:], weight._strides[1:])
+    if k_stride is None or weight._strides[0] < 0:
+        return NotImplemented
+    result = Tensor._empty((n, o) + out_size, dtype)
+    if bias is None:
+        bias_args = (None, 0, 0)
+    else:
+        bias_args = (bias._storage.array, bias._offset, bias._strides[0])
+    _gemm.conv2d(result._storage.array, result._offset, x._storage.array, x._offset,
+                 tuple(x._shape), tuple(x._strides), weight._storage.array, weight._offset,
+                 (weight._strides[0], k_stride), o, (kh, kw), out_size, tuple(stride),
+                 tuple(padding), tuple(dilation), *bias_args)
+    return result
+
+
+def _collapsed_stride(shape, strides):
+    """The one stride that walks dims `shape` in row-major order, or None if there is none."""
+    stride = None
+    expected = None
+    for size, st in zip(reversed(shape), reversed(strides)):
+        if size == 1:
+            continue
+        if stride is None:
+            stride, expected = st, st * size
+        elif st != expected:
+            return None
+        else:
+            expected = st * size
+    if stride is None:
+        return 1
+    return stride if stride >= 0 else None
+
+
+def _product(a, b, input, alpha, beta, dtype):
+    shape_a, shape_b = a._shape, b._shape
+    if len(shape_a) == 2 and len(shape_b) == 2:
+        batch, (m, k), n = 1, shape_a, shape_b[1]
+        result_shape = (m, n)
+    elif len(shape_a) == 3 and len(shape_b) == 3:
+        (batch, m, k), n = shape_a, shape_b[2]
+        result_shape = (batch, m, n)
+    else:
+        return NotImplemented
+    if batch * m * n * k < MIN_FLOPS or m < MIN_SIDE or n < MIN_SIDE:
+        return NotImplemented
+    if dtype not in DTYPES or not (_on_cpu_as(a, dtype) and _on_cpu_as(b, dtype)):
+        return NotImplemented
+    if input is not None and beta != 0 and not _on_cpu_as(input, dtype):
+        return NotImplemented
+    a_strides, b_strides = _batched(a._strides), _batched(b._strides)
+    if min(a_strides) < 0 or min(b_strides) < 0:
+        return NotImplemented
+    result = Tensor._empty(result_shape, dtype)
+    out_strides = _batched(result._strides)
+    if input is not None and beta != 0:
+        input_strides = _batched(broadcast_strides(result_shape, input._shape, input._strides))
+        if min(input_strides) < 0:
+            return NotImplemented
+        inp, inp_offset = input._storage.array, input._offset
+    else:
+        inp, inp_offset, input_strides = None, 0, (0, 0, 0)
+    _gemm.gemm((batch, m, n, k), result._storage.array, result._offset, out_strides,
+               a._storage.array, a._offset, a_strides, b._storage.array, b._offset, b_strides,
+               alpha, beta, inp, inp_offset, input_strides)
+    return result
+
+
+def _batched(strides):
+    """(batch, row, col) strides: a matrix is a batch of one."""
+    return tuple(strides) if len(strides) == 3 else (0,) + tuple(strides)
+
+
+def _on_cpu_as(t, dtype):
+    """t is a cpu tensor of exactly `dtype` (its storage is a contiguous 1-D NumPy array)."""
+    storage = t._storage
+    return type(storage) is CPUStorage and storage.dtype is dtype

@@ -1,0 +1,846 @@
+/* reftorch_cpu._gemm: packed, blocked, register-tiled matrix products (float32, float64).
+ *
+ * Entry point (reftorch_cpu/gemm.py builds the arguments):
+ *
+ *   gemm(sizes, out, out_offset, out_strides, a, a_offset, a_strides,
+ *        b, b_offset, b_strides, alpha, beta, inp, inp_offset, inp_strides)
+ *
+ * computes, for each of `batch` matrices (sizes = (batch, M, N, K), strides in elements, one
+ * per dim of (batch, rows, cols)):
+ *
+ *   out[b] = alpha * (a[b] @ b[b]) + beta * inp[b]
+ *
+ * with the reference's rounding steps: the product is summed in T, then multiplied by alpha
+ * (skipped when alpha == 1), then beta * inp is added (skipped when beta == 0: inp is not
+ * read at all, so NaN in it does not propagate; inp may then be None). a, b and inp may have
+ * any non-negative strides (transposed, stepped, broadcast with stride 0): they are only read
+ * by the packing routines. out's column stride must be 1.
+ *
+ * The structure is GotoBLAS/BLIS's:
+ *   - C is cut into blocks of at most MC rows x NC columns (per batch matrix); each block is
+ *     one work item, items are shared among the OpenMP threads;
+ *   - K is cut into KC-long slices (never across threads); for each slice the item packs its
+ *     KC x NC slice of B into NR-wide micro-panels and its MC x KC slice of A into MR-tall
+ *     micro-panels (zero padded at the edges), contiguous and 64-byte aligned;
+ *   - a micro-kernel keeps an MR x NR tile of C in vector registers and adds the KC rank-1
+ *     updates with FMA; the first slice stores the tile, later slices add it to C.
+ * Every element of C is therefore computed by the same operations in the same order (one FMA
+ * chain per K slice, slices added in order) whatever the thread count and whatever block it
+ * falls into: results do not depend on the number of threads.
+ *
+ * Micro-kernels (rows x columns of C, C row-major so vectors run along a row):
+ *   AVX-512F: float 14 x 32, double 14 x 16 (28 accumulators + 2 B vectors of 32 zmm);
+ *             float 8 x 48 for convolutions (24 accumulators + 3 B vectors)
+ *   AVX2+FMA: float  6 x 16, double  6 x 8  (12 accumulators + 2 B vectors of 16 ymm)
+ *   baseline: 4 x 8 plain C (multiply then add: no FMA on baseline x86-64).
+ * The epilogue (alpha, beta) is plain C built with -ffp-contract=off, so it rounds exactly as
+ * the NumPy reference does.
+ *
+ * Edge tiles: the packed panels are zero padded, so the micro-kernel always computes a whole
+ * tile; at the bottom edge it stores only the valid rows, at the right edge it writes into a
+ * small buffer whose valid part is then added to C (same arithmetic either way).
+ *
+ *   conv2d(...)  (see py_conv2d) is a 2-D convolution through the same driver: per image,
+ *   weight (O x C*KH*KW) @ im2col(x), where the packing of B reads the image directly
+ *   (im2col is never built) and the bias is the epilogue's beta * input.
+ *
+ * This file includes itself once per element type (the TEMPLATE part at the end) so the
+ * packing and driver code is written once for float and double.
+ */
+#ifndef GEMM_TEMPLATE
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "common.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define HAVE_X86_CLONES 1
+#include <immintrin.h>
+#else
+#define HAVE_X86_CLONES 0
+#endif
+
+/* Products with fewer multiply-adds than this run on one thread (a parallel region costs a
+ * few microseconds). Measured on a 2-core x86-64, float32 square products, 1 vs 2 threads:
+ * 64^3 (256 Ki multiply-adds) 8.8 vs 9.5 us, 96^3 (864 Ki) 26.6 vs 19.6 us. */
+#ifndef PARALLEL_MIN_FLOPS
+#define PARALLEL_MIN_FLOPS (512 * 1024)
+#endif
+
+enum { T_F32, T_F64, N_TYPES };
+
+
+
+/* A 2-D convolution seen as a product (see py_conv2d): B is the im2col matrix of one image,
+ * never built; its packing reads the image directly. Row p of B is (c, kh, kw), column j is
+ * the output position (oh, ow); B[p][j] = x[c][oh*sh - ph + kh*dh][ow*sw - pw + kw*dw], or 0
+ * in the padding. */
+typedef struct {
+    ptrdiff_t h, w, kh, kw, oh, ow;        /* input and kernel extents, output extents */
+    ptrdiff_t sh, sw, ph, pw, dh, dw;      /* stride, padding, dilation */
+    ptrdiff_t xs_c, xs_h, xs_w;            /* the image's strides (channel, row, column) */
+} conv_geometry;
+
+/* One product's operands, as checked element offsets and strides (in elements). */
+typedef struct {
+    const conv_geometry *conv;             /* NULL, or: b is the input of a convolution */
+    ptrdiff_t batch, m, n, k;
+    char *out;
+    const char *a, *b, *inp;
+    ptrdiff_t out_s[3], a_s[3], b_s[3], inp_s[3]; /* (batch, row, col) strides */
+    double alpha, beta;
+} gemm_args;
+
+/* ---- micro-kernels --------------------------------------------------------------------- */
+
+/* c[0:rows, 0:NR] (row stride ldc) = (accumulate ? c + : ) sum_p a[p][0:rows] x b[p][0:NR]
+ * (rows <= MR; the kernel computes all MR rows, the packed A is zero past its edge):
+ * a is an MR-tall packed micro-panel (MR values per p), b an NR-wide one (NR values per p,
+ * 64-byte aligned). The accumulators live in registers (the loops over i and v unroll). */
+#define DEFINE_VECTOR_UKR(NAME, ATTR, T, VT, VL, MR, NV, LOAD, LOADU, STOREU, SET1, FMA, ADD, \
+                          ZERO)                                                               \
+    ATTR static void NAME(ptrdiff_t kc, const T *restrict a, const T *restrict b,            \
+                          T *restrict c, ptrdiff_t ldc, int accumulate, int rows)            \
+    {                                                                                        \
+        VT acc[MR][NV];                                                                      \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = ZERO();         \
+        for (ptrdiff_t p = 0; p < kc; p++) {                                                 \
+            VT bv[NV];                                                                       \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = LOAD(b + v * VL);   \
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                          \
+                VT av = SET1(a[i]);                                                          \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                         \
+                    acc[i][v] = FMA(av, bv[v], acc[i][v]);                                   \
+            }                                                                                \
+            a += MR;                                                                         \
+            b += NV * VL;                                                                    \
+        }                                                                                    \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                              \
+            if (i >= rows) break;        /* a bottom edge tile: rows past M are not stored */ \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                           \
+                T *ci = c + i * ldc + v * VL;                                                \
+                STOREU(ci, accumulate ? ADD(LOADU(ci), acc[i][v]) : acc[i][v]);              \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+/* The baseline: MR x NR plain C multiply-adds (two roundings each; the FMA clones round
+ * once, so baseline results differ from theirs in the last bits). */
+#define DEFINE_SCALAR_UKR(NAME, T, MR, NR)                                                   \
+    static void NAME(ptrdiff_t kc, const T *restrict a, const T *restrict b, T *restrict c,  \
+                     ptrdiff_t ldc, int accumulate, int rows)                                \
+    {                                                                                        \
+        T acc[MR][NR] = {{0}};                                                               \
+        for (ptrdiff_t p = 0; p < kc; p++) {                                                 \
+            for (int i = 0; i < MR; i++)                                                     \
+                for (int j = 0; j < NR; j++) acc[i][j] = acc[i][j] + a[i] * b[j];            \
+            a += MR;                                                                         \
+            b += NR;                                                                         \
+        }                                                                                    \
+        for (int i = 0; i < rows; i++)                                                       \
+            for (int j = 0; j < NR; j++)                                                     \
+                c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];        \
+    }
+
+DEFINE_SCALAR_UKR(ukr_f32_baseline, float, 4, 8)
+DEFINE_SCALAR_UKR(ukr_f64_baseline, double, 4, 8)
+
+#if HAVE_X86_CLONES
+#define AVX512 __attribute__((target("avx512f")))
+#define AVX2 __attribute__((target("avx2,fma")))
+DEFINE_VECTOR_UKR(ukr_f32_avx512f, AVX512, float, __m512, 16, 14, 2, _mm512_load_ps,
+                  _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps,
+                  _mm512_add_ps, _mm512_setzero_ps)
+/* 8 x 48 for convolutions: their M (output channels) is usually a multiple of 8, and the
+ * packed im2col slice is reused by more FMAs per row tile (measured 5-8% faster than 14 x 32
+ * on conv2d 8x64x56x56 3x3, 3-5% slower on square products). */
+DEFINE_VECTOR_UKR(ukr_f32_conv_avx512f, AVX512, float, __m512, 16, 8, 3, _mm512_load_ps,
+                  _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps,
+                  _mm512_add_ps, _mm512_setzero_ps)
+DEFINE_VECTOR_UKR(ukr_f64_avx512f, AVX512, double, __m512d, 8, 14, 2, _mm512_load_pd,
+                  _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd,
+                  _mm512_add_pd, _mm512_setzero_pd)
+DEFINE_VECTOR_UKR(ukr_f32_avx2, AVX2, float, __m256, 8, 6, 2, _mm256_load_ps,
+                  _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps,
+                  _mm256_add_ps, _mm256_setzero_ps)
+DEFINE_VECTOR_UKR(ukr_f64_avx2, AVX2, double, __m256d, 4, 6, 2, _mm256_load_pd,
+                  _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd,
+                  _mm256_add_pd, _mm256_setzero_pd)
+#endif
+
+/* Block sizes per (instruction set, type), for products and for convolutions. One MR x KC
+ * micro-panel of A stays in L1 while the NR-wide micro-panels of the KC x NC slice of B
+ * stream through the micro-kernel from L2 (that loop order measured faster than the other
+ * one); the MC x KC block of A sits in L2. Tuned on a 2-core Sapphire Rapids (48 KiB L1d,
+ * 2 MiB L2): KC 128..384, MC 168..672 and NC 512..4096 all came within the noise of the
+ * shared machine; these were best or tied. */
+typedef void (*ukr_fn)(ptrdiff_t, const void *, const void *, void *, ptrdiff_t, int, int);
+typedef struct {
+    int mr, nr, kc, mc, nc;
+    ukr_fn ukr;
+} blocking;
+
+#define UKR(f) ((ukr_fn)(void (*)(void))(f))
+static blocking BLOCKING[N_ISAS][N_TYPES] = {
+    {{4, 8, 256, 128, 2048, UKR(ukr_f32_baseline)}, {4, 8, 256, 64, 2048, UKR(ukr_f64_baseline)}},
+#if HAVE_X86_CLONES
+    {{6, 16, 256, 144, 2048, UKR(ukr_f32_avx2)}, {6, 8, 256, 72, 2048, UKR(ukr_f64_avx2)}},
+    {{14, 32, 256, 336, 2048, UKR(ukr_f32_avx512f)}, {14, 16, 256, 168, 2048, UKR(ukr_f64_avx512f)}},
+#endif
+};
+static blocking CONV_BLOCKING[N_ISAS][N_TYPES] = {
+    {{4, 8, 256, 128, 2048, UKR(ukr_f32_baseline)}, {4, 8, 256, 64, 2048, UKR(ukr_f64_baseline)}},
+#if HAVE_X86_CLONES
+    {{6, 16, 256, 144, 2048, UKR(ukr_f32_avx2)}, {6, 8, 256, 72, 2048, UKR(ukr_f64_avx2)}},
+    {{8, 48, 256, 336, 2048, UKR(ukr_f32_conv_avx512f)}, {14, 16, 256, 168, 2048, UKR(ukr_f64_avx512f)}},
+#endif
+};
+
+/* Packing 14 rows of a row-major A (the AVX-512 micro-panels): one gather per k collects
+ * the 14 rows' elements, one masked store writes them, so the writes stay sequential.
+ * Element by element this took longer than the product itself for 64 x 64 matrices
+ * (measured: bmm of 32 64x64 float32 matrices, 1 thread, packing was over half the time). */
+#if HAVE_X86_CLONES
+AVX512 static void pack14_rows_f32(ptrdiff_t kc, int rows, const float *a, ptrdiff_t sm,
+                                   float *dst)
+{
+    const __mmask16 valid = (__mmask16)((1u << rows) - 1);   /* rows past M stay zero */
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_set_epi32(0, 0, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32((int)sm));
+    for (ptrdiff_t p = 0; p < kc; p++) {
+        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, idx, a + p, 4);
+        _mm512_mask_storeu_ps(dst + p * 14, 0x3FFF, v);
+    }
+}
+
+AVX512 static void pack14_rows_f64(ptrdiff_t kc, int rows, const double *a, ptrdiff_t sm,
+                                   double *dst)
+{
+    const __mmask8 valid_lo = (__mmask8)(rows >= 8 ? 0xFF : (1u << rows) - 1);
+    const __mmask8 valid_hi = (__mmask8)(rows <= 8 ? 0 : (1u << (rows - 8)) - 1);
+    const __m256i step = _mm256_set1_epi32((int)sm);
+    const __m256i lo = _mm256_mullo_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), step);
+    const __m256i hi = _mm256_mullo_epi32(_mm256_set_epi32(0, 0, 13, 12, 11, 10, 9, 8), step);
+    for (ptrdiff_t p = 0; p < kc; p++) {
+        _mm512_storeu_pd(dst + p * 14,
+                         _mm512_mask_i32gather_pd(_mm512_setzero_pd(), valid_lo, lo, a + p, 8));
+        _mm512_mask_storeu_pd(dst + p * 14 + 8, 0x3F,
+                              _mm512_mask_i32gather_pd(_mm512_setzero_pd(), valid_hi, hi, a + p, 8));
+    }
+}
+#endif
+
+static ptrdiff_t ceil_div(ptrdiff_t a, ptrdiff_t b) { return (a + b - 1) / b; }
+static ptrdiff_t round_up(ptrdiff_t a, ptrdiff_t b) { return ceil_div(a, b) * b; }
+
+/* ---- the type-generic part: packing, edge tiles, epilogue, driver ---------------------- */
+
+#define GEMM_TEMPLATE
+#define T float
+#define NAME(x) x##_f32
+#define PACK14_ROWS pack14_rows_f32
+#include "gemm.c"
+#undef T
+#undef NAME
+#undef PACK14_ROWS
+#define T double
+#define NAME(x) x##_f64
+#define PACK14_ROWS pack14_rows_f64
+#include "gemm.c"
+#undef T
+#undef NAME
+#undef PACK14_ROWS
+#undef GEMM_TEMPLATE
+
+/* ---- argument checking ----------------------------------------------------------------- */
+
+static int buffer_type(const Py_buffer *view, const char *what)
+{
+    const char *f = view->format ? view->format : "B";
+#if PY_LITTLE_ENDIAN
+    if (*f == '<') f++;
+#else
+    if (*f == '>') f++;
+#endif
+    if (*f == '@' || *f == '=') f++;
+    if (strcmp(f, "f") == 0 && view->itemsize == 4) return T_F32;
+    if (strcmp(f, "d") == 0 && view->itemsize == 8) return T_F64;
+    PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements (buffer format "
+                 "'%s', itemsize %zd)", what, view->format ? view->format : "B",
+                 view->itemsize);
+    return -1;
+}
+
+/* Parse (buffer, offset, strides) of one operand with the given (batch, rows, cols) shape,
+ * check every element it reaches lies in the buffer, and return its element-0 pointer. */
+static int operand(PyObject *const *args, const char *const names[3], int writable,
+                   const long long *shape, Py_buffer *view, int *type, ptrdiff_t strides[3],
+                   const char **ptr)
+{
+    const char *what = names[0];
+    long long offset, st[3];
+    if (parse_offset(args[1], names[1], &offset) < 0) return -1;
+    if (parse_dims(args[2], names[2], 3, st, NULL) < 0) return -1;
+    for (int d = 0; d < 3; d++) {
+        if (st[d] < 0) {
+            PyErr_Format(PyExc_ValueError, "%s must be non-negative", names[2]);
+            return -1;
+        }
+    }
+    if (get_buffer(args[0], view, writable, what) < 0) return -1;
+    *type = buffer_type(view, what);
+    Py_ssize_t len = view->len / (view->itemsize ? view->itemsize : 1);
+    long long numel = shape[0] * shape[1] * shape[2];
+    if (*type < 0 || (numel > 0 && check_bounds(what, len, offset, 3, shape, st) < 0)) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    for (int d = 0; d < 3; d++) strides[d] = (ptrdiff_t)st[d];
+    *ptr = (const char *)view->buf + (size_t)offset * (size_t)view->itemsize;
+    return 0;
+}
+
+static const char *const OUT_NAMES[3] = {"out", "out_offset", "out_strides"};
+static const char *const A_NAMES[3] = {"a", "a_offset", "a_strides"};
+static const char *const B_NAMES[3] = {"b", "b_offset", "b_strides"};
+static const char *const INP_NAMES[3] = {"inp", "inp_offset", "inp_strides"};
+
+static int run_gemm(int type, const gemm_args *g, int isa)
+{
+    return type == T_F32 ? gemm_f32(g, isa) : gemm_f64(g, isa);
+}
+
+/* ---- entry points ---------------------------------------------------------------------- */
+
+static PyObject *py_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 15) {
+        PyErr_Format(PyExc_TypeError, "gemm() takes 15 arguments (sizes, out, out_offset, "
+                     "out_strides, a, a_offset, a_strides, b, b_offset, b_strides, alpha, beta, "
+                     "inp, inp_offset, inp_strides), got %zd", nargs);
+        return NULL;
+    }
+    long long sizes[4];
+    if (parse_dims(args[0], "sizes", 4, sizes, NULL) < 0) return NULL;
+    for (int d = 0; d < 4; d++) {
+        if (sizes[d] < 0) {
+            PyErr_SetString(PyExc_ValueError, "sizes must be non-negative");
+            return NULL;
+        }
+    }
+    gemm_args g;
+    g.conv = NULL;
+    g.alpha = PyFloat_AsDouble(args[10]);
+    if (g.alpha == -1.0 && PyErr_Occurred()) return NULL;
+    g.beta = PyFloat_AsDouble(args[11]);
+    if (g.beta == -1.0 && PyErr_Occurred()) return NULL;
+    g.batch = sizes[0], g.m = sizes[1], g.n = sizes[2], g.k = sizes[3];
+    const long long out_shape[3] = {sizes[0], sizes[1], sizes[2]};
+    const long long a_shape[3] = {sizes[0], sizes[1], sizes[3]};
+    const long long b_shape[3] = {sizes[0], sizes[3], sizes[2]};
+    Py_buffer views[4];
+    int types[4], nviews = 0;
+    const char *out_ptr;
+    if (operand(args + 1, OUT_NAMES, 1, out_shape, &views[0], &types[0], g.out_s, &out_ptr) < 0)
+        return NULL;
+    nviews = 1;
+    if (operand(args + 4, A_NAMES, 0, a_shape, &views[1], &types[1], g.a_s, &g.a) < 0) goto fail;
+    nviews = 2;
+    if (operand(args + 7, B_NAMES, 0, b_shape, &views[2], &types[2], g.b_s, &g.b) < 0) goto fail;
+    nviews = 3;
+    g.out = (char *)out_ptr;
+    g.inp = NULL;
+    memset(g.inp_s, 0, sizeof g.inp_s);
+    if (g.beta != 0.0) {
+        if (args[12] == Py_None) {
+            PyErr_SetString(PyExc_TypeError, "inp is needed when beta != 0");
+            goto fail;
+        }
+        if (operand(args + 12, INP_NAMES, 0, out_shape, &views[3], &types[3], g.inp_s, &g.inp) < 0)
+            goto fail;
+        nviews = 4;
+    }
+    for (int i = 1; i < nviews; i++) {
+        if (types[i] != types[0]) {
+            PyErr_SetString(PyExc_TypeError, "gemm operands must share one element type");
+            goto fail;
+        }
+    }
+    if (g.out_s[2] != 1 && g.n > 1) {
+        PyErr_SetString(PyExc_ValueError, "out must have unit column stride");
+        goto fail;
+    }
+    g_calls++;
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+    status = run_gemm(types[0], &g, g_isa);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+    if (status < 0) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+    return NULL;
+}
+
+/* set_blocking(isa, type, kc, mc, nc) -> the previous (kc, mc, nc): for tuning, and for
+ * tests that cross block boundaries with small matrices. Sets products' and convolutions'
+ * blocks alike (returns the products' old ones). mc is rounded up to a multiple of MR and
+ * nc to one of NR by the driver. */
+/* conv2d(out, out_offset, x, x_offset, x_shape, x_strides, w, w_offset, w_strides,
+ *        out_channels, kernel, out_size, stride, padding, dilation, bias, bias_offset,
+ *        bias_stride): a 2-D convolution (groups 1, not transposed) of x (N, C, H, W) with
+ * the weight viewed as an (out_channels, C*KH*KW) matrix (w_strides: its two strides), into a
+ * contiguous out (N, out_channels, OH, OW); bias (a vector, or None) is added last. Per image
+ * it is the product weight @ im2col(x[n]), whose packing reads x directly. */
+static PyObject *py_conv2d(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 18) {
+        PyErr_Format(PyExc_TypeError, "conv2d() takes 18 arguments, got %zd", nargs);
+        return NULL;
+    }
+    long long xshape[4], xst[4], wst[2], kernel[2], osize[2], stride[2], pad[2], dil[2];
+    long long out_off, x_off, w_off, bias_off = 0, bias_stride = 0, oc;
+    if (parse_offset(args[1], "out_offset", &out_off) < 0 ||
+        parse_offset(args[3], "x_offset", &x_off) < 0 ||
+        parse_dims(args[4], "x_shape", 4, xshape, NULL) < 0 ||
+        parse_dims(args[5], "x_strides", 4, xst, NULL) < 0 ||
+        parse_offset(args[7], "w_offset", &w_off) < 0 ||
+        parse_dims(args[8], "w_strides", 2, wst, NULL) < 0 ||
+        parse_offset(args[9], "out_channels", &oc) < 0 ||
+        parse_dims(args[10], "kernel", 2, kernel, NULL) < 0 ||
+        parse_dims(args[11], "out_size", 2, osize, NULL) < 0 ||
+        parse_dims(args[12], "stride", 2, stride, NULL) < 0 ||
+        parse_dims(args[13], "padding", 2, pad, NULL) < 0 ||
+        parse_dims(args[14], "dilation", 2, dil, NULL) < 0)
+        return NULL;
+    const int has_bias = args[15] != Py_None;
+    if (has_bias && (parse_offset(args[16], "bias_offset", &bias_off) < 0 ||
+                     parse_offset(args[17], "bias_stride", &bias_stride) < 0))
+        return NULL;
+    for (int d = 0; d < 4; d++) {
+        if (xshape[d] < 0 || xst[d] < 0) {
+            PyErr_SetString(PyExc_ValueError, "x_shape and x_strides must be non-negative");
+            return NULL;
+        }
+    }
+    for (int d = 0; d < 2; d++) {
+        if (wst[d] < 0 || kernel[d] < 1 || osize[d] < 0 || stride[d] < 1 || pad[d] < 0 ||
+            dil[d] < 1) {
+            PyErr_SetString(PyExc_ValueError, "conv2d(): bad weight strides, kernel, output "
+                            "size, stride, padding or dilation");
+            return NULL;
+        }
+        long long expect = (xshape[2 + d] + 2 * pad[d] - dil[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
+        if (expect < 0) expect = 0;
+        if (osize[d] != expect) {
+            PyErr_SetString(PyExc_ValueError, "conv2d(): out_size does not match the input");
+            return NULL;
+        }
+    }
+    const long long L = osize[0] * osize[1], K = xshape[1] * kernel[0] * kernel[1];
+    conv_geometry cv = {xshape[2], xshape[3], kernel[0], kernel[1], osize[0], osize[1],
+                        stride[0], stride[1], pad[0], pad[1], dil[0], dil[1],
+                        xst[1], xst[2], xst[3]};
+    gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.conv = &cv;
+    g.batch = xshape[0], g.m = oc, g.n = L, g.k = K;
+    g.alpha = 1.0, g.beta = has_bias ? 1.0 : 0.0;
+    g.out_s[0] = oc * L, g.out_s[1] = L, g.out_s[2] = 1;
+    g.a_s[0] = 0, g.a_s[1] = wst[0], g.a_s[2] = wst[1];
+    g.b_s[0] = xst[0];
+    g.inp_s[0] = 0, g.inp_s[1] = bias_stride, g.inp_s[2] = 0;
+    Py_buffer views[4];
+    int types[4], nviews = 0, status = 0;
+    PyObject *bufs[4] = {args[0], args[2], args[6], args[15]};
+    const char *names[4] = {"out", "x", "w", "bias"};
+    for (int i = 0; i < 3 + has_bias; i++) {
+        if (get_buffer(bufs[i], &views[i], i == 0, names[i]) < 0) goto fail;
+        nviews = i + 1;
+        types[i] = buffer_type(&views[i], names[i]);
+        if (types[i] < 0) goto fail;
+        if (types[i] != types[0]) {
+            PyErr_SetString(PyExc_TypeError, "conv2d operands must share one element type");
+            goto fail;
+        }
+    }
+    {
+        const long long out_shape[3] = {xshape[0], oc, L}, out_st[3] = {oc * L, L, 1};
+        const long long w_shape[3] = {1, oc, K}, w_st3[3] = {0, wst[0], wst[1]};
+        const long long b_shape[3] = {1, oc, 1}, b_st[3] = {0, bias_stride, 0};
+        Py_ssize_t len[4];
+        for (int i = 0; i < nviews; i++) len[i] = views[i].len / views[i].itemsize;
+        const int empty_out = xshape[0] * oc * L == 0, empty_w = oc * K == 0;
+        if ((!empty_out && check_bounds("out", len[0], out_off, 3, out_shape, out_st) < 0) ||
+            (!empty_out && xshape[1] > 0 && check_bounds("x", len[1], x_off, 4, xshape, xst) < 0) ||
+            (!empty_w && check_bounds("w", len[2], w_off, 3, w_shape, w_st3) < 0) ||
+            (has_bias && oc > 0 && check_bounds("bias", len[3], bias_off, 3, b_shape, b_st) < 0))
+            goto fail;
+    }
+    {
+        const size_t size = (size_t)views[0].itemsize;
+        g.out = (char *)views[0].buf + (size_t)out_off * size;
+        g.b = (const char *)views[1].buf + (size_t)x_off * size;
+        g.a = (const char *)views[2].buf + (size_t)w_off * size;
+        g.inp = has_bias ? (const char *)views[3].buf + (size_t)bias_off * size : NULL;
+    }
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    status = run_gemm(types[0], &g, g_isa);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+    if (status < 0) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+    return NULL;
+}
+
+static PyObject *py_set_blocking(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *isa_name;
+    int type, kc, mc, nc;
+    if (!PyArg_ParseTuple(args, "siiii", &isa_name, &type, &kc, &mc, &nc)) return NULL;
+    int isa = -1;
+    for (int i = 0; i < N_ISAS; i++)
+        if (strcmp(isa_name, ISA_NAMES[i]) == 0) isa = i;
+    if (isa < 0 || isa > g_best_isa || type < 0 || type >= N_TYPES || kc < 1 || mc < 1 ||
+        nc < 1 || kc > 4096 || mc > 4096 || nc > 16384) {
+        PyErr_SetString(PyExc_ValueError, "set_blocking(): bad instruction set, type or size");
+        return NULL;
+    }
+    blocking *bk = &BLOCKING[isa][type], *conv = &CONV_BLOCKING[isa][type];
+    PyObject *previous = Py_BuildValue("(iii)", bk->kc, bk->mc, bk->nc);
+    bk->kc = conv->kc = kc, bk->mc = conv->mc = mc, bk->nc = conv->nc = nc;
+    return previous;
+}
+
+static PyMethodDef METHODS[] = {
+    {"gemm", (PyCFunction)(void (*)(void))py_gemm, METH_FASTCALL,
+     "gemm(sizes, out, out_offset, out_strides, a, a_offset, a_strides, b, b_offset, "
+     "b_strides, alpha, beta, inp, inp_offset, inp_strides): out = alpha * a @ b + beta * inp "
+     "for each of sizes[0] matrices; sizes = (batch, M, N, K); strides (batch, row, col) in "
+     "elements; inp is not read when beta == 0."},
+    {"conv2d", (PyCFunction)(void (*)(void))py_conv2d, METH_FASTCALL,
+     "conv2d(out, out_offset, x, x_offset, x_shape, x_strides, w, w_offset, w_strides, "
+     "out_channels, kernel, out_size, stride, padding, dilation, bias, bias_offset, "
+     "bias_stride): 2-D convolution (groups 1) into a contiguous out; see src/gemm.c."},
+    {"set_blocking", py_set_blocking, METH_VARARGS,
+     "set_blocking(isa, type, kc, mc, nc): change one block-size set (type 0 float32, 1 "
+     "float64); returns the previous (kc, mc, nc)."},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "reftorch_cpu._gemm",
+    .m_doc = "Packed, blocked, register-tiled matrix products for reftorch.",
+    .m_size = -1,
+    .m_methods = METHODS,
+};
+
+PyMODINIT_FUNC PyInit__gemm(void)
+{
+    init_module_state();
+    PyObject *m = PyModule_Create(&MODULE);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "PARALLEL_MIN_FLOPS", PARALLEL_MIN_FLOPS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
+
+#else /* GEMM_TEMPLATE: the code below is compiled once with T = float, once with double */
+
+/* Pack rows [0, mc) x columns [0, kc) of A (element (i, p) at a[i * sm + p * sk]) into
+ * MR-tall micro-panels: panel r holds a[r*MR + i][p] at dst[r*MR*kc + p*MR + i], rows past
+ * mc are zero. */
+static void NAME(pack_a)(ptrdiff_t mc, ptrdiff_t kc, int mr, const T *a, ptrdiff_t sm,
+                         ptrdiff_t sk, T *restrict dst)
+{
+    for (ptrdiff_t i0 = 0; i0 < mc; i0 += mr, dst += (ptrdiff_t)mr * kc) {
+        const int rows = mc - i0 < mr ? (int)(mc - i0) : mr;
+        if (sm == 1 && rows == mr) {         /* columns of A contiguous (a transposed A) */
+            for (ptrdiff_t p = 0; p < kc; p++) {
+                const T *src = a + i0 + p * sk;
+                for (int i = 0; i < mr; i++) dst[p * mr + i] = src[i];
+            }
+            continue;
+        }
+#if HAVE_X86_CLONES
+        /* MR == 14 only in the AVX-512 blockings; the gather's indices are 32-bit */
+        if (sk == 1 && mr == 14 && sm <= INT32_MAX / 16) {
+            PACK14_ROWS(kc, rows, a + i0 * sm, sm, dst);
+            continue;
+        }
+#endif
+        /* Rows of A contiguous (sk == 1) or strided: walk the MR rows side by side, so the
+         * writes are sequential (row by row, they would be MR apart: measured 3x slower). */
+        const T *src[32];
+        for (int i = 0; i < rows; i++) src[i] = a + (i0 + i) * sm;
+        for (ptrdiff_t p = 0; p < kc; p++) {
+            T *d = dst + p * mr;
+            const ptrdiff_t off = p * sk;
+            for (int i = 0; i < rows; i++) d[i] = src[i][off];
+            for (int i = rows; i < mr; i++) d[i] = 0;
+        }
+    }
+}
+
+/* Pack rows [0, kc) x columns [0, nc) of B (element (p, j) at b[p * sk + j * sn]) into
+ * NR-wide micro-panels: panel r holds b[p][r*NR + j] at dst[r*NR*kc + p*NR + j], columns
+ * past nc are zero. */
+static void NAME(pack_b)(ptrdiff_t kc, ptrdiff_t nc, int nr, const T *b, ptrdiff_t sk,
+                         ptrdiff_t sn, T *restrict dst)
+{
+    for (ptrdiff_t j0 = 0; j0 < nc; j0 += nr, dst += (ptrdiff_t)nr * kc) {
+        const int cols = nc - j0 < nr ? (int)(nc - j0) : nr;
+        if (sn == 1 && cols == nr) {         /* rows of B contiguous */
+            for (ptrdiff_t p = 0; p < kc; p++) {   /* (a loop: memcpy calls cost more here) */
+                const T *src = b + p * sk + j0;
+                for (int j = 0; j < nr; j++) dst[p * nr + j] = src[j];
+            }
+            continue;
+        }
+        if (sk == 1) {                       /* columns of B contiguous (a transposed B) */
+            for (int j = 0; j < cols; j++) {
+                const T *src = b + (j0 + j) * sn;
+                for (ptrdiff_t p = 0; p < kc; p++) dst[p * nr + j] = src[p];
+            }
+        } else {
+            for (ptrdiff_t p = 0; p < kc; p++)
+                for (int j = 0; j < cols; j++) dst[p * nr + j] = b[p * sk + (j0 + j) * sn];
+        }
+        for (ptrdiff_t p = 0; p < kc; p++)
+            for (int j = cols; j < nr; j++) dst[p * nr + j] = 0;
+    }
+}
+
+/* pack_b for a convolution: rows [p0, p0 + kc) x columns [j0, j0 + nc) of the im2col
+ * matrix of image x, into NR-wide micro-panels (the layout pack_b writes). Each packed row of
+ * a micro-panel is a run of output positions along ow (at most two output rows): the input
+ * row it reads is fixed, the padding columns are zeros, the rest a strided (usually
+ * contiguous) copy. */
+static void NAME(pack_b_conv)(ptrdiff_t kc, ptrdiff_t nc, int nr, ptrdiff_t p0, ptrdiff_t j0,
+                              const conv_geometry *cv, const T *x, T *restrict dst)
+{
+    const ptrdiff_t kernel = cv->kh * cv->kw;
+    for (ptrdiff_t p = 0; p < kc; p++) {
+        const ptrdiff_t c = (p0 + p) / kernel, r = (p0 + p) % kernel;
+        const ptrdiff_t kh = r / cv->kw, kw = r % cv->kw;
+        const ptrdiff_t row_off = kh * cv->dh - cv->ph, col_off = kw * cv->dw - cv->pw;
+        /* output columns [ow_lo, ow_hi) read inside the image: ow*sw + col_off in [0, w) */
+        const ptrdiff_t ow_lo = col_off >= 0 ? 0 : ceil_div(-col_off, cv->sw);
+        ptrdiff_t ow_hi = cv->w - col_off <= 0 ? 0 : ceil_div(cv->w - col_off, cv->sw);
+        if (ow_hi > cv->ow) ow_hi = cv->ow;
+        const T *xc = x + c * cv->xs_c;
+        for (ptrdiff_t jp = 0; jp < nc; jp += nr) {
+            T *d = dst + jp * kc + p * nr;
+            const ptrdiff_t cols = nc - jp < nr ? nc - jp : nr;
+            ptrdiff_t oh = (j0 + jp) / cv->ow, ow = (j0 + jp) % cv->ow, j = 0;
+            while (j < cols) {
+                ptrdiff_t run = cv->ow - ow;
+                if (run > cols - j) run = cols - j;
+                const ptrdiff_t ih = oh * cv->sh + row_off;
+                if (ih < 0 || ih >= cv->h) {
+                    for (ptrdiff_t t = 0; t < run; t++) d[j + t] = 0;
+                } else {
+                    const T *xr = xc + ih * cv->xs_h;
+                    ptrdiff_t lo = ow_lo - ow, hi = ow_hi - ow;
+                    lo = lo < 0 ? 0 : (lo > run ? run : lo);
+                    hi = hi < lo ? lo : (hi > run ? run : hi);
+                    for (ptrdiff_t t = 0; t < lo; t++) d[j + t] = 0;
+                    const ptrdiff_t step = cv->sw * cv->xs_w;
+                    const T *src = xr + ((ow + lo) * cv->sw + col_off) * cv->xs_w;
+                    if (step == 1)   /* short runs: an inline (vectorized) loop beats memcpy */
+                        for (ptrdiff_t t = lo; t < hi; t++) d[j + t] = src[t - lo];
+                    else
+                        for (ptrdiff_t t = lo; t < hi; t++) d[j + t] = src[(t - lo) * step];
+                    for (ptrdiff_t t = hi; t < run; t++) d[j + t] = 0;
+                }
+                j += run;
+                ow = 0;
+                oh++;
+            }
+            for (; j < nr; j++) d[j] = 0;
+        }
+    }
+}
+
+/* c = alpha * c + beta * inp on a rows x cols tile, with the reference's roundings:
+ * (c * alpha) then + (inp * beta), each step skipped when its scalar is 1 (or beta 0). */
+static void NAME(epilogue)(T *c, ptrdiff_t ldc, ptrdiff_t rows, ptrdiff_t cols, const T *inp,
+                           ptrdiff_t sim, ptrdiff_t sin, double alpha, double beta)
+{
+    const T al = (T)alpha, be = (T)beta;
+    for (ptrdiff_t i = 0; i < rows; i++) {
+        T *ci = c + i * ldc;
+        if (alpha != 1.0)
+            for (ptrdiff_t j = 0; j < cols; j++) ci[j] = ci[j] * al;
+        if (beta == 0.0) continue;
+        const T *x = inp + i * sim;
+        if (beta == 1.0)
+            for (ptrdiff_t j = 0; j < cols; j++) ci[j] = ci[j] + x[j * sin];
+        else
+            for (ptrdiff_t j = 0; j < cols; j++) ci[j] = ci[j] + x[j * sin] * be;
+    }
+}
+
+/* The micro-kernel calls for one packed A block (mc rows) and B slice (nc columns) of one
+ * K slice: c is the block's top-left element. */
+static void NAME(macro)(const gemm_args *g, const blocking *bk, ptrdiff_t mc, ptrdiff_t nc,
+                        ptrdiff_t kc, int accumulate, int last, const T *abuf, const T *bbuf,
+                        T *c, const T *inp, T *tile)
+{
+    const int mr = bk->mr, nr = bk->nr;
+    const ptrdiff_t ldc = g->out_s[1];
+    const int scale = last && (g->alpha != 1.0 || g->beta != 0.0);
+    for (ptrdiff_t ir = 0; ir < mc; ir += mr) {
+        const ptrdiff_t rows = mc - ir < mr ? mc - ir : mr;
+        const T *ap = abuf + ir * kc;
+        for (ptrdiff_t jr = 0; jr < nc; jr += nr) {
+            const ptrdiff_t cols = nc - jr < nr ? nc - jr : nr;
+            const T *bp = bbuf + jr * kc;
+            T *ct = c + ir * ldc + jr;
+            if (cols == nr) {     /* the kernel stores `rows` rows itself */
+                bk->ukr(kc, ap, bp, ct, ldc, accumulate, (int)rows);
+            } else {     /* a right edge tile: compute it whole, then merge the valid part */
+                bk->ukr(kc, ap, bp, tile, nr, 0, mr);
+                for (ptrdiff_t i = 0; i < rows; i++)
+                    for (ptrdiff_t j = 0; j < cols; j++)
+                        ct[i * ldc + j] = accumulate ? ct[i * ldc + j] + tile[i * nr + j]
+                                                     : tile[i * nr + j];
+            }
+            if (scale)   /* alpha, beta while the tile is in L1 */
+                NAME(epilogue)(ct, ldc, rows, cols,
+                               inp ? inp + ir * g->inp_s[1] + jr * g->inp_s[2] : NULL,
+                               g->inp_s[1], g->inp_s[2], g->alpha, g->beta);
+        }
+    }
+}
+
+/* One work item: rows [i0, i0 + m) x columns [j0, j0 + nc) of batch matrix bi. For each K
+ * slice the B slice is packed once, then the rows are taken MC at a time. */
+static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step,
+                       ptrdiff_t mc_step, ptrdiff_t bi, ptrdiff_t i0, ptrdiff_t m, ptrdiff_t j0,
+                       ptrdiff_t nc, T *abuf, T *bbuf, T *tile)
+{
+    const ptrdiff_t ldc = g->out_s[1];
+    T *c = (T *)g->out + bi * g->out_s[0] + i0 * ldc + j0;
+    const T *inp = g->beta != 0.0 ? (const T *)g->inp + bi * g->inp_s[0] + i0 * g->inp_s[1] +
+                                        j0 * g->inp_s[2] : NULL;
+    if (g->k == 0) {     /* an empty sum: zeros, then alpha and beta */
+        for (ptrdiff_t i = 0; i < m; i++)
+            for (ptrdiff_t j = 0; j < nc; j++) c[i * ldc + j] = 0;
+        if (g->alpha != 1.0 || g->beta != 0.0)
+            NAME(epilogue)(c, ldc, m, nc, inp, g->inp_s[1], g->inp_s[2], g->alpha, g->beta);
+        return;
+    }
+    const T *a = (const T *)g->a + bi * g->a_s[0] + i0 * g->a_s[1];
+    const T *b = g->conv ? NULL : (const T *)g->b + bi * g->b_s[0] + j0 * g->b_s[2];
+    for (ptrdiff_t p0 = 0; p0 < g->k; p0 += kc_step) {
+        const ptrdiff_t kc = g->k - p0 < kc_step ? g->k - p0 : kc_step;
+        if (g->conv)
+            NAME(pack_b_conv)(kc, nc, bk->nr, p0, j0, g->conv,
+                              (const T *)g->b + bi * g->b_s[0], bbuf);
+        else
+            NAME(pack_b)(kc, nc, bk->nr, b + p0 * g->b_s[1], g->b_s[1], g->b_s[2], bbuf);
+        for (ptrdiff_t ic = 0; ic < m; ic += mc_step) {
+            const ptrdiff_t mc = m - ic < mc_step ? m - ic : mc_step;
+            NAME(pack_a)(mc, kc, bk->mr, a + ic * g->a_s[1] + p0 * g->a_s[2], g->a_s[1],
+                         g->a_s[2], abuf);
+            NAME(macro)(g, bk, mc, nc, kc, p0 > 0, p0 + kc >= g->k, abuf, bbuf,
+                        c + ic * ldc, inp ? inp + ic * g->inp_s[1] : NULL, tile);
+        }
+    }
+}
+
+/* The whole product: choose block sizes, cut C into items, run them on the threads.
+ * Returns -1 when the packing buffers cannot be allocated. */
+static int NAME(gemm)(const gemm_args *g, int isa)
+{
+    const int type = sizeof(T) == 4 ? T_F32 : T_F64;
+    const blocking bk_copy = g->conv ? CONV_BLOCKING[isa][type] : BLOCKING[isa][type];
+    const blocking *bk = &bk_copy;   /* set_blocking may change the table meanwhile */
+    const ptrdiff_t M = g->m, N = g->n, K = g->k;
+    if (g->batch == 0 || M == 0 || N == 0) return 0;
+    /* K slices of (nearly) equal length, at most KC: they depend on K only, which is what
+     * makes the results independent of how C is cut below. */
+    const ptrdiff_t kc_step = K > 0 ? ceil_div(K, ceil_div(K, bk->kc)) : 1;
+    const ptrdiff_t mc_step = round_up(ceil_div(M, ceil_div(M, bk->mc)), bk->mr);
+    int threads = 1;
+#ifdef _OPENMP
+    if (!g_forked && (double)g->batch * M * N * (K > 0 ? K : 1) >= PARALLEL_MIN_FLOPS)
+        threads = omp_get_max_threads();
+#endif
+    /* Items: (batch matrix, rows part, columns block). Columns blocks of at most NC; when
+     * that gives fewer than 4 items per thread (so a thread that the OS deschedules for a
+     * while holds up little), cut the columns finer while blocks stay at least 8
+     * micro-panels wide, then the rows while parts stay 4 micro-tiles tall (each item packs
+     * its own slices of A and B). Any cut gives the same results. */
+    ptrdiff_t n_cuts = ceil_div(N, bk->nc), m_cuts = 1;
+    const ptrdiff_t target = threads > 1 ? 4 * (ptrdiff_t)threads : 1;
+    if (g->batch * n_cuts < target) {
+        const ptrdiff_t want = ceil_div(target, g->batch), widest = N / (8 * bk->nr);
+        if (n_cuts < want) n_cuts = want < widest ? want : (widest > n_cuts ? widest : n_cuts);
+        if (g->batch * n_cuts < target) {
+            /* each rows part packs all of B again: keep parts at least 4 micro-tiles tall */
+            const ptrdiff_t tallest = M / (4 * bk->mr) > 1 ? M / (4 * bk->mr) : 1;
+            m_cuts = ceil_div(target, g->batch * n_cuts);
+            if (m_cuts > tallest) m_cuts = tallest;
+        }
+    }
+    const ptrdiff_t nc = round_up(ceil_div(N, n_cuts), bk->nr);
+    const ptrdiff_t m_part = round_up(ceil_div(M, m_cuts), bk->mr);
+    const ptrdiff_t n_blocks = ceil_div(N, nc), m_parts = ceil_div(M, m_part);
+    const ptrdiff_t items = g->batch * m_parts * n_blocks;
+    if (items < threads) threads = (int)items;
+
+    /* Per thread: A block, B slice, one edge tile; each 64-byte aligned. */
+    const ptrdiff_t mc_alloc = mc_step < m_part ? mc_step : round_up(m_part, bk->mr);
+    const size_t a_len = (size_t)round_up(mc_alloc * kc_step, 16);
+    const size_t b_len = (size_t)round_up(kc_step * nc, 16);
+    const size_t t_len = (size_t)round_up((ptrdiff_t)bk->mr * bk->nr, 16);
+    const size_t per_thread = a_len + b_len + t_len;
+    T *buffers = aligned_alloc(64, (size_t)round_up((ptrdiff_t)(per_thread * threads * sizeof(T)), 64));
+    if (buffers == NULL) return -1;
+
+#define RUN_ITEM(item, t)                                                                    \
+    do {                                                                                     \
+        T *abuf = buffers + per_thread * (t), *bbuf = abuf + a_len, *tile = bbuf + b_len;    \
+        const ptrdiff_t bi = (item) / (m_parts * n_blocks);                                  \
+        const ptrdiff_t rest = (item) % (m_parts * n_blocks);                                \
+        const ptrdiff_t i0 = (rest / n_blocks) * m_part, j0 = (rest % n_blocks) * nc;         \
+        NAME(item)(g, bk, kc_step, mc_step, bi, i0, M - i0 < m_part ? M - i0 : m_part, j0,   \
+                   N - j0 < nc ? N - j0 : nc, abuf, bbuf, tile);                             \
+    } while (0)
+    if (threads == 1) {      /* no parallel region at all: it costs microseconds */
+        for (ptrdiff_t item = 0; item < items; item++) RUN_ITEM(item, 0);
+    } else {
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (ptrdiff_t item = 0; item < items; item++) RUN_ITEM(item, omp_get_thread_num());
+#endif
+    }
+#undef RUN_ITEM
+    free(buffers);
+    return 0;
+}
+
+#endif /* GEMM_TEMPLATE */

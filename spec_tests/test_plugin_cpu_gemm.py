@@ -1,0 +1,528 @@
+"""The C plugin's matrix products (plugin_cpu/src/gemm.c, reftorch_cpu/gemm.py): mm, bmm,
+addmm and baddbmm for float32 and float64 on cpu.
+
+The reference is NumPy's matmul (OpenBLAS), which sums in another order, so results are
+compared within a rounding bound, not bit for bit: |got - want| <= rtol * sqrt(K) * scale,
+where scale is the product of the magnitudes (|alpha| * |A| @ |B| + |beta * input|, in
+float64), for both the reference and the exact (float64 / longdouble) result. The C call
+counter (`_gemm.calls()`) tells whether the C path really ran. Block sizes are shrunk with
+`_gemm.set_blocking` so that small matrices cross every block boundary (K slices, MC row
+blocks, NC column blocks, micro-tile edges) cheaply; one test crosses the real ones.
+"""
+import math
+import os
+import time
+
+import numpy as np
+import pytest
+
+import reftorch
+
+try:
+    import reftorch_cpu
+    from reftorch_cpu import _gemm, gemm
+except ImportError as exc:  # not built or not installed in this environment
+    pytest.skip(f"reftorch_cpu is not importable ({exc}); build it with "
+                f"`pip install --no-build-isolation ./plugin_cpu`", allow_module_level=True)
+
+F32, F64 = reftorch.float32, reftorch.float64
+DTYPES = [F32, F64]
+RTOL = {F32: 1e-5, F64: 1e-13}        # times sqrt(K), relative to the magnitudes' product
+TYPE_CODE = {F32: 0, F64: 1}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin_loaded():
+    """The plugin's kernels are registered (loaded by hand when REFTORCH_PLUGINS left it out)."""
+    loaded_here = "cpu" not in reftorch.plugins.loaded()
+    if loaded_here:
+        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
+    yield
+    if loaded_here:
+        reftorch.plugins.unload("cpu")
+
+
+@pytest.fixture
+def no_threshold(monkeypatch):
+    """Send every size to C (the real thresholds decline small and skinny products)."""
+    monkeypatch.setattr(gemm, "MIN_FLOPS", 0)
+    monkeypatch.setattr(gemm, "MIN_SIDE", 0)
+
+
+@pytest.fixture
+def small_blocks():
+    """Tiny block sizes for every ISA and type: KC 7, MC 2 micro-tiles + 1 row, NC 2
+    micro-panels + 1 column (the driver rounds MC and NC up to whole micro-tiles)."""
+    saved = []
+    for isa in _gemm.supported_isas():
+        for code in (0, 1):
+            saved.append((isa, code, _gemm.set_blocking(isa, code, 7, 3, 3)))
+    yield
+    for isa, code, (kc, mc, nc) in saved:
+        _gemm.set_blocking(isa, code, kc, mc, nc)
+
+
+def values(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    return np.asarray(rng.standard_normal(shape), dtype=dtype.numpy_dtype)
+
+
+def tensor(shape, dtype, seed, layout="contiguous"):
+    """A tensor of `shape` in the given memory layout (same values for every layout)."""
+    a = values(shape, dtype, seed)
+    if layout == "contiguous":
+        return reftorch.from_numpy(a)
+    if layout == "transposed":       # last two dims swapped in memory
+        return reftorch.from_numpy(np.ascontiguousarray(np.swapaxes(a, -1, -2))).transpose(-1, -2)
+    if layout == "strided":          # every other element of a bigger tensor, both dims
+        big = np.zeros(shape[:-2] + (shape[-2] * 2, shape[-1] * 3), a.dtype)
+        big[..., ::2, ::3] = a
+        return reftorch.from_numpy(big)[..., ::2, ::3]
+    if layout == "batch-broadcast":  # one matrix expanded over the batch (stride 0)
+        return reftorch.from_numpy(a[:1].copy()).expand(*shape)
+    raise ValueError(layout)
+
+
+def host(t):
+    return np.array(t.numpy())
+
+
+def calls_during(fn):
+    before = _gemm.calls()
+    result = fn()
+    return result, _gemm.calls() - before
+
+
+def bound(a, b, k, dtype, alpha=1.0, beta=0.0, input=None):
+    """The allowed difference: rtol * sqrt(K) * (|alpha| |A| @ |B| + |beta input|)."""
+    scale = abs(alpha) * np.matmul(np.abs(host(a).astype(np.float64)),
+                                   np.abs(host(b).astype(np.float64)))
+    if beta != 0 and input is not None:
+        scale = scale + abs(beta) * np.abs(host(input).astype(np.float64))
+    return RTOL[dtype] * math.sqrt(max(k, 1)) * scale + np.finfo(dtype.numpy_dtype).tiny
+
+
+def exact(a, b, alpha=1.0, beta=0.0, input=None):
+    """alpha * A @ B + beta * input in extended precision (longdouble)."""
+    product = np.matmul(host(a).astype(np.longdouble), host(b).astype(np.longdouble)) * alpha
+    if beta != 0:
+        product = product + beta * host(input).astype(np.longdouble)
+    return product
+
+
+def check(case, a, b, k, dtype, alpha=1.0, beta=0.0, input=None, expect_c=True):
+    """Run case() with the plugin and on the reference; both within the bound of each other
+    and of the exact result; the C path ran (or not) as expected."""
+    got, ran = calls_during(case)
+    with reftorch.plugins.use_reference_kernels():
+        want = case()
+    assert ran == (1 if expect_c else 0)
+    assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape)
+    assert got.is_contiguous()
+    g, w = host(got), host(want)
+    tol = bound(a, b, k, dtype, alpha, beta, input)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+    finite = np.isfinite(w)
+    np.testing.assert_array_equal(g[~finite], w[~finite])   # inf where inf, nan where nan
+    assert np.all(np.abs(g - w)[finite] <= tol[finite] * 2)
+    assert np.all(np.abs(g.astype(np.longdouble) - exact(a, b, alpha, beta, input))[finite]
+                  <= tol[finite])
+    return g
+
+
+# ---------------------------------------------------------------------------------------------
+# Registration
+
+def test_serves_the_products():
+    for op in ("mm", "bmm", "addmm", "baddbmm", "convolution"):
+        for dtype in DTYPES:
+            assert reftorch._dispatch.get_op(op).serving("cpu", dtype) == "cpu"
+
+
+def test_c_module_facts():
+    assert _gemm.isa() in _gemm.supported_isas()
+    assert _gemm.supported_isas()[0] == "baseline"
+    assert _gemm.PARALLEL_MIN_FLOPS > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Values on every layout, across every block boundary
+
+# (M, N, K) around the shrunk blocks: KC 7 (K = 6, 7, 8, 14, 15), micro-tile and MC edges
+# (MR is 4, 6 or 14; MC = 2 tiles), NC = 2 micro-panels (NR 8, 16 or 32), and 1s.
+SHAPES = [(1, 1, 1), (1, 33, 7), (29, 1, 8), (13, 17, 6), (15, 31, 14), (29, 65, 15),
+          (28, 64, 21), (30, 66, 22), (43, 97, 9)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+def test_mm_across_blocks(dtype, layout, no_threshold, small_blocks):
+    for i, (m, n, k) in enumerate(SHAPES):
+        a = tensor((m, k), dtype, i, layout)
+        b = tensor((k, n), dtype, 100 + i, "transposed" if layout == "contiguous" else layout)
+        check(lambda: reftorch.mm(a, b), a, b, k, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_mm_across_the_real_blocks(dtype):
+    """Default block sizes: K just over one KC slice (256), M over MC, N over a micro-panel."""
+    for m, n, k in [(337, 33, 257), (17, 2049, 3), (170, 65, 511)]:
+        a, b = tensor((m, k), dtype, 1), tensor((k, n), dtype, 2, "transposed")
+        check(lambda: reftorch.mm(a, b), a, b, k, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("layouts", [("contiguous", "contiguous"), ("transposed", "strided"),
+                                     ("batch-broadcast", "contiguous"),
+                                     ("strided", "batch-broadcast")])
+def test_bmm(dtype, layouts, no_threshold, small_blocks):
+    for i, (batch, m, n, k) in enumerate([(3, 13, 17, 6), (2, 29, 65, 15), (5, 1, 33, 8)]):
+        a = tensor((batch, m, k), dtype, i, layouts[0])
+        b = tensor((batch, k, n), dtype, 50 + i, layouts[1])
+        want = host(a)
+        assert want.shape == (batch, m, k)
+        check(lambda: reftorch.bmm(a, b), a, b, k, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("alpha,beta", [(1, 1), (2.5, -0.5), (1, 0), (-3, 1), (0.1, 2)])
+def test_addmm_scalars_and_input_broadcast(dtype, alpha, beta, no_threshold, small_blocks):
+    m, n, k = 29, 65, 15
+    a, b = tensor((m, k), dtype, 1), tensor((k, n), dtype, 2, "strided")
+    for shape in [(m, n), (n,), (m, 1), ()]:
+        input = tensor(shape, dtype, 3) if shape else reftorch.tensor(0.75, dtype=dtype)
+        full = input.expand(m, n)
+        check(lambda: reftorch.addmm(input, a, b, beta=beta, alpha=alpha), a, b, k, dtype,
+              alpha, beta, full)
+    # the method and in-place forms reach the same kernel
+    input = tensor((m, n), dtype, 4, "transposed")
+    check(lambda: input.addmm(a, b, beta=beta, alpha=alpha), a, b, k, dtype, alpha, beta,
+          input)
+    target = input.clone()
+    got, ran = calls_during(lambda: target.addmm_(a, b, beta=beta, alpha=alpha))
+    assert ran == 1 and got is target
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_beta_zero_ignores_nan_input(dtype, no_threshold):
+    """beta == 0: the input is never read, so its NaN and inf do not propagate."""
+    m, n, k = 20, 40, 30
+    a, b = tensor((m, k), dtype, 1), tensor((k, n), dtype, 2)
+    input = reftorch.full((m, n), float("nan"), dtype=dtype)
+    input[0, 0] = float("inf")
+    g = check(lambda: reftorch.addmm(input, a, b, beta=0, alpha=2), a, b, k, dtype, 2.0)
+    assert not np.isnan(g).any()
+    batch_input = reftorch.full((2, m, n), float("nan"), dtype=dtype)
+    ba, bb = tensor((2, m, k), dtype, 3), tensor((2, k, n), dtype, 4)
+    g = check(lambda: reftorch.baddbmm(batch_input, ba, bb, beta=0), ba, bb, k, dtype)
+    assert not np.isnan(g).any()
+    # beta != 0: NaN does reach the result, as in the reference
+    g = check(lambda: reftorch.addmm(input, a, b, beta=1), a, b, k, dtype, 1.0, 1.0, input)
+    assert np.isnan(g[1:]).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_nan_and_inf_in_operands(dtype, no_threshold):
+    m, n, k = 16, 40, 30
+    a, b = values((m, k), dtype, 1), values((k, n), dtype, 2)
+    a[3, 5], b[7, 9], a[4, 0] = np.nan, np.inf, np.inf
+    ta, tb = reftorch.from_numpy(a), reftorch.from_numpy(b)
+    got, ran = calls_during(lambda: host(reftorch.mm(ta, tb)))
+    with reftorch.plugins.use_reference_kernels():
+        want = host(reftorch.mm(ta, tb))
+    assert ran == 1
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_baddbmm(dtype, no_threshold, small_blocks):
+    batch, m, n, k = 3, 15, 33, 8
+    a = tensor((batch, m, k), dtype, 1, "transposed")
+    b = tensor((batch, k, n), dtype, 2, "batch-broadcast")
+    for alpha, beta in [(1, 1), (0.5, 2), (0, 1)]:   # alpha 0: baddbmm still computes a @ b
+        for shape in [(batch, m, n), (m, n), (1, 1, n)]:
+            input = tensor(shape, dtype, 3)
+            check(lambda: reftorch.baddbmm(input, a, b, beta=beta, alpha=alpha), a, b, k,
+                  dtype, alpha, beta, input.expand(batch, m, n))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_empty_dims(dtype, no_threshold):
+    """0-size M, N, K or batch: an empty result, or zeros (K == 0) then alpha and beta."""
+    for m, n, k in [(0, 5, 3), (4, 0, 3), (4, 5, 0), (0, 0, 0)]:
+        a, b = tensor((m, k), dtype, 1), tensor((k, n), dtype, 2)
+        check(lambda: reftorch.mm(a, b), a, b, k, dtype)
+        input = tensor((m, n), dtype, 3)
+        check(lambda: reftorch.addmm(input, a, b, beta=0.5, alpha=2), a, b, k, dtype, 2.0, 0.5,
+              input)
+    a, b = tensor((0, 3, 4), dtype, 1), tensor((0, 4, 5), dtype, 2)
+    check(lambda: reftorch.bmm(a, b), a, b, 4, dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Threads and instruction sets
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_results_do_not_depend_on_thread_count(dtype):
+    """Bitwise the same with 1, 2 and 3 threads (the cuts of C change; K slices do not)."""
+    a, b = tensor((300, 517), dtype, 1), tensor((517, 130), dtype, 2, "transposed")
+    ba, bb = tensor((3, 70, 300), dtype, 3), tensor((3, 300, 90), dtype, 4)
+    input = tensor((130,), dtype, 5)
+    previous = _gemm.set_num_threads(1)
+    try:
+        results = []
+        for threads in (1, 2, 3, 1):
+            _gemm.set_num_threads(threads)
+            results.append([host(reftorch.mm(a, b)), host(reftorch.bmm(ba, bb)),
+                            host(reftorch.addmm(input, a, b, beta=0.5, alpha=3))])
+    finally:
+        _gemm.set_num_threads(previous)
+    for r in results[1:]:
+        for got, want in zip(r, results[0]):
+            np.testing.assert_array_equal(got.view(f"u{got.itemsize}"),
+                                          want.view(f"u{want.itemsize}"))
+
+
+@pytest.mark.parametrize("isa", _gemm.supported_isas())
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_every_instruction_set_is_accurate(isa, dtype, no_threshold):
+    """Each clone (incl. the plain-C baseline) within the bound of the reference and the
+    exact result, on edge-tile and multi-slice shapes."""
+    previous = _gemm.set_isa(isa)
+    try:
+        assert _gemm.isa() == isa
+        for i, (m, n, k) in enumerate([(15, 33, 300), (45, 70, 9), (1, 1, 513)]):
+            a, b = tensor((m, k), dtype, i), tensor((k, n), dtype, 10 + i, "transposed")
+            check(lambda: reftorch.mm(a, b), a, b, k, dtype)
+        x, w, bias = tensor((2, 30, 9, 13), dtype, 5), tensor((13, 30, 3, 3), dtype, 6), None
+        check_conv(x, w, bias, dtype, padding=1)      # K = 270 crosses KC, 13 rows an MR edge
+    finally:
+        _gemm.set_isa(previous)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_instruction_sets_agree(dtype):
+    m, n, k = 40, 70, 600
+    a, b = tensor((m, k), dtype, 1), tensor((k, n), dtype, 2)
+    tol = 2 * bound(a, b, k, dtype)
+    previous = _gemm.isa()
+    try:
+        results = {}
+        for isa in _gemm.supported_isas():
+            _gemm.set_isa(isa)
+            results[isa] = host(reftorch.mm(a, b))
+    finally:
+        _gemm.set_isa(previous)
+    for isa, got in results.items():
+        assert np.all(np.abs(got - results["baseline"]) <= tol), isa
+
+
+def test_forked_child_does_not_hang():
+    """libgomp's thread pool does not survive fork(); the child runs products on one thread
+    and gets the parent's bits."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork() on this platform")
+    a, b = tensor((200, 300), F32, 1), tensor((300, 150), F32, 2)
+    want = host(reftorch.mm(a, b))   # the parent has used its OpenMP threads
+    pid = os.fork()
+    if pid == 0:  # child: exit 0 only if the product completes with the same bits
+        ok = False
+        try:
+            ok = np.array_equal(host(reftorch.mm(a, b)).view(np.uint32), want.view(np.uint32))
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung in a parallel product")
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls left to the reference
+
+def declined(case):
+    _, ran = calls_during(case)
+    assert ran == 0
+
+
+def test_declines_small_products():
+    a, b = tensor((8, 8), F32, 1), tensor((8, 8), F32, 2)
+    assert 8 ** 3 < gemm.MIN_FLOPS
+    declined(lambda: reftorch.mm(a, b))
+
+
+def test_declines_skinny_products():
+    for m, n in [(1, 500), (500, 1), (gemm.MIN_SIDE - 1, 300)]:
+        a, b = tensor((m, 200), F32, 1), tensor((200, n), F32, 2)
+        assert m * n * 200 >= gemm.MIN_FLOPS
+        declined(lambda: reftorch.mm(a, b))
+
+
+def test_declines_other_dtypes(no_threshold):
+    for dtype in (reftorch.int64, reftorch.complex64, reftorch.float16):
+        a = reftorch.ones((20, 30), dtype=dtype)
+        b = reftorch.ones((30, 10), dtype=dtype)
+        declined(lambda: reftorch.mm(a, b))
+
+
+def test_declines_zero_alpha_where_the_reference_skips_the_product(no_threshold):
+    """addmm with alpha == 0 does not read a and b (NaN there does not propagate)."""
+    a = reftorch.full((20, 30), float("nan"))
+    b = reftorch.ones((30, 10))
+    input = reftorch.ones((20, 10))
+    _, ran = calls_during(lambda: reftorch.addmm(input, a, b, alpha=0))
+    assert ran == 0
+    assert not np.isnan(host(reftorch.addmm(input, a, b, alpha=0))).any()
+
+
+def test_use_reference_kernels_bypasses_the_plugin():
+    a, b = tensor((64, 64), F32, 1), tensor((64, 64), F32, 2)
+    with reftorch.plugins.use_reference_kernels():
+        declined(lambda: reftorch.mm(a, b))
+
+
+# ---------------------------------------------------------------------------------------------
+# The raw C entry point checks its arguments
+
+def _raw_args(m=4, n=5, k=3, dtype=np.float32):
+    a, b = np.ones(m * k, dtype), np.ones(k * n, dtype)
+    out = np.empty(m * n, dtype)
+    return [(1, m, n, k), out, 0, (0, n, 1), a, 0, (0, k, 1), b, 0, (0, n, 1), 1.0, 0.0,
+            None, 0, (0, 0, 0)]
+
+
+def test_raw_gemm_computes():
+    args = _raw_args()
+    _gemm.gemm(*args)
+    np.testing.assert_array_equal(args[1], np.full(20, 3, np.float32))
+
+
+@pytest.mark.parametrize("index,value,error", [
+    (2, 1, ValueError),                      # out offset: last element past the end
+    (6, (0, 4, 1), ValueError),              # a's row stride reaches past its buffer
+    (9, (0, -5, 1), ValueError),             # negative stride
+    (4, np.ones(12, np.float64), TypeError),  # mixed element types
+    (4, np.ones(12, np.int32), TypeError),   # not float
+    (0, (1, 4, 5), ValueError),              # wrong number of sizes
+    (0, (1, -4, 5, 3), ValueError),          # negative size
+    (11, 1.0, TypeError),                    # beta != 0 without inp
+    (3, (0, 5, 2), ValueError),              # out column stride must be 1
+])
+def test_raw_gemm_rejects_bad_arguments(index, value, error):
+    args = _raw_args()
+    args[index] = value
+    with pytest.raises(error):
+        _gemm.gemm(*args)
+
+
+def test_raw_gemm_rejects_read_only_out():
+    args = _raw_args()
+    args[1].flags.writeable = False
+    with pytest.raises(TypeError):
+        _gemm.gemm(*args)
+
+
+# ---------------------------------------------------------------------------------------------
+# convolution: 2-D, groups 1, not transposed
+
+def check_conv(x, w, bias, dtype, expect_c=True, **kw):
+    """Plugin vs reference within rtol * sqrt(K) * (|x| conv |w| + |bias|) (that bound computed
+    by the reference in float64); the C path ran (or not) as expected."""
+    got, ran = calls_during(lambda: reftorch.conv2d(x, w, bias, **kw))
+    with reftorch.plugins.use_reference_kernels():
+        want = reftorch.conv2d(x, w, bias, **kw)
+        tol = RTOL[dtype] * math.sqrt(w.shape[1] * w.shape[2] * w.shape[3]) * host(
+            reftorch.conv2d(x.abs().double(), w.abs().double(),
+                            None if bias is None else bias.abs().double(), **kw))
+    assert ran == (1 if expect_c else 0)
+    assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape)
+    assert np.all(np.abs(host(got) - host(want)) <= 2 * tol + np.finfo(dtype.numpy_dtype).tiny)
+    return got
+
+
+CONV_CASES = [
+    ((2, 3, 9, 11), (5, 3, 3, 3), dict(padding=1)),
+    ((2, 4, 10, 7), (6, 4, 2, 3), dict(stride=2, padding=(1, 0), dilation=(1, 2))),
+    ((1, 8, 16, 16), (16, 8, 3, 3), dict(stride=3)),
+    ((3, 5, 12, 12), (7, 5, 5, 5), dict(padding=4, dilation=2)),
+    ((2, 16, 20, 20), (32, 16, 1, 1), {}),
+    ((1, 2, 40, 3), (3, 2, 3, 1), dict(padding=(0, 2), stride=(1, 2))),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_conv2d_matches_reference(dtype, no_threshold, small_blocks):
+    for i, (xs, ws, kw) in enumerate(CONV_CASES):
+        x, w, b = tensor(xs, dtype, i), tensor(ws, dtype, 10 + i), tensor((ws[0],), dtype, 20)
+        check_conv(x, w, None, dtype, **kw)
+        check_conv(x, w, b, dtype, **kw)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_conv2d_layouts(dtype, no_threshold):
+    """Channels-last and stepped inputs, a stepped bias, a weight sliced from a bigger one
+    (its C*KH*KW dims still collapse); a weight whose dims do not collapse is declined."""
+    x = tensor((2, 6, 14, 13), dtype, 1)
+    w, b = tensor((8, 6, 3, 3), dtype, 2), tensor((16,), dtype, 3)[::2]
+    channels_last = reftorch.from_numpy(np.ascontiguousarray(
+        host(x).transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+    stepped = reftorch.from_numpy(np.repeat(host(x), 2, axis=3))[..., ::2]
+    for xv in (channels_last, stepped):
+        assert not xv.is_contiguous()
+        check_conv(xv, w, b, dtype, padding=1)
+    w_sliced = tensor((12, 6, 3, 3), dtype, 4)[2:10]
+    check_conv(x, w_sliced, b, dtype, padding=(2, 1), stride=2)
+    w_permuted = reftorch.from_numpy(np.ascontiguousarray(
+        host(w).transpose(1, 0, 2, 3))).transpose(0, 1)
+    check_conv(x, w_permuted, b, dtype, expect_c=False, padding=1)
+
+
+def test_conv2d_real_blocks_and_threads():
+    """Default blocks (K = 64*9 = 576 crosses KC; L crosses NC), bitwise equal on 1 and 2
+    threads."""
+    x, w, b = tensor((2, 64, 30, 70), F32, 1), tensor((20, 64, 3, 3), F32, 2), tensor((20,), F32, 3)
+    previous = _gemm.set_num_threads(1)
+    try:
+        one = host(check_conv(x, w, b, F32, padding=1))
+        _gemm.set_num_threads(2)
+        two = host(check_conv(x, w, b, F32, padding=1))
+    finally:
+        _gemm.set_num_threads(previous)
+    np.testing.assert_array_equal(one.view(np.uint32), two.view(np.uint32))
+
+
+def test_conv2d_declines_what_it_does_not_handle(no_threshold):
+    x, w = tensor((2, 4, 10, 10), F32, 1), tensor((6, 4, 3, 3), F32, 2)
+    declined(lambda: reftorch.conv2d(x, tensor((6, 2, 3, 3), F32, 3), groups=2))
+    declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 6, 3, 3), F32, 3)))
+    declined(lambda: reftorch.conv1d(tensor((2, 4, 10), F32, 1), tensor((6, 4, 3), F32, 2)))
+    declined(lambda: reftorch.conv3d(tensor((1, 4, 5, 5, 5), F32, 1),
+                                     tensor((6, 4, 3, 3, 3), F32, 2)))
+    declined(lambda: reftorch.conv2d(x.to(reftorch.float16), w.to(reftorch.float16)))
+    declined(lambda: reftorch.conv2d(x[:0], w))
+
+
+def test_conv2d_gradients_flow(no_threshold):
+    """The plugin's forward is recorded like the reference's: same gradients."""
+    results = []
+    for reference in (False, True):
+        x = tensor((2, 3, 8, 8), F64, 1).requires_grad_()
+        w = tensor((4, 3, 3, 3), F64, 2).requires_grad_()
+        b = tensor((4,), F64, 3).requires_grad_()
+        if reference:
+            with reftorch.plugins.use_reference_kernels():
+                reftorch.conv2d(x, w, b, padding=1).square().sum().backward()
+        else:
+            out, ran = calls_during(lambda: reftorch.conv2d(x, w, b, padding=1))
+            assert ran == 1
+            out.square().sum().backward()
+        results.append([host(t.grad) for t in (x, w, b)])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
