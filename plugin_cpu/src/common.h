@@ -124,4 +124,101 @@ static inline int check_bounds(const char *what, Py_ssize_t len, long long offse
     return 0;
 }
 
+/* ---- the state and Python API every module shares ------------------------------------- */
+
+#include <pthread.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int g_isa = ISA_BASELINE;       /* the clone in use */
+static int g_best_isa = ISA_BASELINE;  /* the best clone this CPU runs */
+static volatile int g_forked = 0;      /* set in a fork()ed child: libgomp is not fork-safe */
+static unsigned long long g_calls = 0; /* kernel calls that ran (incremented under the GIL) */
+
+static void after_fork_in_child(void) { g_forked = 1; }
+
+/* Call first in the module's init function. */
+static void init_module_state(void)
+{
+    g_best_isa = best_isa();
+    g_isa = g_best_isa;
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+}
+
+static PyObject *py_isa(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyUnicode_FromString(ISA_NAMES[g_isa]);
+}
+
+static PyObject *py_set_isa(PyObject *self, PyObject *name)
+{
+    (void)self;
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (s == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "set_isa() takes an instruction set name");
+        return NULL;
+    }
+    for (int i = 0; i < N_ISAS; i++) {
+        if (strcmp(s, ISA_NAMES[i]) == 0) {
+            if (i > g_best_isa) {
+                PyErr_Format(PyExc_ValueError, "this CPU does not support %s", s);
+                return NULL;
+            }
+            int previous = g_isa;
+            g_isa = i;
+            return PyUnicode_FromString(ISA_NAMES[previous]);
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "unknown instruction set '%s'", s);
+    return NULL;
+}
+
+static PyObject *py_supported_isas(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i <= g_best_isa; i++) {
+        PyObject *s = PyUnicode_FromString(ISA_NAMES[i]);
+        if (s == NULL || PyList_Append(list, s) < 0) Py_CLEAR(list);
+        Py_XDECREF(s);
+    }
+    return list;
+}
+
+static PyObject *py_calls(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyLong_FromUnsignedLongLong(g_calls);
+}
+
+static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "set_num_threads() needs a positive count");
+        return NULL;
+    }
+#ifdef _OPENMP
+    int previous = omp_get_max_threads();
+    omp_set_num_threads((int)n);
+    return PyLong_FromLong(previous);
+#else
+    return PyLong_FromLong(1);
+#endif
+}
+
+/* The entries of the module's method table that come from here. */
+#define COMMON_METHODS                                                                       \
+    {"isa", py_isa, METH_NOARGS, "The instruction set of the kernels in use."},              \
+    {"set_isa", py_set_isa, METH_O, "Use another instruction set's kernels; returns the old."}, \
+    {"supported_isas", py_supported_isas, METH_NOARGS, "Instruction sets this CPU runs."},    \
+    {"calls", py_calls, METH_NOARGS, "How many kernel calls have run in this process."},       \
+    {"set_num_threads", py_set_num_threads, METH_O,                                           \
+     "Set the OpenMP thread count (process-wide); returns the previous one."}
+
 #endif /* REFTORCH_CPU_COMMON_H */

@@ -73,11 +73,8 @@ enum { V_F32, V_F64, V_I64, V_I32, N_VTYPES };
 enum { I_I64, I_I32, N_ITYPES };
 enum { MODE_ASSIGN, MODE_ADD, MODE_MULTIPLY, N_MODES };
 
-static volatile int g_forked = 0;      /* set in a fork()ed child: libgomp is not fork-safe */
-static unsigned long long g_calls = 0; /* kernel calls that ran (incremented under the GIL) */
 static PyObject *IndexOutOfBounds = NULL;
 
-static void after_fork_in_child(void) { g_forked = 1; }
 
 static int n_threads(ptrdiff_t positions)
 {
@@ -691,30 +688,6 @@ done:
     return result;
 }
 
-static PyObject *py_calls(PyObject *self, PyObject *unused)
-{
-    (void)self, (void)unused;
-    return PyLong_FromUnsignedLongLong(g_calls);
-}
-
-static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "set_num_threads() needs a positive count");
-        return NULL;
-    }
-#ifdef _OPENMP
-    int previous = omp_get_max_threads();
-    omp_set_num_threads((int)n);
-    return PyLong_FromLong(previous);
-#else
-    return PyLong_FromLong(1);
-#endif
-}
-
 static PyMethodDef METHODS[] = {
     {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
      "gather(shape, out, out_offset, out_strides, src, src_offset, src_strides, index_stride, "
@@ -724,9 +697,7 @@ static PyMethodDef METHODS[] = {
      "scatter(shape, out, out_offset, out_strides, index_stride, index_size, src, src_offset, "
      "src_strides, index, index_offset, index_strides, mode, alpha): out[p + index[p] * "
      "index_stride] (=, +=, *=) src[p] in row-major order; indices checked first."},
-    {"calls", py_calls, METH_NOARGS, "How many kernel calls have run in this process."},
-    {"set_num_threads", py_set_num_threads, METH_O,
-     "Set the OpenMP thread count; returns the previous one."},
+    COMMON_METHODS,
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {
@@ -739,7 +710,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__index(void)
 {
-    pthread_atfork(NULL, NULL, after_fork_in_child);
+    init_module_state();
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     IndexOutOfBounds = PyErr_NewExceptionWithDoc(

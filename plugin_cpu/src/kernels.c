@@ -131,10 +131,6 @@ static const row_fn ROWS[N_ISAS][N_OPS][N_TYPES] = {ROWS_FOR_ISA(baseline)};
 DEFINE_COPY_ROW(row_copy_4, uint32_t)
 DEFINE_COPY_ROW(row_copy_8, uint64_t)
 
-static int g_isa = ISA_BASELINE;       /* the clone in use */
-static int g_best_isa = ISA_BASELINE;  /* the best clone this CPU runs */
-static volatile int g_forked = 0;      /* set in a fork()ed child: libgomp is not fork-safe */
-static unsigned long long g_calls = 0; /* kernel calls that ran (incremented under the GIL) */
 
 /* ---- the loop over a strided shape ---------------------------------------------------- */
 
@@ -213,7 +209,6 @@ static void run(const loop_t *L, ptrdiff_t numel)
     run_range(L, 0, numel);
 }
 
-static void after_fork_in_child(void) { g_forked = 1; }
 
 /* ---- argument checking ---------------------------------------------------------------- */
 
@@ -363,72 +358,6 @@ static PyObject *py_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
-static PyObject *py_isa(PyObject *self, PyObject *unused)
-{
-    (void)self, (void)unused;
-    return PyUnicode_FromString(ISA_NAMES[g_isa]);
-}
-
-static PyObject *py_set_isa(PyObject *self, PyObject *name)
-{
-    (void)self;
-    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
-    if (s == NULL) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "set_isa() takes an instruction set name");
-        return NULL;
-    }
-    for (int i = 0; i < N_ISAS; i++) {
-        if (strcmp(s, ISA_NAMES[i]) == 0) {
-            if (i > g_best_isa) {
-                PyErr_Format(PyExc_ValueError, "this CPU does not support %s", s);
-                return NULL;
-            }
-            int previous = g_isa;
-            g_isa = i;
-            return PyUnicode_FromString(ISA_NAMES[previous]);
-        }
-    }
-    PyErr_Format(PyExc_ValueError, "unknown instruction set '%s'", s);
-    return NULL;
-}
-
-static PyObject *py_supported_isas(PyObject *self, PyObject *unused)
-{
-    (void)self, (void)unused;
-    PyObject *list = PyList_New(0);
-    for (int i = 0; list && i <= g_best_isa; i++) {
-        PyObject *s = PyUnicode_FromString(ISA_NAMES[i]);
-        if (s == NULL || PyList_Append(list, s) < 0) Py_CLEAR(list);
-        Py_XDECREF(s);
-    }
-    return list;
-}
-
-static PyObject *py_calls(PyObject *self, PyObject *unused)
-{
-    (void)self, (void)unused;
-    return PyLong_FromUnsignedLongLong(g_calls);
-}
-
-static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "set_num_threads() needs a positive count");
-        return NULL;
-    }
-#ifdef _OPENMP
-    int previous = omp_get_max_threads();
-    omp_set_num_threads((int)n);
-    return PyLong_FromLong(previous);
-#else
-    return PyLong_FromLong(1);
-#endif
-}
-
 static PyMethodDef METHODS[] = {
     {"binary", (PyCFunction)(void (*)(void))py_binary, METH_FASTCALL,
      "binary(op, shape, out, out_offset, out_strides, a, a_offset, a_strides, b, b_offset, "
@@ -437,12 +366,7 @@ static PyMethodDef METHODS[] = {
     {"copy", (PyCFunction)(void (*)(void))py_copy, METH_FASTCALL,
      "copy(shape, out, out_offset, out_strides, src, src_offset, src_strides): a strided "
      "copy between buffers of one element type."},
-    {"isa", py_isa, METH_NOARGS, "The instruction set of the kernels in use."},
-    {"set_isa", py_set_isa, METH_O, "Use another instruction set's kernels; returns the old."},
-    {"supported_isas", py_supported_isas, METH_NOARGS, "Instruction sets this CPU runs."},
-    {"calls", py_calls, METH_NOARGS, "How many kernel calls have run in this process."},
-    {"set_num_threads", py_set_num_threads, METH_O,
-     "Set the OpenMP thread count; returns the previous one."},
+    COMMON_METHODS,
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {
@@ -455,11 +379,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__C(void)
 {
-#if HAVE_X86_CLONES
-    g_best_isa = best_isa();
-#endif
-    g_isa = g_best_isa;
-    pthread_atfork(NULL, NULL, after_fork_in_child);
+    init_module_state();
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "ADD", OP_ADD) < 0 ||

@@ -156,12 +156,7 @@ static const pass_fn ROW_PASS[N_ISAS][N_TYPES] = CLONES(row_pass);
 static const pass_fn COLUMN_PASS[N_ISAS][N_TYPES] = CLONES(column_pass);
 static const cumsum_fn CUMSUM[N_ISAS][N_TYPES] = CLONES(cumsum_items);
 
-static int g_isa = ISA_BASELINE;
-static int g_best_isa = ISA_BASELINE;
-static volatile int g_forked = 0;      /* set in a fork()ed child: libgomp is not fork-safe */
-static unsigned long long g_calls = 0; /* kernel calls that ran (incremented under the GIL) */
 
-static void after_fork_in_child(void) { g_forked = 1; }
 
 static int parallel_ok(ptrdiff_t elements)
 {
@@ -492,56 +487,6 @@ done:
     return result;
 }
 
-static PyObject *py_isa(PyObject *self, PyObject *unused)
-{
-    (void)self, (void)unused;
-    return PyUnicode_FromString(ISA_NAMES[g_isa]);
-}
-
-static PyObject *py_set_isa(PyObject *self, PyObject *name)
-{
-    (void)self;
-    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
-    if (s == NULL) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "set_isa() takes an instruction set name");
-        return NULL;
-    }
-    for (int i = 0; i <= g_best_isa; i++) {
-        if (strcmp(s, ISA_NAMES[i]) == 0) {
-            int previous = g_isa;
-            g_isa = i;
-            return PyUnicode_FromString(ISA_NAMES[previous]);
-        }
-    }
-    PyErr_Format(PyExc_ValueError, "unknown or unsupported instruction set '%s'", s);
-    return NULL;
-}
-
-static PyObject *py_calls(PyObject *self, PyObject *unused)
-{
-    (void)self, (void)unused;
-    return PyLong_FromUnsignedLongLong(g_calls);
-}
-
-static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "set_num_threads() needs a positive count");
-        return NULL;
-    }
-#ifdef _OPENMP
-    int previous = omp_get_max_threads();
-    omp_set_num_threads((int)n);
-    return PyLong_FromLong(previous);
-#else
-    return PyLong_FromLong(1);
-#endif
-}
-
 static PyMethodDef METHODS[] = {
     {"reduce", (PyCFunction)(void (*)(void))py_reduce, METH_FASTCALL,
      "reduce(op, x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides, idx, "
@@ -549,11 +494,7 @@ static PyMethodDef METHODS[] = {
     {"cumsum", (PyCFunction)(void (*)(void))py_cumsum, METH_FASTCALL,
      "cumsum(x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides): running sums "
      "along R."},
-    {"isa", py_isa, METH_NOARGS, "The instruction set of the kernels in use."},
-    {"set_isa", py_set_isa, METH_O, "Use another instruction set's kernels; returns the old."},
-    {"calls", py_calls, METH_NOARGS, "How many kernel calls have run in this process."},
-    {"set_num_threads", py_set_num_threads, METH_O,
-     "Set the OpenMP thread count; returns the previous one."},
+    COMMON_METHODS,
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {
@@ -566,11 +507,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__reduce(void)
 {
-#if HAVE_X86_CLONES
-    g_best_isa = best_isa();
-#endif
-    g_isa = g_best_isa;
-    pthread_atfork(NULL, NULL, after_fork_in_child);
+    init_module_state();
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     static const char *const names[N_OPS] = {"SUM", "MEAN", "AMAX", "AMIN", "MAX_DIM",

@@ -784,10 +784,6 @@ static const row_fn CAST_ROWS[N_TYPES][N_TYPES] = {
 
 /* ==== the loop over a strided shape ======================================================= */
 
-static int g_isa = ISA_BASELINE;
-static int g_best_isa = ISA_BASELINE;
-static volatile int g_forked = 0;      /* in a fork()ed child libgomp must not be used */
-static unsigned long long g_calls = 0; /* calls that reached a loop (counted under the GIL) */
 
 typedef struct {
     int ndim; /* >= 1 */
@@ -862,7 +858,6 @@ static void run(const loop_t *L, ptrdiff_t numel, ptrdiff_t parallel_min)
     run_range(L, 0, numel);
 }
 
-static void after_fork_in_child(void) { g_forked = 1; }
 
 /* ==== argument checking =================================================================== */
 
@@ -1076,72 +1071,6 @@ static PyObject *py_cast(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
-static PyObject *py_isa(PyObject *self, PyObject *unused)
-{
-    (void)self, (void)unused;
-    return PyUnicode_FromString(ISA_NAMES[g_isa]);
-}
-
-static PyObject *py_set_isa(PyObject *self, PyObject *name)
-{
-    (void)self;
-    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
-    if (s == NULL) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "set_isa() takes an instruction set name");
-        return NULL;
-    }
-    for (int i = 0; i < N_ISAS; i++) {
-        if (strcmp(s, ISA_NAMES[i]) == 0) {
-            if (i > g_best_isa) {
-                PyErr_Format(PyExc_ValueError, "this CPU does not support %s", s);
-                return NULL;
-            }
-            int previous = g_isa;
-            g_isa = i;
-            return PyUnicode_FromString(ISA_NAMES[previous]);
-        }
-    }
-    PyErr_Format(PyExc_ValueError, "unknown instruction set '%s'", s);
-    return NULL;
-}
-
-static PyObject *py_supported_isas(PyObject *self, PyObject *unused)
-{
-    (void)self, (void)unused;
-    PyObject *list = PyList_New(0);
-    for (int i = 0; list && i <= g_best_isa; i++) {
-        PyObject *s = PyUnicode_FromString(ISA_NAMES[i]);
-        if (s == NULL || PyList_Append(list, s) < 0) Py_CLEAR(list);
-        Py_XDECREF(s);
-    }
-    return list;
-}
-
-static PyObject *py_calls(PyObject *self, PyObject *unused)
-{
-    (void)self, (void)unused;
-    return PyLong_FromUnsignedLongLong(g_calls);
-}
-
-static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "set_num_threads() needs a positive count");
-        return NULL;
-    }
-#ifdef _OPENMP
-    int previous = omp_get_max_threads();
-    omp_set_num_threads((int)n);
-    return PyLong_FromLong(previous);
-#else
-    return PyLong_FromLong(1);
-#endif
-}
-
 static PyMethodDef METHODS[] = {
     {"elementwise", (PyCFunction)(void (*)(void))py_elementwise, METH_FASTCALL,
      "elementwise(op, shape, out, out_offset, out_strides, [x, x_offset, x_strides]..., p0, "
@@ -1149,12 +1078,7 @@ static PyMethodDef METHODS[] = {
     {"cast", (PyCFunction)(void (*)(void))py_cast, METH_FASTCALL,
      "cast(shape, out, out_type, out_offset, out_strides, src, src_type, src_offset, "
      "src_strides): strided conversion between T_F32, T_F64, T_I64, T_I32, T_BOOL buffers."},
-    {"isa", py_isa, METH_NOARGS, "The instruction set of the kernels in use."},
-    {"set_isa", py_set_isa, METH_O, "Use another instruction set's kernels; returns the old."},
-    {"supported_isas", py_supported_isas, METH_NOARGS, "Instruction sets this CPU runs."},
-    {"calls", py_calls, METH_NOARGS, "How many kernel calls have run in this process."},
-    {"set_num_threads", py_set_num_threads, METH_O,
-     "Set the OpenMP thread count (process-wide); returns the previous one."},
+    COMMON_METHODS,
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {
@@ -1167,11 +1091,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__unary(void)
 {
-#if HAVE_X86_CLONES
-    g_best_isa = best_isa();
-#endif
-    g_isa = g_best_isa;
-    pthread_atfork(NULL, NULL, after_fork_in_child);
+    init_module_state();
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     static const char *const OP_NAMES[N_OPS] = {
