@@ -733,3 +733,11 @@ def test_cuda_module_on_a_real_gpu():
     x = reftorch.arange(n, dtype=reftorch.float32).cuda()
     y = (x * 2 + x).cpu()
     np.testing.assert_array_equal(y._np, np.arange(n, dtype=np.float32) * 3)
+
+
+@needs_nvrtc
+def test_compiling_leaves_cached_bytes_objects_intact(tmp_path):
+    """NVRTC writes its log and image into the buffers it is given: they must be mutable
+    (writing into `b" " * 1`, CPython's shared one-byte object, broke every b" " after it)."""
+    N.compile(TINY, "intact.cu", arch="sm_80", cache=N.ProgramCache(directory=tmp_path))
+    assert b" " == bytes([32]) and struct.pack("<B", 32) == b"\x20"

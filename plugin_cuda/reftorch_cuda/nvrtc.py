@@ -169,10 +169,11 @@ def _run_nvrtc(source, name, options, name_expressions, kind):
         err, size = get_size(prog)
         if err != ok:
             fail(get_size.__name__, err, log)
-        image = b"\0" * size
+        image = bytearray(size)          # NVRTC writes into it: never an immutable bytes
         (err,) = get(prog, image)
         if err != ok:
             fail(get.__name__, err, log)
+        image = bytes(image)
         lowered = {}
         for expression in name_expressions:
             err, mangled = nvrtc.nvrtcGetLoweredName(prog, expression.encode())
@@ -190,11 +191,13 @@ def _program_log(nvrtc, prog, fail):
     err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         fail("nvrtcGetProgramLogSize", err)
-    buffer = b" " * size
+    # A mutable buffer: NVRTC writes the log into it. (`b" " * 1` is CPython's cached one-byte
+    # object; writing its NUL there turned every b" " in the process into b"\x00".)
+    buffer = bytearray(size)
     (err,) = nvrtc.nvrtcGetProgramLog(prog, buffer)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         fail("nvrtcGetProgramLog", err)
-    return buffer.rstrip(b"\0").decode(errors="replace")
+    return bytes(buffer).rstrip(b"\0").decode(errors="replace")
 
 
 # --- the cache --------------------------------------------------------------------------------
