@@ -740,4 +740,5 @@ def test_compiling_leaves_cached_bytes_objects_intact(tmp_path):
     """NVRTC writes its log and image into the buffers it is given: they must be mutable
     (writing into `b" " * 1`, CPython's shared one-byte object, broke every b" " after it)."""
     N.compile(TINY, "intact.cu", arch="sm_80", cache=N.ProgramCache(directory=tmp_path))
-    assert b" " == bytes([32]) and struct.pack("<B", 32) == b"\x20"
+    # The content, not equality: a corrupted singleton still equals itself.
+    assert b" "[0] == 32 and struct.pack("<B", 32)[0] == 32
