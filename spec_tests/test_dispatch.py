@@ -6,12 +6,13 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import reftorch
 from reftorch import _dispatch, plugins
-from reftorch._storage import DeviceBackend, Storage, _BACKENDS
+from reftorch._storage import DeviceBackend, _BACKENDS
+
+from .fake_device import HostBackedStorage
 
 
 def test_every_op_is_declared_once_with_a_reference_kernel():
@@ -83,30 +84,6 @@ def test_reftorch_plugins_environment_variable(choice):
 
 
 # --- a device type with no kernels: every op falls back to cpu and is counted ---------------
-
-class HostBackedStorage(Storage):
-    """A 'device' storage that keeps its bytes in a private host array."""
-
-    def __init__(self, size, dtype, device):
-        super().__init__(dtype, device)
-        self._data = np.zeros(size, dtype=dtype.numpy_dtype)
-
-    def __len__(self):
-        return len(self._data)
-
-    def data_ptr(self):
-        return self._data.ctypes.data
-
-    def read(self, start, count):
-        return self._data[start:start + count].copy()
-
-    def write(self, start, values):
-        self._data[start:start + len(values)] = values
-
-    def resize_(self, size):
-        self._data = np.resize(self._data, size)
-        return self
-
 
 class FakeBackend(DeviceBackend):
     type_name = "meta"  # a name PyTorch's device parser knows; no real meta semantics

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 import reftorch
 from reftorch import plugins, serialization
-from reftorch._storage import _BACKENDS, DeviceBackend, Storage
+from reftorch._storage import _BACKENDS, DeviceBackend
 
+from .fake_device import HostBackedStorage
 from .opdb import DTYPE_NAMES
 
 torch = pytest.importorskip("torch")
@@ -383,30 +384,6 @@ def test_map_location_to_cpu(where):
     assert loaded[0].device == reftorch.device("cpu")
     assert_same_tensor(loaded[1], t.t())
     assert loaded[0]._storage is loaded[1]._storage
-
-
-class HostBackedStorage(Storage):
-    """A storage of a pretend device that keeps its bytes in a private host array."""
-
-    def __init__(self, size, dtype, device):
-        super().__init__(dtype, device)
-        self._data = np.zeros(size, dtype=dtype.numpy_dtype)
-
-    def __len__(self):
-        return len(self._data)
-
-    def data_ptr(self):
-        return self._data.ctypes.data
-
-    def read(self, start, count):
-        return self._data[start:start + count].copy()
-
-    def write(self, start, values):
-        self._data[start:start + len(values)] = values
-
-    def resize_(self, size):
-        self._data = np.resize(self._data, size)
-        return self
 
 
 class FakeBackend(DeviceBackend):
