@@ -5,11 +5,11 @@
     nll_loss                (N, C) or (C,) input, int64 target, optional weight, every
                             reduction and ignore_index; returns (loss, total_weight)
     _softmax_backward_data, _log_softmax_backward_data
-                            registered only if reftorch declares these ops (inputs
-                            grad_output, output; param dim): today the derivative rows of
-                            softmax / log_softmax are compositions of other ops.
-    nll_loss_backward       likewise, if declared (inputs grad_output, self, target,
-                            weight, total_weight; params reduction, ignore_index).
+                            what the derivative rows of softmax / log_softmax call
+                            (inputs grad_output, output; params dim, input_dtype)
+    nll_loss_backward       registered only if reftorch declares it (inputs grad_output,
+                            self, target, weight, total_weight; params reduction,
+                            ignore_index): today nll_loss's derivative row is a composition.
 
 Layouts: the row (the last dim; the normalized dims for layer norm) must have unit stride and
 the leading dims must merge into one strided dim (contiguous tensors, row slices, a
@@ -62,11 +62,8 @@ def register(registrar):
     registrar.kernel("log_softmax", "cpu", DTYPES, _softmax_kernel(True))
     registrar.kernel("native_layer_norm", "cpu", DTYPES, layer_norm_kernel)
     registrar.kernel("nll_loss", "cpu", DTYPES, nll_loss_kernel)
-    # Fused backward rows, for when reftorch declares PyTorch's backward ops (the derivative
-    # rows are compositions today): inputs (grad_output, output), param dim.
-    for name, log in (("_softmax_backward_data", False), ("_log_softmax_backward_data", True)):
-        if find_op(name) is not None:
-            registrar.kernel(name, "cpu", DTYPES, _softmax_backward_kernel(log))
+    registrar.kernel("_softmax_backward_data", "cpu", DTYPES, _softmax_backward_kernel(False))
+    registrar.kernel("_log_softmax_backward_data", "cpu", DTYPES, _softmax_backward_kernel(True))
     # nll_loss_backward: inputs (grad_output, self, target, weight, total_weight), params
     # reduction and ignore_index (PyTorch's signature), when declared.
     if find_op("nll_loss_backward") is not None:

@@ -870,19 +870,10 @@ def _complex_part(t, part):
     """The real (0) or imaginary (1) part of a complex tensor as a strided view sharing its
     memory: element i of a complex tensor is floats 2i and 2i+1 of the same storage."""
     from .._storage import CPUStorage
-    from .._tensor import Tensor
-    from ..autograd.graph import record
-    real_dtype = t.dtype.to_real()
     if not isinstance(t._storage, CPUStorage):
         return _complex_part(t.cpu(), part).to(t.device)  # other devices: a copy
-    storage = CPUStorage(t._storage.array.view(real_dtype.numpy_dtype), real_dtype)
-    storage._version = t._storage._version
-    view = Tensor._make(storage, 2 * t._offset + part, t._shape,
-                        tuple(2 * s for s in t._strides))
-    view._base = t if t._base is None else t._base
-    if t.requires_grad:
-        record("real" if part == 0 else "imag", (t,), view, {})
-    return view
+    return _reinterpret(t, t.dtype.to_real(), t._shape, tuple(2 * s for s in t._strides),
+                        2 * t._offset + part, "real" if part == 0 else "imag")
 
 
 def view_as_real(input):

@@ -56,7 +56,3 @@ class Buffer(Tensor):
     def __init__(self, data=None, *, persistent=True):
         pass
 
-
-def is_lazy(module):
-    """reftorch has no lazy (shape-inferring) modules yet; kept for the documented helper."""
-    return False

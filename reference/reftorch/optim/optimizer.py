@@ -132,13 +132,7 @@ def _sparse_check(p, name):
 def _real_view(t):
     """Complex tensors are updated through their real view (each component independently),
     as PyTorch does with view_as_real."""
-    if not t.is_complex():
-        return t
-    view_as_real = getattr(reftorch, "view_as_real", None)
-    if view_as_real is None:
-        raise NotImplementedError("optimizing complex parameters needs view_as_real, which "
-                                  "reftorch does not provide yet")
-    return view_as_real(t)
+    return reftorch.view_as_real(t) if t.is_complex() else t
 
 
 class Optimizer:
