@@ -40,6 +40,7 @@ from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import no_grad
 from ..random import generator_or_default
+from . import cephes_float32 as cephes
 from .creation import _factory_dtype, _size, empty, empty_like, empty_strided
 
 __all__ = [
@@ -75,11 +76,6 @@ def _fma(a, b, c):
     product = a.astype(np.longdouble) * b
     return _round_once(product + c, lambda i: float(Fraction(float(a.flat[i])) * Fraction(
         float(b.flat[i])) + Fraction(float(c.flat[i]))), error=np.spacing(np.abs(product)))
-
-
-def _fma32(a, b, c):
-    """The float32 fused multiply-add: the product of two float32s is exact in float64."""
-    return (np.asarray(a, np.float64) * np.float64(b) + np.float64(c)).astype(np.float32)
 
 
 def _round_once(wide, exact_at, error=None):
@@ -159,7 +155,7 @@ def _uniform_values(gen, count, dtype, low, high):
         values = _fma(u, high - low, low)
     else:
         low32, high32 = np.float32(low), np.float32(high)
-        values = _fma32(u, high32 - low32, low32).astype(np_dtype)
+        values = cephes.fma(u, high32 - low32, low32).astype(np_dtype)
     return np.where(values == np_dtype.type(high), np_dtype.type(low), values)
 
 
@@ -210,7 +206,9 @@ def _box_muller_blocks(u, dtype, mean, std):
     """PyTorch's 16-at-a-time transform of uniforms `u` (a multiple of 16 of them): in each
     block the first 8 give radii sqrt(-2 log(1 - u)) and the last 8 angles 2 pi u; the block
     becomes the 8 cosine normals followed by the 8 sine normals. float64 computes in float64;
-    every other dtype in float32 (rounding to the dtype at the end)."""
+    every other dtype in float32 (rounding to the dtype at the end). float32 follows PyTorch
+    on x86-64 CPUs with AVX2; on other CPUs PyTorch's float32 results may differ in the last
+    bits."""
     blocks = u.reshape(-1, 16)
     if dtype is D.float64:
         radius = np.sqrt(-2.0 * _libm("log", 1.0 - blocks[:, :8]))
@@ -218,17 +216,22 @@ def _box_muller_blocks(u, dtype, mean, std):
         cos, sin = _libm("cos", theta), _libm("sin", theta)
         return np.concatenate([_fma(radius * cos, std, mean), _fma(radius * sin, std, mean)],
                               1).ravel()
-    # float32: the C library's logf/cosf/sinf are correctly rounded, as float64 evaluation
-    # rounded to float32 is. (PyTorch's vectorized float32 kernel differs by up to 3 ulp.)
     f32 = np.float32
-    log_u1 = np.log(1.0 - blocks[:, :8]).astype(f32)
+    if dtype is D.float32:
+        # PyTorch's x86-64 AVX2 kernel: Cephes log/sin/cos in float32 lanes (cephes_float32)
+        log_u1 = cephes.log(f32(1) - blocks[:, :8].astype(f32))
+        sin, cos = cephes.sincos(f32(2 * math.pi) * blocks[:, 8:].astype(f32))
+    else:
+        # float16/bfloat16: the C library's logf/cosf/sinf, which are correctly rounded, as
+        # float64 evaluation rounded to float32 is
+        log_u1 = np.log(1.0 - blocks[:, :8]).astype(f32)
+        theta = f32(2 * math.pi) * blocks[:, 8:].astype(f32)
+        cos = np.cos(theta.astype(np.float64)).astype(f32)
+        sin = np.sin(theta.astype(np.float64)).astype(f32)
     radius = np.sqrt(f32(-2) * log_u1)
-    theta = f32(2 * math.pi) * blocks[:, 8:].astype(f32)
-    cos = np.cos(theta.astype(np.float64)).astype(f32)
-    sin = np.sin(theta.astype(np.float64)).astype(f32)
     std, mean = f32(std), f32(mean)
-    return np.concatenate([_fma32(radius * cos, std, mean), _fma32(radius * sin, std, mean)],
-                          1).ravel()
+    return np.concatenate([cephes.fma(radius * cos, std, mean),
+                           cephes.fma(radius * sin, std, mean)], 1).ravel()
 
 
 def _normal_values(gen, self, mean, std):
