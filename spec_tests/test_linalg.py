@@ -1059,3 +1059,39 @@ def test_linalg_namespace_errors_like_torch(name):
     with pytest.raises(type(theirs.value).__mro__[1] if type(theirs.value).__name__ ==
                        "_LinAlgError" else type(theirs.value)):
         fn(reftorch.linalg, reftorch)
+
+
+def _lstsq_cases():
+    """driver x shape x rank-deficient x vector right-hand side, less what cannot apply or
+    what PyTorch gets wrong (see reftorch.linalg.lstsq): gels assumes full rank; gelsy
+    underestimates the rank of the wide deficient matrix; gels on m x 0 reports zero
+    residuals."""
+    for driver in (None, "gelsy", "gelsd", "gelss", "gels"):
+        for shape in ((6, 3), (3, 6), (2, 6, 3), (0, 3), (4, 0)):
+            for deficient in (False, True):
+                for vector in (False, True):
+                    if (vector and len(shape) > 2) or (deficient and (
+                            driver == "gels" or shape[-1] < 3 or shape[-2] == 0 or
+                            (shape == (3, 6) and driver in (None, "gelsy")))) or \
+                            (shape == (4, 0) and driver == "gels"):
+                        continue
+                    yield driver, shape, deficient, vector
+
+
+@pytest.mark.parametrize("driver,shape,deficient,vector", list(_lstsq_cases()))
+@pytest.mark.parametrize("dtype", ["float32", "complex128"])
+def test_lstsq_reports_what_each_driver_reports(driver, shape, deficient, vector, dtype):
+    # rank (all but gels), singular values (gelsd/gelss), residuals (tall, full rank, not
+    # gelsy): their presence, shapes, dtypes and values as in PyTorch
+    a = RNG.standard_normal(shape) + (1j * RNG.standard_normal(shape) if "complex" in dtype
+                                      else 0)
+    if deficient:
+        a[..., 2] = a[..., 0] + a[..., 1]
+    r_a, t_a = both(a, dtype)
+    r_b, t_b = both(RNG.standard_normal(shape[:-1] + (() if vector else (2,))), dtype)
+    got = reftorch.linalg.lstsq(r_a, r_b, driver=driver)
+    expected = torch.linalg.lstsq(t_a, t_b, driver=driver)
+    for g, e in zip(got, expected):
+        assert tuple(g.shape) == tuple(e.shape)
+        assert str(g.dtype).split(".")[-1] == str(e.dtype).split(".")[-1]
+        close(g, e, rtol=1e-4, atol=1e-4)

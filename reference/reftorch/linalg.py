@@ -254,25 +254,45 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
-    """(solution, residuals, rank, singular_values) of min ||A X - B||, as PyTorch's CPU
-    default driver 'gelsy' reports them: residuals and singular_values are empty. The
-    solution is A^+ B (through pinverse, so it is differentiable)."""
+    """(solution, residuals, rank, singular_values) of min ||A X - B||.
+
+    The solution is the minimum-norm one, A^+ B with singular values below rcond times the
+    largest treated as zero (through pinverse, so it is differentiable); PyTorch's CPU
+    drivers agree on it wherever A is well determined ('gels' assumes full rank and returns
+    arbitrary values otherwise). What else is reported depends on the driver, as in PyTorch:
+    the rank for all but 'gels'; the singular values for the SVD-based 'gelsd' and 'gelss';
+    the residuals (squared column norms of A X - B) for tall A when the driver is not
+    'gelsy' and every matrix has full column rank ('gels' assumes it).
+
+    Not reproduced: PyTorch 2.13's 'gelsy' can underestimate the rank of a wide matrix with
+    dependent columns (rank 2 for a 3 x 6 matrix of rank 3) and then returns a solution that
+    does not solve the system; 'gels' on an m x 0 matrix reports zero residuals."""
     torch = _torch()
     if driver not in (None, "gelsy", "gelsd", "gelss", "gels"):
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of "
                            "(gels, gelsy, gelsd, gelss)")
+    driver = driver or "gelsy"
     _L._check_matrix(A, "torch.linalg.lstsq", square=False)
     vector = B.ndim == A.ndim - 1
     rhs = B.unsqueeze(-1) if vector else B
     if rhs.shape[-2] != A.shape[-2]:
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
-    rcond = _default_rtol(A) if rcond is None else float(rcond)
+    rcond = _default_rtol(A) if rcond is None or rcond < 0 else float(rcond)
     solution = torch.matmul(_L.pinverse(A, rcond), rhs)
+    singular = svdvals(A.detach())
+    empty = torch.empty(0, dtype=singular.dtype)
+    rank = (singular > rcond * singular.amax(-1, keepdim=True)).sum(-1) \
+        if singular.shape[-1] else torch.zeros(A.shape[:-2], dtype=D.int64)
+    m, n = A.shape[-2:]
+    residuals = empty
+    if m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all())):
+        residuals = (torch.matmul(A, solution) - rhs).abs().pow(2).sum(-2)
     if vector:
         solution = solution.squeeze(-1)
-    rank = matrix_rank(A.detach()) if driver != "gels" else torch.empty(0, dtype=D.int64)
-    empty = torch.empty(0, dtype=svdvals(A.detach()).dtype)
-    return _named("linalg_lstsq", (solution, empty, rank, empty))
+    return _named("linalg_lstsq", (
+        solution, residuals,
+        rank if driver != "gels" else torch.empty(0, dtype=D.int64),
+        singular if driver in ("gelsd", "gelss") else empty))
 
 
 # --- products ----------------------------------------------------------------------------------
