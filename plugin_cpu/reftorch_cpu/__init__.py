@@ -11,10 +11,14 @@ geometry, declining what it does not handle) over its own C extension module:
     nn_rows      softmax, log_softmax, norms, losses  _nn_rows  (src/nn_rows.c)
     indexing     gather/scatter/index ops, embedding  _index    (src/index.c)
     gemm         mm, bmm, addmm, convolution          _gemm     (src/gemm.c)
+    pooling      max/avg pooling, batch/group norm    _pool     (src/pool.c)
+    sorting      sort, argsort, topk                  _sort     (src/sort.c)
+    random       mt19937 streams: rand, randn, ...    _random   (src/random.c)
 """
 import importlib
 
-GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing", "gemm")
+GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing", "gemm", "pooling", "sorting",
+          "random")
 
 
 def register(registrar):

@@ -23,6 +23,6 @@ they all register into the single table in `_table.py`, which the autograd graph
 from ._table import all_rows, derivative, not_differentiable, row_for
 from . import (arithmetic, copies, views, pointwise, special, reductions, indexing,  # noqa: F401
                sorting, other, blas, linalg, spectral, sampling, nn_activation, nn_convolution,
-               nn_embedding, nn_loss, nn_normalization, nn_pooling, nn_vision)
+               nn_embedding, nn_loss, nn_normalization, nn_pooling, nn_vision, sparse)
 
 __all__ = ["all_rows", "derivative", "not_differentiable", "row_for"]

@@ -1,0 +1,2 @@
+"""Derivative rows: sparse COO tensors (work in progress)."""
+from __future__ import annotations
