@@ -51,6 +51,26 @@ def test_plugin_kernel_runs_first_and_may_decline():
     assert plugins.serving("add", "cpu", reftorch.float64) in ("reference", "cpu")
 
 
+def test_kernel_with_min_numel_is_skipped_for_smaller_elementwise_results():
+    calls = []
+
+    def big_only_add(out, inputs, dtypes, params):
+        calls.append(inputs[0].numel())
+        return reftorch.full(inputs[0].shape, 99.0, dtype=reftorch.float64)
+
+    plugins.load("test-plugin", lambda r: r.kernel("add", "cpu", [reftorch.float64],
+                                                   big_only_add, min_numel=4))
+    try:
+        small, big = (reftorch.ones(n, dtype=reftorch.float64) for n in (3, 4))
+        assert (small + small).tolist() == [2.0] * 3           # skipped: the reference ran
+        assert (small + big[:1]).tolist() == [2.0] * 3          # the broadcast result counts
+        assert (big + big).tolist() == [99.0] * 4
+        assert (big[:1] + small.view(3, 1)).tolist() == [[2.0]] * 3
+        assert calls == [4]
+    finally:
+        plugins.unload("test-plugin")
+
+
 def test_broken_plugin_warns_once_and_reftorch_keeps_working():
     def broken(registrar):
         registrar.kernel("add", "cpu", [reftorch.int64], lambda *a: NotImplemented)

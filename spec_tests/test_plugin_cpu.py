@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import reftorch
+from reftorch import _dispatch
 
 try:
     import reftorch_cpu
@@ -40,9 +41,23 @@ def plugin_loaded():
 @pytest.fixture(params=["threshold", "no-threshold"])
 def threshold(request, monkeypatch):
     """Run with the real decline threshold, and with none so small cases reach C too."""
-    if request.param == "no-threshold":
-        monkeypatch.setattr(kernels, "MIN_NUMEL", 0)
-    return request.param
+    if request.param == "threshold":
+        yield request.param
+        return
+    monkeypatch.setattr(kernels, "MIN_NUMEL", 0)
+    # The binary kernels are also registered with min_numel=MIN_NUMEL (the dispatcher skips
+    # them for smaller results): register them with none for the duration of the test.
+    ops = [_dispatch.get_op(name) for name in kernels.OPS]
+    saved = [op.kernels for op in ops]
+    for op in ops:
+        op.kernels = {key: [(plugin, fn, 0 if plugin == "cpu" else floor)
+                            for plugin, fn, floor in entries]
+                      for key, entries in op.kernels.items()}
+        op._chains.clear()
+    yield request.param
+    for op, kernels_before in zip(ops, saved):
+        op.kernels = kernels_before
+        op._chains.clear()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,8 @@ OPS = {"add": _C.ADD, "sub": _C.SUB, "mul": _C.MUL, "div": _C.DIV}
 def register(registrar):
     """Register every kernel with reftorch (called by reftorch_cpu.register)."""
     for name, code in OPS.items():
-        registrar.kernel(name, "cpu", DTYPES, _binary_kernel(code))
+        # min_numel: reftorch skips the kernel for small results without calling it
+        registrar.kernel(name, "cpu", DTYPES, _binary_kernel(code), min_numel=MIN_NUMEL)
     registrar.kernel("copy_", "cpu", DTYPES, copy_kernel)
 
 

@@ -8,6 +8,9 @@ A kernel is called as `kernel(out, inputs, dtypes, params)`:
           result has dtype `result`; kernels are keyed by `common`;
   params  a dict of the op's non-tensor arguments (alpha, rounding_mode, ...).
 It returns the result tensor, or NotImplemented to decline (the next kernel then runs).
+A plugin may register a kernel with `min_numel`: it declines results with fewer elements,
+and elementwise calls (which know the result's size) skip it without calling it, since a
+declined Python call is a noticeable share of a small op's cost.
 
 Lookup order for (op, device type, dtype): plugin kernels, newest registration first, then
 the reference kernel on cpu, or on any other device the copy-to-cpu fallback, which is
@@ -34,12 +37,14 @@ class Op:
     promotion: object = None             # a _promotion.Promotion, for pointwise ops
     params: dict = field(default_factory=dict)  # keyword parameters and their defaults
     dtypes: frozenset = None             # dtypes the op accepts (None: all)
-    kernels: dict = field(default_factory=dict)  # (device type, dtype) -> [(plugin, fn)]
+    # (device type, dtype) -> [(plugin, fn, min_numel)]
+    kernels: dict = field(default_factory=dict)
     doc: str = ""
     _chains: dict = field(default_factory=dict, repr=False)
 
     def chain(self, device_type, dtype):
-        """The kernels to try, in order, for this device type and dtype (cached)."""
+        """The (kernel, min_numel) pairs to try, in order, for this device type and dtype
+        (cached)."""
         found = self._chains.get((device_type, dtype))
         if found is None:
             found = self._chains[(device_type, dtype)] = self._build_chain(device_type, dtype)
@@ -48,8 +53,9 @@ class Op:
     def _build_chain(self, device_type, dtype):
         chain = []
         if not _reference_only:
-            chain += [fn for _plugin, fn in reversed(self.kernels.get((device_type, dtype), []))]
-        chain.append(self.reference if device_type == "cpu" else _make_fallback(self))
+            chain += [(fn, min_numel) for _plugin, fn, min_numel
+                      in reversed(self.kernels.get((device_type, dtype), []))]
+        chain.append((self.reference if device_type == "cpu" else _make_fallback(self), 0))
         return tuple(chain)
 
     def serving(self, device_type, dtype):
@@ -84,13 +90,14 @@ def all_ops():
     return dict(_OPS)
 
 
-def register_kernel(op_name, device_type, dtypes, fn, plugin):
-    """Register a plugin kernel for `op_name` on `device_type` for each dtype in `dtypes`."""
+def register_kernel(op_name, device_type, dtypes, fn, plugin, min_numel=0):
+    """Register a plugin kernel for `op_name` on `device_type` for each dtype in `dtypes`;
+    elementwise calls with results of fewer than `min_numel` elements skip it."""
     op = get_op(op_name)
     for dtype in dtypes:
         if op.dtypes is not None and dtype not in op.dtypes:
             raise ValueError(f"{plugin}: op '{op_name}' does not support dtype {dtype}")
-        op.kernels.setdefault((device_type, dtype), []).append((plugin, fn))
+        op.kernels.setdefault((device_type, dtype), []).append((plugin, fn, min_numel))
     op._chains.clear()
 
 
@@ -106,10 +113,12 @@ def unregister_plugin(plugin):
         op._chains.clear()
 
 
-def call(op, out, inputs, dtypes, params, device_type):
-    """Run the first kernel that accepts the call."""
+def call(op, out, inputs, dtypes, params, device_type, numel=None):
+    """Run the first kernel that accepts the call (`numel`: the result's size, if known)."""
     chain = op._chains.get((device_type, dtypes[0])) or op.chain(device_type, dtypes[0])
-    for kernel in chain:
+    for kernel, min_numel in chain:
+        if numel is not None and numel < min_numel:
+            continue
         result = kernel(out, inputs, dtypes, params)
         if result is not NotImplemented:
             if _hooks:

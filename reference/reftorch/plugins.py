@@ -40,8 +40,9 @@ class Registrar:
     def name(self):
         return self._info.name
 
-    def kernel(self, op_name, device_type, dtypes, fn):
-        _dispatch.register_kernel(op_name, device_type, dtypes, fn, plugin=self._info.name)
+    def kernel(self, op_name, device_type, dtypes, fn, min_numel=0):
+        _dispatch.register_kernel(op_name, device_type, dtypes, fn, plugin=self._info.name,
+                                  min_numel=min_numel)
         self._info.kernels.extend((op_name, device_type, d) for d in dtypes)
 
     def backend(self, backend):
@@ -119,7 +120,7 @@ def serving(op_name, device_type, dtype):
 def kernels(op_name):
     """Every plugin kernel registered for an op: {(device type, dtype): [plugin names]}."""
     op = _dispatch.get_op(op_name)
-    return {key: [plugin for plugin, _ in entries] for key, entries in op.kernels.items()}
+    return {key: [entry[0] for entry in entries] for key, entries in op.kernels.items()}
 
 
 fallbacks = _dispatch.fallback_counts

@@ -6,6 +6,7 @@ adapts one into the dispatcher's kernel ABI.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -18,7 +19,7 @@ from .._promotion import (Promotion, broadcast_shapes2, check_inplace_shape, che
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled
-from .._numpy_compat import ignore_fp_errors, restore_fp_errors
+from .._numpy_compat import FP_STATE, IGNORE_ALL
 
 _SCALAR_TYPES = (bool, int, float, complex)
 
@@ -50,7 +51,7 @@ def numpy_kernel(fn):
             arrays.append(a)
         if convert:  # mixed dtypes, half types (rare)
             arrays = _to_computation(arrays, inputs, dtypes[0].numpy_dtype, compute)
-        token = ignore_fp_errors()  # IEEE results (inf, nan) are the specification
+        token = FP_STATE.set(IGNORE_ALL)  # IEEE results (inf, nan) are the specification
         try:
             value = fn(*arrays, **params)
             if type(value) is not np.ndarray:
@@ -64,11 +65,18 @@ def numpy_kernel(fn):
             elif value.base is not None or _is_one_of(value, arrays):
                 value = value.copy()  # never hand out memory that an input owns
         finally:
-            restore_fp_errors(token)
+            FP_STATE.reset(token)
         return Tensor._from_array(value, result)
     reference_kernel.__name__ = f"reference_{fn.__name__}"
     reference_kernel.__doc__ = fn.__doc__
     return reference_kernel
+
+
+def _is_one_of(value, arrays):
+    for a in arrays:
+        if value is a:
+            return True
+    return False
 
 
 def _to_computation(arrays, inputs, common, compute):
@@ -82,13 +90,6 @@ def _to_computation(arrays, inputs, common, compute):
             a = a.astype(compute)
         converted.append(a)
     return converted
-
-
-def _is_one_of(value, arrays):
-    for a in arrays:
-        if value is a:
-            return True
-    return False
 
 
 # --- operands ---------------------------------------------------------------------------------
@@ -207,7 +208,7 @@ def apply(op, operands, out=None, inplace=False, params=None):
                 raise RuntimeError(f"{op.name}(): functions with out=... arguments don't "
                                    f"support automatic differentiation, but one of the "
                                    f"arguments requires grad.")
-    result = _dispatch.call(op, out, inputs, dtypes, params, device.type)
+    result = _dispatch.call(op, out, inputs, dtypes, params, device._type, math.prod(shape))
     if out is not None:
         out._bump_version()
     for t in tensors:

@@ -12,7 +12,7 @@ import numpy as np
 from .. import _dispatch
 from .._promotion import check_output_cast
 from .._tensor import Tensor
-from .._numpy_compat import ignore_fp_errors, restore_fp_errors
+from .._numpy_compat import FP_STATE, IGNORE_ALL
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from .elementwise import _common_device, _is_one_of
@@ -35,11 +35,11 @@ def array_kernel(fn):
     """Adapt `fn(*arrays, **params)` into a reference kernel (see _dispatch)."""
     def reference_kernel(out, inputs, dtypes, params):
         arrays = [x._np if isinstance(x, Tensor) else x for x in inputs]
-        token = ignore_fp_errors()  # IEEE results (inf, nan) are the specification
+        token = FP_STATE.set(IGNORE_ALL)  # IEEE results (inf, nan) are the specification
         try:
             value = fn(*arrays, **params)
         finally:
-            restore_fp_errors(token)
+            FP_STATE.reset(token)
         return _wrap(value, arrays)
     reference_kernel.__name__ = f"reference_{fn.__name__}"
     reference_kernel.__doc__ = fn.__doc__

@@ -29,10 +29,10 @@ def _shapes(inputs):
     return [list(t._shape) if hasattr(t, "_shape") else [] for t in inputs]
 
 
-def _timed_call(op, out, inputs, dtypes, params, device_type):
+def _timed_call(op, out, inputs, dtypes, params, device_type, numel=None):
     """The dispatcher's `call`, timed, while a profile block is active."""
     start = _now_us()
-    result = _original_call(op, out, inputs, dtypes, params, device_type)
+    result = _original_call(op, out, inputs, dtypes, params, device_type, numel)
     end = _now_us()
     for prof in _active:
         prof._add(op.name, start, end, inputs)
