@@ -205,5 +205,7 @@ from . import hub, optim, serialization  # noqa: E402
 from .serialization import load, save  # noqa: E402
 Tensor.__dlpack__ = _tensor_dlpack
 Tensor.__dlpack_device__ = _tensor_dlpack_device
+from . import sparse  # noqa: E402 (torch.sparse: sparse COO tensors)
+sparse.accept_sparse_operands(globals())  # torch.add/mm/sum/...: sparse operands too
 
 plugins.load_entry_points()

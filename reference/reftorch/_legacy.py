@@ -24,7 +24,7 @@ _default_tensor_class = None  # set below to FloatTensor
 class _LegacyTensorMeta(type):
     def __instancecheck__(cls, obj):
         return (isinstance(obj, Tensor) and obj.dtype is cls.dtype
-                and obj.device.type == cls.device_type)
+                and obj.device.type == cls.device_type and not obj.is_sparse)
 
     def __call__(cls, *args, **kwargs):
         return legacy_construct(Tensor, cls.dtype, args, kwargs, cls.device_type)

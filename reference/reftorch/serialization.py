@@ -88,6 +88,7 @@ _REBUILD_PARAMETER = _TorchGlobal("torch._utils", "_rebuild_parameter")
 _REBUILD_PARAMETER_WITH_STATE = _TorchGlobal("torch._utils", "_rebuild_parameter_with_state")
 _REBUILD_FROM_TYPE_V2 = _TorchGlobal("torch._tensor", "_rebuild_from_type_v2")
 _GET_LAYOUT = _TorchGlobal("torch.serialization", "_get_layout")
+_REBUILD_SPARSE_TENSOR = _TorchGlobal("torch._utils", "_rebuild_sparse_tensor")
 
 
 def _torch_name(obj):
@@ -175,6 +176,9 @@ def _user_attributes(t):
 
 def _reduce_tensor(t):
     """torch's pickled form of a tensor or Parameter, attributes included."""
+    if t.is_sparse:  # torch's form: (layout, (indices, values, size, is_coalesced))
+        return _REBUILD_SPARSE_TENSOR, (t.layout, (t._indices(), t._values(), Size(t.shape),
+                                                   t.is_coalesced()))
     hooks = collections.OrderedDict()  # backward hooks are never saved (nor by torch)
     state = _user_attributes(t)
     if _is_parameter(t):
@@ -479,7 +483,19 @@ def _get_layout(name):
     return layouts[name]
 
 
+def _rebuild_sparse_tensor(layout, data):
+    """torch._utils._rebuild_sparse_tensor: a sparse COO tensor from (indices, values, size
+    [, is_coalesced]), its indices checked against the size as PyTorch's loader does."""
+    if layout is not sparse_coo or not isinstance(data, tuple) or len(data) not in (3, 4):
+        raise pickle.UnpicklingError(f"cannot rebuild a sparse tensor of layout {layout!r}")
+    from .sparse import sparse_coo_tensor
+    is_coalesced = data[3] if len(data) == 4 else None
+    return sparse_coo_tensor(data[0], data[1], data[2], check_invariants=True,
+                             is_coalesced=is_coalesced)
+
+
 _SAFE_REBUILD_FUNCTIONS = {_rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_tensor,
+                           _rebuild_sparse_tensor,
                            _rebuild_parameter}
 
 
@@ -560,6 +576,7 @@ def _torch_globals():
         ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
         ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
         ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+        ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
         ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
         ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
         ("torch.serialization", "_get_layout"): _get_layout,
