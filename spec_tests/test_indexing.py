@@ -185,3 +185,19 @@ def test_new_factories_and_map_apply():
                    lambda: t.clone().map_(o_t, lambda a, b: a * b + 1)) is None
     assert compare(lambda: r.clone().apply_(lambda a: a % 5),
                    lambda: t.clone().apply_(lambda a: a % 5)) is None
+
+
+def test_removed_index_and_masked_copy_warn_and_act_like_their_modern_forms():
+    values = np.arange(12.0).reshape(3, 4)
+    mask = values % 3 == 0
+    source = -np.arange(12.0)
+    r, t = reftorch.tensor(values), torch.tensor(values)
+    for key in (1, slice(0, 2), (reftorch.tensor(mask), torch.tensor(mask))):
+        r_key, t_key = key if isinstance(key, tuple) else (key, key)
+        with pytest.warns(DeprecationWarning, match=r"tensor\[m\]"):
+            got = r.index(r_key)
+        np.testing.assert_array_equal(got.numpy(), t[t_key].numpy())
+    with pytest.warns(DeprecationWarning, match="masked_scatter_"):
+        r.masked_copy_(reftorch.tensor(mask), reftorch.tensor(source))
+    t.masked_scatter_(torch.tensor(mask), torch.tensor(source))
+    np.testing.assert_array_equal(r.numpy(), t.numpy())

@@ -1,6 +1,8 @@
 """Attach op-derived methods to Tensor: one explicit line per method, all from declarations."""
 from __future__ import annotations
 
+import warnings
+
 from ._ops import pointwise as P
 from ._ops import variants as V
 from ._ops import inplace_meta
@@ -169,3 +171,21 @@ Tensor.set_ = inplace_meta.set_
 # Indexing
 Tensor.__getitem__ = _indexing.getitem
 Tensor.__setitem__ = _indexing.setitem
+
+
+# Methods PyTorch removed before 1.0, kept with their documented behaviour and a warning that
+# names the modern spelling.
+def _removed_method(old, modern, fn):
+    def method(self, *args, **kwargs):
+        warnings.warn(f"Tensor.{old} was removed from PyTorch; use {modern} instead.",
+                      DeprecationWarning, stacklevel=2)
+        return fn(self, *args, **kwargs)
+    method.__name__ = old
+    method.__doc__ = f"Removed from PyTorch (0.x): the same as {modern}."
+    return method
+
+
+Tensor.index = _removed_method("index", "tensor[m]", _indexing.getitem)
+Tensor.masked_copy_ = _removed_method("masked_copy_", "Tensor.masked_scatter_",
+                                      lambda self, mask, source:
+                                      self.masked_scatter_(mask, source))
