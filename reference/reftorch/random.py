@@ -132,6 +132,14 @@ class Generator:
         words = self.random32(2 * count)
         return (words[0::2] << np.uint64(32)) | words[1::2]
 
+    def engine_for_drawing(self):
+        """The NumPy MT19937 bit generator that holds the stream, for kernels that draw from
+        it in their own code (plugins: through its `capsule`, holding its `lock`). Call it
+        just before drawing at least one word; such a kernel must draw exactly the words
+        random32/random64 would, so that the stream continues the same."""
+        self._fresh = False
+        return self._engine
+
     def __repr__(self):
         return f"<reftorch.Generator object at {id(self):#x}>"
 

@@ -22,6 +22,9 @@ by observing its output:
 Values are written in PyTorch's iteration order: memory order for dense tensors (dimensions
 sorted by decreasing stride), which for a contiguous tensor is its logical order.
 
+uniform_, normal_, random_ and bernoulli_ (with a number p) are ops of the dispatch registry,
+so that plugins may fill cpu tensors in their own code (see "the dispatch point" below).
+
 The reference is vectorized: NumPy produces the draws and transforms them; no loop runs over
 the elements of a tensor. Where PyTorch calls the C library's log, log1p, sin, cos, tan or exp
 in float64, `_libm` reproduces the correctly rounded result those functions return.
@@ -34,6 +37,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import _dispatch
 from .. import _dtype as D
 from .._promotion import broadcast_shapes, result_dtype
 from .._tensor import Tensor
@@ -117,16 +121,59 @@ def _fill(self, name, values, params=None):
     `name`; its autograd node passes no gradient back (the old values are overwritten)."""
     prepare_inplace(name, (self,))
     if self.device.type == "cpu":
-        target = _in_iteration_order(self, self._np)
-        target[...] = values.reshape(target.shape)
+        _store(self, values)
     else:
         host = empty_like(self, device="cpu")
-        target = _in_iteration_order(self, host._np)
-        target[...] = values.reshape(target.shape)
+        _store(self, values, host)
         with no_grad():
             self.copy_(host)
     self._bump_version()
     return record(name, (self,), self, params or {})
+
+
+def _store(self, values, target=None):
+    """Write `values` into the cpu tensor `target` (default `self`) in `self`'s order."""
+    view = _in_iteration_order(self, (self if target is None else target)._np)
+    view[...] = values.reshape(view.shape)
+
+
+# --- the dispatch point: plugins may fill a tensor from the generator -----------------------
+#
+# uniform_, normal_, random_ and bernoulli_ with a number p are ops of the dispatch registry,
+# keyed by the tensor's dtype, so that a plugin can fill a cpu tensor in its own code. A
+# kernel registered with `registrar.kernel("uniform_", "cpu", dtypes, fn)` is called as
+#     fn(self, (), (dtype, dtype, dtype), params)
+# where `params` holds the generator ("generator") and the sampler's numbers, as the op's
+# values function below takes them. It writes every element of `self` in PyTorch's
+# iteration order and returns `self`, or returns NotImplemented to decline. It must consume
+# exactly the draws the reference consumes, in the same order (drawing from
+# `Generator.engine_for_drawing()`), so that calls served by a plugin and by the reference
+# continue one stream: PyTorch's. Argument checks, autograd and non-cpu tensors stay here.
+
+def _declare_sampler(name, values, params):
+    """Declare the sampler op `name` (its `params`: the numbers after the generator, with
+    their defaults), whose reference kernel writes `values(self, generator, **numbers)`, one
+    value per element, in iteration order."""
+    def reference(self, inputs, dtypes, params):
+        _store(self, values(self, **params))
+        return self
+    reference.__name__ = f"reference_{name}"
+    op = _dispatch.declare(_dispatch.Op(name=name, family="sampling", reference=reference,
+                                        params={"generator": None, **params},
+                                        doc=values.__doc__ or ""))
+    op.values = values
+    return op
+
+
+def _sample(self, op, params, record_params=None):
+    """Fill `self` as the sampler op: on cpu through the dispatcher (a plugin's kernel or the
+    reference), on other devices with the reference's values through a host copy."""
+    if self.device.type != "cpu":
+        return _fill(self, op.name, op.values(self, **params), record_params)
+    prepare_inplace(op.name, (self,))
+    _dispatch.call(op, self, (), (self.dtype,) * 3, params, "cpu")
+    self._bump_version()
+    return record(op.name, (self,), self, record_params or {})
 
 
 def _require_floating(self, kernel):
@@ -168,8 +215,16 @@ def uniform_(self, from_=0, to=1, *, generator=None):
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
                            f"from={from_} > to={to}")
     _check_writable(self)
-    gen = generator_or_default(generator)
-    return _fill(self, "uniform_", _uniform_values(gen, self.numel(), self.dtype, from_, to))
+    params = {"generator": generator_or_default(generator), "low": from_, "high": to}
+    return _sample(self, UNIFORM, params)
+
+
+def _uniform_fill(self, generator, low, high):
+    """uniform_: params low and high (numbers, as given: from and to)."""
+    return _uniform_values(generator, self.numel(), self.dtype, low, high)
+
+
+UNIFORM = _declare_sampler("uniform_", _uniform_fill, {"low": 0, "high": 1})
 
 
 def _complex_as_real(self, sampler, *args, generator=None):
@@ -259,8 +314,17 @@ def normal_(self, mean=0, std=1, *, generator=None):
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     _check_writable(self)
-    gen = generator_or_default(generator)
-    return _fill(self, "normal_", _normal_values(gen, self, mean, std))
+    params = {"generator": generator_or_default(generator), "mean": mean, "std": std}
+    return _sample(self, NORMAL, params)
+
+
+def _normal_fill(self, generator, mean, std):
+    """normal_: params mean and std (numbers). The 16-block path runs for contiguous tensors
+    of 16 or more elements, the one-at-a-time path (and its cache) for the others."""
+    return _normal_values(generator, self, mean, std)
+
+
+NORMAL = _declare_sampler("normal_", _normal_fill, {"mean": 0, "std": 1})
 
 
 # --- distributions through a float64 uniform ------------------------------------------------
@@ -349,8 +413,16 @@ def bernoulli_(self, p=0.5, *, generator=None):
                      {"p_tensor": True})
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-    u = _unit_uniform(gen, self.numel(), D.float64)
-    return _fill(self, "bernoulli_", _cast((u < p).astype(np.float64), self.dtype))
+    return _sample(self, BERNOULLI, {"generator": gen, "p": p})
+
+
+def _bernoulli_fill(self, generator, p):
+    """bernoulli_ with a number p: 1 where a float64 uniform is below p, else 0."""
+    u = _unit_uniform(generator, self.numel(), D.float64)
+    return _cast((u < p).astype(np.float64), self.dtype)
+
+
+BERNOULLI = _declare_sampler("bernoulli_", _bernoulli_fill, {"p": 0.5})
 
 
 def bernoulli(input, p=None, *, generator=None, out=None):
@@ -374,19 +446,20 @@ def bernoulli(input, p=None, *, generator=None, out=None):
 
 # --- integers -----------------------------------------------------------------------------
 
-def _integer_values(gen, count, low, span):
-    """low + draw % span for `count` draws."""
-    # PyTorch switches to 64-bit draws from a span of 2**28 on (observed)
-    draws = gen.random64(count) if span >= 1 << 28 else gen.random32(count)
+def _integer_values(gen, count, low, span, draw_bits):
+    """low + draw % span for `count` draws of `draw_bits` (32 or 64) bits, as int64 (wrapping
+    past 2**63 - 1, which only the full int64 range reaches)."""
+    draws = gen.random64(count) if draw_bits == 64 else gen.random32(count)
     return (draws % np.uint64(span)).astype(np.int64) + np.int64(low) if span < 1 << 63 \
         else (draws % np.uint64(span) + np.uint64(low % (1 << 64))).view(np.int64)
 
 
-def _full_range_values(gen, count, dtype):
-    """random_() without bounds: draw % (largest + 1), from 64-bit draws for float64 and
-    int64 (largest: 2**digits for floating dtypes, the maximum for integers, 1 for bool)."""
-    draws = gen.random64(count) if dtype in (D.float64, D.int64) else gen.random32(count)
-    return _cast((draws % np.uint64(_largest(dtype) + 1)).astype(np.int64), dtype)
+def _random_fill(self, generator, low, span, draw_bits):
+    """random_: params low, span (values low .. low + span - 1) and draw_bits (32 or 64)."""
+    return _cast(_integer_values(generator, self.numel(), low, span, draw_bits), self.dtype)
+
+
+RANDOM = _declare_sampler("random_", _random_fill, {"low": 0, "span": None, "draw_bits": 32})
 
 
 def _largest(dtype):
@@ -421,12 +494,16 @@ def random_(self, *args, generator=None, **bounds):
         raise TypeError(f"random_() got an unexpected keyword argument '{unknown.pop()}'")
     _check_writable(self)
     gen = generator_or_default(generator)
-    count, dtype = self.numel(), self.dtype
+    dtype = self.dtype
     if dtype.is_complex:
         raise RuntimeError(f"\"random_\" not implemented for '{dtype.scalar_name}'")
     low, high = int(given.get("from", 0)), given.get("to")
     if "from" not in given and high is None:
-        return _fill(self, "random_", _full_range_values(gen, count, dtype), {"form": 2})
+        # draw % (largest + 1), from 64-bit draws for float64 and int64 (largest: 2**digits
+        # for floating dtypes, the maximum for integers, 1 for bool)
+        params = {"generator": gen, "low": 0, "span": _largest(dtype) + 1,
+                  "draw_bits": 64 if dtype in (D.float64, D.int64) else 32}
+        return _sample(self, RANDOM, params, {"form": 2})
     if high is None:
         _check_bound(low, "from", dtype)
         span = _largest(dtype) - low + 1
@@ -440,8 +517,10 @@ def random_(self, *args, generator=None, **bounds):
         _check_bound(high - 1, "to - 1", dtype)
         span = high - low
         form = 0 if "from" in given else 1
-    values = _integer_values(gen, count, low, span)
-    return _fill(self, "random_", _cast(values, dtype), {"form": form})
+    # PyTorch switches to 64-bit draws from a span of 2**28 on (observed)
+    params = {"generator": gen, "low": low, "span": span,
+              "draw_bits": 64 if span >= 1 << 28 else 32}
+    return _sample(self, RANDOM, params, {"form": form})
 
 
 # --- factories -----------------------------------------------------------------------------
