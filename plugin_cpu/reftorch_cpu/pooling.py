@@ -2,19 +2,16 @@
 and float64 on cpu:
 
     max_pool2d_with_indices         (values, int64 flat in-plane indices)
-    max_pool2d_with_indices_backward  when reftorch declares it (see below)
+    max_pool2d_with_indices_backward  (grad_output, indices; the input's shape a param)
     avg_pool2d, avg_pool2d_backward
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward
     native_batch_norm               (output, save_mean, save_invstd); training mode updates
                                     running_mean / running_var in place, as the reference
     native_group_norm               (output, mean (N, group), rstd (N, group))
 
-The backward of max pooling is today the reference's `scatter_add` composition (the
-indexing group serves it): `max_pool2d_backward_kernel` is registered for
-`max_pool2d_with_indices_backward` only once reftorch declares that op (inputs
-(grad_output, self, indices) in PyTorch's order, or (grad_output, indices) with an
-`input_shape` param). Batch / group norm backward are compositions of reftorch ops (their
-derivative rows), so they have no kernel here.
+The max-pool backward kernel takes PyTorch's inputs (grad_output, self, indices) or
+reftorch's (grad_output, indices) with an `input_shape` param. Batch / group norm backward
+are compositions of reftorch ops (their derivative rows), so they have no kernel here.
 
 Layouts: pooling inputs are (C, H, W) or (N, C, H, W) at any strides (transposed, sliced,
 channels-last): the C loops take four strides; rows with unit stride along W run
@@ -46,7 +43,6 @@ import math
 import numpy as np
 
 from reftorch import _dtype as D
-from reftorch._dispatch import find_op
 from reftorch._ops.nn_pooling import pooling_output_size
 from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
@@ -78,11 +74,8 @@ def register(registrar):
                      adaptive_avg_pool2d_backward_kernel)
     registrar.kernel("native_batch_norm", "cpu", DTYPES, batch_norm_kernel)
     registrar.kernel("native_group_norm", "cpu", DTYPES, group_norm_kernel)
-    # The max-pool backward kernel serves an op only if reftorch declares one (today the
-    # derivative row is a scatter_add composition, served by the indexing group).
-    if find_op("max_pool2d_with_indices_backward") is not None:
-        registrar.kernel("max_pool2d_with_indices_backward", "cpu", DTYPES,
-                         max_pool2d_backward_kernel)
+    registrar.kernel("max_pool2d_with_indices_backward", "cpu", DTYPES,
+                     max_pool2d_backward_kernel)
 
 
 # --- pooling --------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import itertools
 
+import math
+
 import numpy as np
 
 from .. import _dtype as D
@@ -367,12 +369,31 @@ def max_unpool_kernel(x, indices, output_size):
     return out.reshape(x.shape[:x.ndim - n] + tuple(output_size))
 
 
+def _max_pool_backward_kernel(n):
+    def max_pool_backward_kernel(grad, indices, input_shape):
+        """The gradient of a max pool with respect to its input: zeros of the input's shape
+        plus each output's gradient at the in-plane position its index names (summed, in
+        output order, where windows share a maximum)."""
+        lead = len(input_shape) - n
+        planes = math.prod(input_shape[:lead])
+        result = np.zeros((planes, math.prod(input_shape[lead:])), dtype=grad.dtype)
+        rows = np.repeat(np.arange(planes), grad.size // planes if planes else 0)
+        np.add.at(result, (rows, indices.reshape(-1)), grad.reshape(-1))
+        return result.reshape(input_shape)
+    return max_pool_backward_kernel
+
+
 _MAX = {"kernel_size": None, "stride": None, "padding": None, "dilation": None,
         "ceil_mode": False}
 _AVG = {"kernel_size": None, "stride": None, "padding": None, "ceil_mode": False,
         "count_include_pad": True, "divisor_override": None}
 MAX_POOL = {n: structured.declare(f"max_pool{n}d_with_indices", max_pool_kernel, family="nn",
                                   params=_MAX, dtypes=MAX_DTYPES) for n in (2, 3)}
+# PyTorch's op takes the input itself; this one its shape, so the graph need not keep it.
+MAX_POOL_BACKWARD = {n: structured.declare(f"max_pool{n}d_with_indices_backward",
+                                           _max_pool_backward_kernel(n), family="nn",
+                                           params={"input_shape": None}, dtypes=FLOATING)
+                     for n in (2, 3)}
 AVG_POOL = {n: structured.declare(f"avg_pool{n}d", avg_pool_kernel, family="nn", params=_AVG,
                                   dtypes=AVG_DTYPES) for n in (2, 3)}
 AVG_POOL_BACKWARD = {n: structured.declare(f"avg_pool{n}d_backward", avg_pool_backward_kernel,
@@ -533,6 +554,12 @@ def avg_pool(n, input, kernel_size, stride=None, padding=0, ceil_mode=False,
     return structured.run(AVG_POOL[n], (input,), {
         "kernel_size": kernel, "stride": step, "padding": pad, "ceil_mode": bool(ceil_mode),
         "count_include_pad": bool(count_include_pad), "divisor_override": divisor_override})
+
+
+def max_pool_backward(n, grad, indices, input_shape):
+    """The gradient of max_pool{n}d_with_indices with respect to its input."""
+    return structured.run(MAX_POOL_BACKWARD[n], (grad, indices),
+                          {"input_shape": tuple(input_shape)})
 
 
 def avg_pool_backward(n, grad, input_shape, params):

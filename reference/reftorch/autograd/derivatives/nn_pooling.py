@@ -1,8 +1,9 @@
 """Derivative rows: neural-network ops (pooling).
 
-Max-type pools (max, adaptive max, fractional max) send each output's gradient to the input
-position its index names: a `scatter_add` into the flattened input planes, whose own row
-(a gather) gives double backward. Average pools are linear: their backward is a structured op
+Max-type pools send each output's gradient to the input position its index names: max
+pooling through its declared backward op (`max_pool2d_with_indices_backward`, which a plugin
+can serve in one pass), adaptive and fractional max pooling through a `scatter_add` into the
+flattened input planes; either way the double backward is a gather. Average pools are linear: their backward is a structured op
 of its own (`avg_pool2d_backward`, ...) whose derivative is the forward pool again. Max
 unpooling's gradient gathers the output gradient at the indices.
 """
@@ -28,13 +29,24 @@ def scatter_to_input(grad, indices, input_shape, spatial_dims):
 
 
 def _max_rows(n):
-    def max_type(ctx, grad, _indices_grad=None):
-        return scatter_to_input(grad, ctx.result1, ctx.shape(0), n)
+    @derivative(f"max_pool{n}d_with_indices", f"MaxPool{n}DWithIndicesBackward0",
+                saves=("result1",), outputs=("result0", "result1"),
+                nondifferentiable_outputs=(1,))
+    def _max(ctx, grad, _indices_grad=None):
+        return _ops().max_pool_backward(n, grad, ctx.result1, ctx.shape(0))
 
-    for op, node in ((f"max_pool{n}d_with_indices", f"MaxPool{n}DWithIndicesBackward0"),
-                     (f"adaptive_max_pool{n}d", f"AdaptiveMaxPool{n}DBackward0")):
-        derivative(op, node, saves=("result1",), outputs=("result0", "result1"),
-                   nondifferentiable_outputs=(1,))(max_type)
+    @derivative(f"max_pool{n}d_with_indices_backward",
+                f"MaxPool{n}DWithIndicesBackwardBackward0", inputs=("grad_output", "indices"),
+                saves=("indices",))
+    def _max_backward(ctx, grad):
+        # linear in grad_output: the adjoint of scattering to the indices is gathering there
+        indices = ctx.indices
+        return _planes(grad, n).gather(1, _planes(indices, n)).reshape(indices.shape), None
+
+    @derivative(f"adaptive_max_pool{n}d", f"AdaptiveMaxPool{n}DBackward0", saves=("result1",),
+                outputs=("result0", "result1"), nondifferentiable_outputs=(1,))
+    def _adaptive_max(ctx, grad, _indices_grad=None):
+        return scatter_to_input(grad, ctx.result1, ctx.shape(0), n)
 
     @derivative(f"fractional_max_pool{n}d", f"FractionalMaxPool{n}DBackward0",
                 inputs=("self", "random_samples"), saves=("result1",),
