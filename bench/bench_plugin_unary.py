@@ -1,12 +1,13 @@
 """The C plugin's unary group (issue 11) at the issue's size, 4M float32 elements: exp, tanh,
 sigmoid, gelu (both forms), erf, silu, log, sqrt, relu, neg, clamp, where, and the float32 <->
-float64 / bool -> float32 conversions; exp and tanh also in float64.
+float64 / bool -> float32 conversions; exp and tanh also in float64; the backward ops of tanh,
+sigmoid, relu (threshold_backward), gelu (both forms) and silu.
 
 Implementations: "reftorch" (plugins loaded), "reftorch-reference-only" (the same call inside
 `reftorch.plugins.use_reference_kernels()`), "torch", "numpy". gelu(approximate='none') on
 the reference takes seconds at 4M elements (its erf is a chain of NumPy calls), so its
-reference-only timing (and erf's) is taken at 256 Ki elements instead. Run with `make bench`;
-bench/report.py prints the ratios. Nothing here asserts a time.
+reference-only timing (and erf's, gelu_backward's) is taken at 256 Ki elements instead. Run
+with `make bench`; bench/report.py prints the ratios. Nothing here asserts a time.
 """
 from __future__ import annotations
 
@@ -101,5 +102,42 @@ CASES = {
     "tanh float64 n=4M": _case(lambda: reftorch.tanh(_D_R), lambda: torch.tanh(_D_T),
                                lambda: np.tanh(_D_N)),
 }
+
+# The backward ops the derivative rows call, (grad_output, output or input) at 4M float32;
+# torch's numbers are the same aten ops (torch.ops.aten.tanh_backward(g, y), ...).
+_G_R, _G_T, _G_N = float32_inputs((_N,), _RNG)
+_TY_R, _TY_T, _TY_N = inputs(np.tanh(_X_N))
+_SY_R, _SY_T, _SY_N = inputs((1 / (1 + np.exp(-_X_N))).astype(np.float32))
+_GS_R, _GS_T, _GS_N = float32_inputs((256 * 1024,), _RNG)
+_A = torch.ops.aten
+
+
+def _ours(name):
+    from reftorch._ops import nn_activation
+    return getattr(nn_activation, name)
+
+
+CASES.update({
+    "tanh_backward float32 n=4M": _case(
+        lambda: _ours("tanh_backward")(_G_R, _TY_R), lambda: _A.tanh_backward(_G_T, _TY_T),
+        lambda: _G_N * (1 - _TY_N * _TY_N)),
+    "sigmoid_backward float32 n=4M": _case(
+        lambda: _ours("sigmoid_backward")(_G_R, _SY_R),
+        lambda: _A.sigmoid_backward(_G_T, _SY_T), lambda: _G_N * (_SY_N * (1 - _SY_N))),
+    "threshold_backward (relu) float32 n=4M": _case(
+        lambda: _ours("threshold_backward")(_G_R, _X_R, 0),
+        lambda: _A.threshold_backward(_G_T, _X_T, 0),
+        lambda: np.where(_X_N <= 0, np.float32(0), _G_N)),
+    "gelu_backward float32 n=4M": _case(
+        lambda: _ours("gelu_backward")(_G_R, _X_R), lambda: _A.gelu_backward(_G_T, _X_T),
+        reference=False),
+    "gelu_backward float32 n=256Ki": _case(
+        lambda: _ours("gelu_backward")(_GS_R, _S_R), lambda: _A.gelu_backward(_GS_T, _S_T)),
+    "gelu_backward tanh float32 n=4M": _case(
+        lambda: _ours("gelu_backward")(_G_R, _X_R, approximate="tanh"),
+        lambda: _A.gelu_backward(_G_T, _X_T, approximate="tanh")),
+    "silu_backward float32 n=4M": _case(
+        lambda: _ours("silu_backward")(_G_R, _X_R), lambda: _A.silu_backward(_G_T, _X_T)),
+})
 
 test_plugin_unary = as_tests(CASES)

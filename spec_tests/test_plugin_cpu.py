@@ -617,3 +617,98 @@ def test_forked_child_does_not_hang():
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung in a parallel kernel")
+
+
+# ---------------------------------------------------------------------------------------------
+# nll_loss_backward (reftorch_cpu.nn_rows, src/nn_rows.c): the op nll_loss's derivative row
+# calls. Its C kernel zeroes the gradient and places -(weight[t] * g) at each target: bit for
+# bit the reference's one-hot formula.
+
+def _nll_backward_case(shape, reduction, weighted, ignore_index, seed):
+    """(grad_output, self, target, weight, total_weight) as nll_loss's forward makes them."""
+    from reftorch._ops import nn_loss
+    rng = np.random.default_rng(seed)
+    x = reftorch.from_numpy(values(shape, F32 if seed % 2 else F64, seed, special=False))
+    n_classes = shape[-1]
+    target = reftorch.from_numpy(rng.integers(0, n_classes, shape[:-1]))
+    if target.numel() > 1:
+        target[1] = ignore_index if ignore_index >= 0 else -100
+    weight = reftorch.from_numpy(rng.random(n_classes).astype(x.dtype.numpy_dtype) + 0.5) \
+        if weighted else None
+    loss, total = reftorch._ops.structured.run(nn_loss.NLL, (x, target, weight),
+                                               {"reduction": reduction,
+                                                "ignore_index": ignore_index})
+    grad = reftorch.from_numpy(values(tuple(loss.shape), x.dtype, seed + 1, special=False))
+    return grad, x, target, weight, total
+
+
+@pytest.mark.parametrize("shape", [(64, 100), (3000, 37), (100,)], ids=str)
+@pytest.mark.parametrize("reduction", [0, 1, 2], ids=["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["", "weight"])
+@pytest.mark.parametrize("seed", [1, 2], ids=["f32", "f64"])
+def test_nll_loss_backward_matches_reference(shape, reduction, weighted, seed):
+    from reftorch._ops import nn_loss
+    from reftorch_cpu import _nn_rows
+    args = _nll_backward_case(shape, reduction, weighted, 3, seed)
+    before = _nn_rows.calls()
+    got = nn_loss.nll_loss_backward(args[0], args[1], args[2], args[3], reduction, 3, args[4])
+    assert _nn_rows.calls() == before + 1
+    with reftorch.plugins.use_reference_kernels():
+        want = nn_loss.nll_loss_backward(args[0], args[1], args[2], args[3], reduction, 3,
+                                         args[4])
+    assert got.dtype is want.dtype and got.shape == want.shape
+    assert host(got).tobytes() == host(want).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_nll_loss_backward_is_served_and_runs_in_autograd(dtype):
+    from reftorch_cpu import _nn_rows
+    assert reftorch.plugins.serving("nll_loss_backward", "cpu", dtype) == "cpu"
+    rng = np.random.default_rng(5)
+    logits = reftorch.from_numpy(values((500, 40), dtype, 6, special=False))
+    target = reftorch.from_numpy(rng.integers(0, 40, 500))
+
+    def grad():
+        x = logits.detach().requires_grad_()
+        reftorch.nn.functional.nll_loss(x, target).backward()
+        return x.grad
+    before = _nn_rows.calls()
+    got = grad()
+    assert _nn_rows.calls() - before == 2  # nll_loss and nll_loss_backward
+    with reftorch.plugins.use_reference_kernels():
+        want = grad()
+    assert host(got).tobytes() == host(want).tobytes()
+
+
+def test_nll_loss_backward_threads_and_bad_targets():
+    from reftorch._ops import nn_loss
+    from reftorch_cpu import _nn_rows
+    grad, x, target, weight, total = _nll_backward_case((5000, 50), 1, True, -100, 1)
+    previous = _nn_rows.set_num_threads(1)
+    try:
+        one = host(nn_loss.nll_loss_backward(grad, x, target, weight, 1, -100, total))
+        _nn_rows.set_num_threads(3)
+        three = host(nn_loss.nll_loss_backward(grad, x, target, weight, 1, -100, total))
+    finally:
+        _nn_rows.set_num_threads(previous)
+    assert one.tobytes() == three.tobytes()
+    target[7] = 50
+    before = _nn_rows.calls()
+    with pytest.raises(IndexError, match="Target 50 is out of bounds"):
+        nn_loss.nll_loss_backward(grad, x, target, weight, 1, -100, total)
+    assert _nn_rows.calls() == before  # checked before anything ran
+
+
+@pytest.mark.parametrize("preset", [None, "ACTIVE"])
+def test_loading_leaves_the_openmp_environment_as_it_was(preset):
+    """The plugin loads libgomp with a passive wait policy but restores the environment (and
+    never overrides a policy the user chose)."""
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    code = "import os, reftorch_cpu; print(os.environ.get('OMP_WAIT_POLICY'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()[-1]
+    assert out == str(preset)

@@ -231,12 +231,35 @@ def test_large_range_of_values(dtype):
         check(name, got[0], want[0], dtype, x.numpy())
 
 
+def test_float32_tanh_and_erf_are_faithfully_rounded():
+    """src/unary.c's float32 tanh and erf against the correctly rounded values (float64
+    results rounded once) over 2M random bit patterns (every exponent, subnormals, inf, nan)
+    and dense grids around their branch points: at most 1 ulp. (An exhaustive run over all
+    2^32 inputs gave the same bound, see unary.c.)"""
+    from reftorch._ops.special_pointwise import _erf
+    rng = np.random.default_rng(81)
+    bits = rng.integers(0, 2**32, 1 << 21, dtype=np.uint64).astype(np.uint32)
+    grids = [np.linspace(lo, hi, 100_001, dtype=np.float32) for lo, hi in
+             ((0.5, 0.6), (0.85, 0.95), (3.8, 4.2), (8.9, 9.3), (0.0, 1e-3))]
+    x = np.concatenate([bits.view(np.float32)] + grids + [-g for g in grids])
+    x = np.concatenate([x, np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)])
+    with np.errstate(all="ignore"):
+        exact = {"tanh": np.tanh(x.astype(np.float64)).astype(np.float32),
+                 "erf": _erf(x.astype(np.float64)).astype(np.float32)}
+    for name in ("tanh", "erf"):
+        got = np.empty_like(x)
+        _unary.elementwise(getattr(_unary, name.upper()), [x.size], got, 0, [1], x, 0, [1],
+                           0.0, 0.0)
+        assert_within_ulp(got, exact[name], 1)
+
+
 @pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape", [(), (0,), (0, 7), (5,), MID], ids=str)
 def test_small_empty_and_zero_dim(shape, dtype, monkeypatch):
     """With the decline thresholds off, tiny, empty and 0-dim tensors run in C too."""
     monkeypatch.setattr(unary, "MIN_NUMEL", 0)
     monkeypatch.setattr(unary, "MIN_NUMEL_MATH", 0)
+    monkeypatch.setattr(unary, "MIN_NUMEL_ERF", 0)
     for name, fn in ALL.items():
         def case():
             x = reftorch.from_numpy(values(shape, dtype, 1))
@@ -384,16 +407,199 @@ def test_cast_into_strided_destination(dst):
         assert_bytes_equal(g, w)
 
 
-def test_relu_backward_runs_through_casts_and_matches():
+# ---------------------------------------------------------------------------------------------
+# Backward ops (what the derivative rows of tanh, sigmoid, relu/threshold, gelu, silu call):
+# inputs (grad_output, the forward's output or input). tanh, sigmoid and threshold backward
+# are plain arithmetic and agree bit for bit; gelu and silu backward contain erf/exp/tanh and
+# cancel where the derivative crosses 0, so they are bounded by 4 ulp or an absolute error of
+# GRAD_ABS_SCALE * eps * |g| * (1 + x^2) (measured over 1M values: at most 1.5).
+
+def _ops():
+    from reftorch._ops import nn_activation
+    return nn_activation
+
+
+# (tanh and sigmoid backward take the forward's output; any values do for the arithmetic)
+GRADS_EXACT = {
+    "tanh_backward": lambda g, y: _ops().tanh_backward(g, y),
+    "sigmoid_backward": lambda g, y: _ops().sigmoid_backward(g, y),
+    "threshold_backward": lambda g, x: _ops().threshold_backward(g, x, 0),
+    "threshold_backward-0.25": lambda g, x: _ops().threshold_backward(g, x, 0.25),
+    "threshold_backward-int": lambda g, x: _ops().threshold_backward(g, x, -3),
+}
+GRADS_APPROX = {
+    "gelu_backward": lambda g, x: _ops().gelu_backward(g, x),
+    "gelu_backward-tanh": lambda g, x: _ops().gelu_backward(g, x, approximate="tanh"),
+    "silu_backward": lambda g, x: _ops().silu_backward(g, x),
+}
+GRADS = {**GRADS_EXACT, **GRADS_APPROX}
+GRAD_ABS_SCALE = 2.0
+
+
+def assert_grad_close(got, want, g, x):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    g, x = np.broadcast_to(g, got.shape), np.broadcast_to(x, got.shape)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    gv, wv, gg, xx = got[~nan], want[~nan], g[~nan], x[~nan]
+    np.testing.assert_array_equal(gv[np.isinf(wv)], wv[np.isinf(wv)])
+    distance = np.abs(_ordered(np.ascontiguousarray(gv)) - _ordered(np.ascontiguousarray(wv)))
+    eps = np.finfo(got.dtype).eps
+    with np.errstate(all="ignore"):
+        scale = np.abs(gg.astype(np.float64)) * (1 + xx.astype(np.float64) ** 2)
+        bound = GRAD_ABS_SCALE * eps * scale
+        ok = (distance <= 4) | (np.abs(gv.astype(np.float64) - wv) <= bound)
+    bad = np.flatnonzero(~ok)
+    assert bad.size == 0, f"{bad.size} beyond the bound, e.g. x={xx[bad[:4]]} got {gv[bad[:4]]} " \
+                          f"want {wv[bad[:4]]}"
+
+
+def check_grad(name, got, want, g, x):
+    if name in GRADS_EXACT:
+        assert_same(got, want)
+    else:
+        assert_grad_close(got, want, g, x)
+
+
+def _grad_inputs(layout, dtype):
+    """(g, x) for the backward ops: g in `layout` (an expanded g is the gradient of a sum),
+    x contiguous or in the same layout (stepped g with a transposed x mixes the two)."""
+    g = layout(BIG, dtype, 21)
+    x = (transposed if layout is stepped else layout if layout is not expanded
+         else contiguous)(BIG, dtype, 22)
+    return g, x
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name", list(GRADS))
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda f: f.__name__)
+def test_backward_ops_match_reference(layout, name, dtype):
+    fn = GRADS[name]
+
+    def case():
+        g, x = _grad_inputs(layout, dtype)
+        if name.startswith("gelu") and dtype is F64:  # see _gelu_input_guard
+            _gelu_input_guard("gelu", dtype, x)
+        return [g, x, fn(g, x)]
+    got, want, ran = run_both(case)
+    assert ran == 1
+    check_grad(name, got[2], want[2], got[0], got[1])
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_backward_ops_over_a_large_range_of_values(dtype):
+    n = 1 << 20
+    x = values((n,), dtype, 31)
+    rng = np.random.default_rng(32)
+    x[::3] = (np.sign(rng.standard_normal(x[::3].size)) *
+              10.0 ** rng.uniform(-8, 3, x[::3].size)).astype(x.dtype)
+    g = values((n,), dtype, 33)
+    for name, fn in GRADS.items():
+        if name.startswith("gelu") and dtype is F64:
+            x[np.abs(x) > 1e300] = 1.0
+        got, want, ran = run_both(lambda: [fn(reftorch.from_numpy(g.copy()),
+                                              reftorch.from_numpy(x.copy()))])
+        assert ran >= 1, name
+        check_grad(name, got[0], want[0], g, x)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shapes", [((), ()), ((0,), (0,)), ((5,), (5,)), (MID, MID),
+                                    ((), MID), (MID, (MID[1],))], ids=str)
+def test_backward_ops_small_empty_zero_dim_and_broadcast(shapes, dtype, monkeypatch):
+    monkeypatch.setattr(unary, "MIN_NUMEL", 0)
+    monkeypatch.setattr(unary, "MIN_NUMEL_MATH", 0)
+    monkeypatch.setattr(unary, "MIN_NUMEL_ERF", 0)
+    for name, fn in GRADS.items():
+        def case():
+            g = reftorch.from_numpy(values(shapes[0], dtype, 41))
+            x = reftorch.from_numpy(values(shapes[1], dtype, 42))
+            return [g, x, fn(g, x)]
+        got, want, ran = run_both(case)
+        assert ran >= 1, name
+        check_grad(name, got[2], want[2], got[0], got[1])
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("forward", ["tanh", "sigmoid", "relu", "threshold", "gelu",
+                                     "gelu-tanh", "silu"])
+def test_autograd_runs_the_fused_backward(forward, dtype):
+    """x.grad through the derivative rows: the forward and its backward op both run in C."""
+    fns = {"tanh": reftorch.tanh, "sigmoid": reftorch.sigmoid, "relu": F.relu,
+           "threshold": lambda x: F.threshold(x, 0.5, -2.0), "gelu": F.gelu,
+           "gelu-tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu}
+
+    def case():
+        x = contiguous(BIG, dtype, 51)
+        if forward.startswith("gelu") and dtype is F64:
+            _gelu_input_guard("gelu", dtype, x)
+        x.requires_grad_()
+        g = contiguous(BIG, dtype, 52)
+        y = fns[forward](x)
+        y.backward(g)
+        return [x.detach(), g, x.grad]
+    got, want, ran = run_both(case)
+    # the forward and its backward op in C; F.threshold's forward is the reference's
+    assert ran == (1 if forward == "threshold" else 2)
+    name = {"tanh": "tanh_backward", "sigmoid": "sigmoid_backward", "relu": "threshold_backward",
+            "threshold": "threshold_backward", "gelu": "gelu_backward",
+            "gelu-tanh": "gelu_backward-tanh", "silu": "silu_backward"}[forward]
+    if forward in ("tanh", "sigmoid"):  # exact arithmetic on outputs that differ by ulps
+        assert_grad_close(got[2], want[2], got[1], got[0])
+    else:
+        check_grad(name, got[2], want[2], got[1], got[0])
+
+
+def test_relu_backward_of_a_sum_matches():
+    """The gradient of y.sum() arrives as one expanded number (stride 0)."""
     def case():
         x = contiguous(BIG, F32, 8).requires_grad_()
         y = F.relu(x)
         y.sum().backward()
         return [y.detach(), x.grad]
     got, want, ran = run_both(case)
-    assert ran >= 2  # relu and the bool -> float mask conversion
+    assert ran == 2  # relu and threshold_backward
     for g, w in zip(got, want):
         assert_same(g, w)
+
+
+def test_backward_ops_do_not_depend_on_threads_or_instruction_set():
+    g32, x32 = values((1 << 18,), F32, 61), values((1 << 18,), F32, 62)
+    g64, x64 = values((1 << 17,), F64, 63), values((1 << 17,), F64, 64)
+    x64[np.abs(x64) > 1e300] = 1.0
+
+    def run_all():
+        return [np.array(fn(reftorch.from_numpy(g.copy()), reftorch.from_numpy(x.copy())).numpy())
+                for fn in GRADS.values() for g, x in ((g32, x32), (g64, x64))]
+    outs = {}
+    previous_threads, previous_isa = _unary.set_num_threads(1), _unary.isa()
+    try:
+        outs["1 thread"] = run_all()
+        for threads in (2, 3):
+            _unary.set_num_threads(threads)
+            outs[f"{threads} threads"] = run_all()
+        for isa in _unary.supported_isas():
+            _unary.set_isa(isa)
+            outs[isa] = run_all()
+    finally:
+        _unary.set_num_threads(previous_threads)
+        _unary.set_isa(previous_isa)
+    for label, results in outs.items():
+        for got, want in zip(results, outs["1 thread"]):
+            assert_same(got, want)
+
+
+def test_backward_ops_decline_what_they_do_not_handle():
+    g, x = contiguous(BIG, F32, 71), contiguous(BIG, F32, 72)
+    x64, g16, x16 = x.double(), g.to(reftorch.bfloat16), x.to(reftorch.bfloat16)
+    small_g, small_x = contiguous((10, 10), F32, 1), contiguous((10, 10), F32, 2)
+    before = _unary.calls()
+    _ops().threshold_backward(g, x, 2**60)     # a threshold no double holds exactly
+    _ops().tanh_backward(g, x64)               # mixed dtypes
+    _ops().silu_backward(small_g, small_x)     # below MIN_NUMEL
+    _ops().sigmoid_backward(g16, x16)          # bfloat16
+    assert _unary.calls() == before
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,10 +644,22 @@ def test_every_instruction_set_gives_the_same_bits():
 
 @pytest.mark.parametrize("op", ["neg", "abs", "relu", "exp", "log", "tanh", "sigmoid", "silu",
                                 "gelu", "erf", "leaky_relu", "sqrt", "rsqrt", "clamp",
-                                "clamp_min", "clamp_max", "where"])
+                                "clamp_min", "clamp_max", "where", "tanh_backward",
+                                "sigmoid_backward", "threshold_backward", "gelu_backward",
+                                "silu_backward"])
 def test_serves_ops(op):
     assert reftorch.plugins.serving(op, "cpu", F32) == "cpu"
     assert reftorch.plugins.serving(op, "cpu", F64) == "cpu"
+
+
+def test_erf_ops_run_in_c_at_any_size():
+    """erf, gelu and gelu_backward: the reference's erf costs ~90 us even for tiny inputs."""
+    x, g = contiguous((3, 4), F32, 0), contiguous((3, 4), F32, 1)
+    got, want, ran = run_both(lambda: [reftorch.erf(x), F.gelu(x), _ops().gelu_backward(g, x)])
+    assert ran == 3
+    check("erf", got[0], want[0], F32)
+    check("gelu", got[1], want[1], F32, x.numpy())
+    check_grad("gelu_backward", got[2], want[2], g.numpy(), x.numpy())
 
 
 def test_declines_small_and_other_dtypes():

@@ -7,9 +7,10 @@
     _softmax_backward_data, _log_softmax_backward_data
                             what the derivative rows of softmax / log_softmax call
                             (inputs grad_output, output; params dim, input_dtype)
-    nll_loss_backward       registered only if reftorch declares it (inputs grad_output,
-                            self, target, weight, total_weight; params reduction,
-                            ignore_index): today nll_loss's derivative row is a composition.
+    nll_loss_backward       what nll_loss's derivative row calls (inputs grad_output, self,
+                            target, weight, total_weight; params reduction, ignore_index,
+                            as PyTorch's signature): (N, C) or (C,) self, int64 target;
+                            bit for bit the reference's (rows zeroed in parallel groups)
 
 Layouts: the row (the last dim; the normalized dims for layer norm) must have unit stride and
 the leading dims must merge into one strided dim (contiguous tensors, row slices, a
@@ -28,8 +29,10 @@ Accuracy against the NumPy reference (the tests check these bounds):
     ulp relative to the row's scale.
   - nll_loss: element losses are exact; the loss and weight sums are accumulated in double
     in index order, then rounded (the reference's pairwise sum in the element type differs in
-    the last bits). The class dim must have unit stride (else the reference runs). An ignored target's loss is 0 (as PyTorch's;
-    the reference computes -x[i, 0] * 0, which is -0.0 or NaN for a non-finite x[i, 0]).
+    the last bits). The class dim must have unit stride (else the reference runs). An
+    ignored target's loss is 0 (as PyTorch's; the reference computes -x[i, 0] * 0, which is
+    -0.0 or NaN for a non-finite x[i, 0]).
+  - nll_loss_backward: bit for bit (the same products; zeros elsewhere).
 No result depends on the OpenMP thread count (rows are split into fixed groups).
 """
 from __future__ import annotations
@@ -39,7 +42,6 @@ import math
 import numpy as np
 
 from reftorch import _dtype as D
-from reftorch._dispatch import find_op
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
@@ -64,10 +66,9 @@ def register(registrar):
     registrar.kernel("nll_loss", "cpu", DTYPES, nll_loss_kernel)
     registrar.kernel("_softmax_backward_data", "cpu", DTYPES, _softmax_backward_kernel(False))
     registrar.kernel("_log_softmax_backward_data", "cpu", DTYPES, _softmax_backward_kernel(True))
-    # nll_loss_backward: inputs (grad_output, self, target, weight, total_weight), params
-    # reduction and ignore_index (PyTorch's signature), when declared.
-    if find_op("nll_loss_backward") is not None:
-        registrar.kernel("nll_loss_backward", "cpu", DTYPES, nll_loss_backward_kernel)
+    # inputs (grad_output, self, target, weight, total_weight), params reduction and
+    # ignore_index (PyTorch's signature)
+    registrar.kernel("nll_loss_backward", "cpu", DTYPES, nll_loss_backward_kernel)
 
 
 def _softmax_kernel(log):

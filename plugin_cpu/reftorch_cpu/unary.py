@@ -1,28 +1,44 @@
-"""The kernels reftorch calls for unary math, activations, `where`, `clamp` and dtype casts.
+"""The kernels reftorch calls for unary math, activations, their backward ops, `where`, `clamp`
+and dtype casts.
 
 float32 and float64 on cpu, any strides (transposed, sliced, broadcast, 0-dim):
 
     bit for bit the reference's result:  neg, abs, relu, leaky_relu, sqrt, rsqrt, clamp,
-                                         clamp_min, clamp_max, where, copy_ across dtypes
+                                         clamp_min, clamp_max, where, copy_ across dtypes,
+                                         tanh_backward, sigmoid_backward, threshold_backward
     within a few ulp of the reference:   exp, log, tanh, sigmoid, silu, erf,
-                                         gelu (approximate 'none' and 'tanh')
+                                         gelu (approximate 'none' and 'tanh'),
+                                         gelu_backward, silu_backward
+
+The backward ops are what the derivative rows of tanh, sigmoid, relu/threshold, gelu and silu
+call (PyTorch's aten names; inputs grad_output, then the forward's output for tanh/sigmoid or
+its input): one fused pass each instead of a chain of elementwise ops.
 
 The reference's exp/log/tanh are NumPy's own SIMD approximations (float32 exp is up to 2 ulp
 from the correctly rounded value, log up to 3), which C cannot reproduce without copying
-them. src/unary.c computes these functions itself (range reduction plus a polynomial; float32
-in float32 arithmetic, about 1 ulp from the true value); its header lists the measured
-distances from the reference (float32: exp 2, log 4, tanh 2, sigmoid 4, silu 4 ulp) and
-spec_tests/test_plugin_cpu_unary.py (ULP_BOUNDS) checks them. sigmoid, silu and gelu keep
-the reference's formula operation for operation; only the exp/tanh/erf inside differ. gelu
-with approximate='none' is computed in float64 like the reference's and matches it bit for
-bit on all but about one float32 element in a million.
+them. src/unary.c computes these functions itself; its header lists the measured distances
+from the reference. float32 tanh and erf are its own fused-multiply-add approximations,
+faithfully rounded (at most 1 ulp from the correctly rounded value, checked exhaustively over
+all float32 inputs); against the reference, tanh is within 2 ulp (NumPy's own tanh is up to
+1 ulp off) and erf within 1. sigmoid, silu, gelu(approximate='tanh') and the gelu/silu
+backward ops keep the reference's formula operation for operation; only the exp/tanh/erf
+inside differ. float32 gelu(approximate='none') computes 1 + erf(x / sqrt2) from erfc in
+float32 (the reference works in float64): at most 2 ulp from the correctly rounded value for
+x > 0, an absolute error of at most 0.51 eps |x| for x < 0.
+
+Tolerances the tests hold these to (spec_tests/test_plugin_cpu_unary.py): ULP_BOUNDS there
+(float32: exp 2, log 4, tanh 2, sigmoid 4, silu 4, erf 1 ulp; float64: exp 2, log 2, tanh 3,
+sigmoid 4, silu 5, erf 2); gelu within 4 ulp or an absolute 4 eps |x| (where 1 + erf or
+1 + tanh cancels, the reference's own error is that large); gelu_backward and silu_backward
+within 4 ulp or an absolute 2 eps |g| (1 + x^2) (they cancel where the derivative crosses 0;
+measured at most 1.5).
 
 `copy_` between float32, float64, int64, int32 and bool (the dtype conversions `.to()`,
 `.float()`, `mask.to(x.dtype)` make) runs here; a copy within one float dtype is left to
 reftorch_cpu.kernels. Everything else is declined (NotImplemented: the reference runs):
 other dtypes, mixed input dtypes, an `out=` of another dtype, fewer than MIN_NUMEL
-elements, gelu/leaky_relu parameters that are not plain numbers or known strings, and
-outputs that overlap an input other than element for element.
+elements, gelu/leaky_relu/threshold_backward parameters that are not plain numbers or known
+strings, and outputs that overlap an input other than element for element.
 """
 from __future__ import annotations
 
@@ -35,14 +51,21 @@ from .kernels import _geometry, _new_result, _on_cpu_as, _safe_to_write
 
 # Calls on fewer elements go to the reference. The Python side of a plugin call costs 3-5 us
 # more than the reference's (checks, loop geometry, allocating the result). Measured on a
-# 2-core x86-64 (contiguous float32, best of many runs): for neg/relu/clamp/sigmoid/silu/
-# gelu the plugin wins from about 4,096 elements, as in kernels.py (the reference's sigmoid
-# makes four NumPy passes). NumPy's own exp/log/tanh loops are as fast as ours on one
+# 2-core x86-64 (contiguous float32, best of many runs): for neg/relu/clamp/sigmoid/silu the
+# plugin wins from about 4,096 elements, as in kernels.py (the reference's sigmoid makes four
+# NumPy passes); so do the backward ops (the reference's make three to ten: at 4,096
+# elements tanh_backward 14.6 vs 12.4 us, at 8,192 11.4 vs 16.6; threshold_backward and
+# silu_backward win from 1,024). NumPy's own exp/log/tanh loops are as fast as ours on one
 # thread (0.6-0.8 ns an element), so those win only once the loop is split over threads,
 # from PARALLEL_MIN_MATH (16,384) elements in src/unary.c.
 MIN_NUMEL = 4096
 MIN_NUMEL_MATH = 16384
 SINGLE_NUMPY_CALL = {"exp", "log", "tanh"}  # the ops that use MIN_NUMEL_MATH
+# The reference's erf is a chain of some forty NumPy calls (about 90 us even for 128
+# elements, 260 us for 1,024; the plugin 8-14 us): erf, gelu and gelu_backward run in C
+# whatever their size.
+MIN_NUMEL_ERF = 1
+USES_ERF = {"erf", "gelu", "gelu_backward"}
 
 DTYPES = (D.float32, D.float64)
 CAST_TYPES = {D.float32: _U.T_F32, D.float64: _U.T_F64, D.int64: _U.T_I64,
@@ -54,41 +77,54 @@ CHEAP = {"neg": _U.NEG, "abs": _U.ABS, "relu": _U.RELU, "sqrt": _U.SQRT, "rsqrt"
 MATH = {"exp": _U.EXP, "log": _U.LOG, "tanh": _U.TANH, "sigmoid": _U.SIGMOID,
         "silu": _U.SILU, "gelu": _U.GELU, "erf": _U.ERF}
 BOUNDS = {"clamp_min": _U.CLAMP_MIN, "clamp_max": _U.CLAMP_MAX, "clamp": _U.CLAMP}
+# The backward ops the derivative rows call (inputs grad_output, then the forward's output
+# for tanh/sigmoid, its input for the others); gelu_backward picks GELU_TANH_BACKWARD for
+# approximate='tanh' in `_params`.
+GRADS = {"tanh_backward": _U.TANH_BACKWARD, "sigmoid_backward": _U.SIGMOID_BACKWARD,
+         "threshold_backward": _U.THRESHOLD_BACKWARD, "gelu_backward": _U.GELU_BACKWARD,
+         "silu_backward": _U.SILU_BACKWARD}
 
 
 def register(registrar):
     """Register every kernel with reftorch (called by reftorch_cpu.register)."""
-    for name, code in {**CHEAP, **MATH, **BOUNDS, "where": _U.WHERE}.items():
+    for name, code in {**CHEAP, **MATH, **BOUNDS, **GRADS, "where": _U.WHERE}.items():
         registrar.kernel(name, "cpu", DTYPES, _elementwise_kernel(name, code))
     registrar.kernel("copy_", "cpu", tuple(CAST_TYPES), cast_kernel)
 
 
 def _params(name, code, params):
     """(op code, p0, p1) for the C call, or None to decline."""
-    if name == "leaky_relu":
-        slope = params.get("negative_slope", 0.01)
-        if type(slope) not in (int, float) or (type(slope) is int and abs(slope) >= 2**53):
+    if name in ("leaky_relu", "threshold_backward"):
+        number = params.get("negative_slope", 0.01) if name == "leaky_relu" else \
+            params.get("threshold")
+        if not _plain_number(number):
             return None
-        return code, float(slope), 0.0  # C rounds it to the dtype, as NumPy rounds a number
-    if name == "gelu":
+        return code, float(number), 0.0  # C rounds it to the dtype, as NumPy rounds a number
+    if name in ("gelu", "gelu_backward"):
         approximate = params.get("approximate", "none")
         if approximate == "tanh":
-            return _U.GELU_TANH, 0.0, 0.0
+            return (_U.GELU_TANH if name == "gelu" else _U.GELU_TANH_BACKWARD), 0.0, 0.0
         return (code, 0.0, 0.0) if approximate == "none" else None
     return code, 0.0, 0.0
 
 
+def _plain_number(number):
+    """A float, or an int a double holds exactly (NumPy converts larger ints directly)."""
+    return type(number) is float or (type(number) is int and abs(number) < 2**53)
+
+
 def _elementwise_kernel(name, code):
-    is_math = name in SINGLE_NUMPY_CALL
-    n_inputs = 3 if name in ("where", "clamp") else 2 if name in ("clamp_min", "clamp_max") \
-        else 1
+    is_math, uses_erf = name in SINGLE_NUMPY_CALL, name in USES_ERF
+    n_inputs = 3 if name in ("where", "clamp") else \
+        2 if name in ("clamp_min", "clamp_max") or name in GRADS else 1
 
     def kernel(out, inputs, dtypes, params):
         """out = op(inputs) through the C loop, or NotImplemented to decline."""
         if len(inputs) != n_inputs:
             return NotImplemented
         first = inputs[1] if code == _U.WHERE else inputs[0]
-        min_numel = MIN_NUMEL_MATH if is_math else MIN_NUMEL  # read per call: tests patch it
+        # read per call: tests patch them
+        min_numel = MIN_NUMEL_MATH if is_math else MIN_NUMEL_ERF if uses_erf else MIN_NUMEL
         if math.prod(first._shape) < min_numel and (out is None or out.numel() < min_numel):
             return NotImplemented  # small: the common decline, ruled out first
         dtype = dtypes[0]

@@ -1,5 +1,6 @@
 /* reftorch_cpu._nn_rows: fused row kernels over the last dim, float32 and float64:
- * softmax, log_softmax, the layer norm forward and the nll_loss forward.
+ * softmax, log_softmax and their backward ops, the layer norm forward, nll_loss and its
+ * backward op.
  *
  * Entry points (called from reftorch_cpu/nn_rows.py, which checks the layout or declines):
  *
@@ -15,11 +16,13 @@
  *       that is not ignore_index raises IndexError before anything is written.
  *   nll_loss_backward(grad, g_offset, g_stride, N, C, target, t_offset, weight, w_offset,
  *                     ignore_index, out)
- *       out (N x C, contiguous) = 0 except -(w[t_i] * grad[i * g_stride]) at (i, t_i).
+ *       out (N x C, contiguous) = 0 except -(w[t_i] * grad[i * g_stride]) at (i, t_i):
+ *       nll_loss_backward (bit for bit the reference's; a target outside [0, C) that is not
+ *       ignore_index raises IndexError before anything is written).
  *   softmax_backward(log, grad, g_offset, y, y_offset, rows, n, (g_stride, y_stride), out)
  *       from the forward's output y: y * (grad - sum(grad * y)) (softmax) or
- *       grad - exp(y) * sum(grad) (log_softmax, y <= 0), per row; for the backward ops
- *       when reftorch declares them.
+ *       grad - exp(y) * sum(grad) (log_softmax, y <= 0), per row: the backward ops
+ *       _softmax_backward_data and _log_softmax_backward_data.
  *
  * Every buffer is checked (format, and that every element visited lies inside it) first.
  *
@@ -507,16 +510,16 @@ done:
 
 /* grad of nll_loss: out (N x C, zeroed here) gets -(w[t_i] * g_i) at (i, t_i) for every
  * target that is not ignore_index; g_i = grad[i * g_stride] (the caller passes the 'mean'
- * grad already divided by the total weight, as the derivative row does). */
+ * grad already divided by the total weight, as the reference does). Rows [lo, hi). */
 #define DEFINE_NLL_BACKWARD(T, SFX)                                                          \
-    static void nll_backward_##SFX(const char *g_, ptrdiff_t gs, ptrdiff_t N, ptrdiff_t C,  \
+    static void nll_backward_##SFX(const char *g_, ptrdiff_t gs, ptrdiff_t C,               \
                                    const int64_t *t, const char *w_, long long ignore,       \
-                                   char *out_)                                               \
+                                   char *out_, ptrdiff_t lo, ptrdiff_t hi)                   \
     {                                                                                        \
         const T *g = (const T *)g_, *w = (const T *)w_;                                      \
         T *out = (T *)out_;                                                                  \
-        memset(out, 0, (size_t)N * (size_t)C * sizeof(T));                                   \
-        for (ptrdiff_t i = 0; i < N; i++) {                                                  \
+        memset(out + lo * C, 0, (size_t)(hi - lo) * (size_t)C * sizeof(T));                  \
+        for (ptrdiff_t i = lo; i < hi; i++) {                                                \
             const int64_t c = t[i];                                                          \
             if (c == ignore) continue;                                                       \
             out[i * C + c] = -((w ? w[c] : (T)1) * g[i * gs]);                               \
@@ -563,10 +566,17 @@ static PyObject *py_nll_loss_backward(PyObject *self, PyObject *const *args, Py_
     }
     g_calls++;
     if (N > 0 && C > 0) {
+        /* mostly zeroing memory: rows in fixed groups over threads (each element is
+         * written by one thread whatever the count, so the result never depends on it) */
+        const int par = parallel_ok(N * C);
+        Py_BEGIN_ALLOW_THREADS
         if (kind == K_F32)
-            nll_backward_f32(g, gs, N, C, target, w, ignore, out);
+            FOR_ROW_GROUPS(N, C, par,
+                           nll_backward_f32(g, gs, C, target, w, ignore, out, lo, hi));
         else
-            nll_backward_f64(g, gs, N, C, target, w, ignore, out);
+            FOR_ROW_GROUPS(N, C, par,
+                           nll_backward_f64(g, gs, C, target, w, ignore, out, lo, hi));
+        Py_END_ALLOW_THREADS
     }
     result = Py_None;
     Py_INCREF(result);

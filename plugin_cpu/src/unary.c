@@ -5,7 +5,8 @@
  *   elementwise(op, shape, out, out_offset, out_strides,
  *               [x, x_offset, x_strides] * n_inputs(op), p0, p1)
  *       out = op(inputs...) for float32 ('f') or float64 ('d') buffers; `where`'s condition
- *       is a bool ('?') buffer. p0, p1 are the op's number parameters (leaky_relu's slope).
+ *       is a bool ('?') buffer. p0, p1 are the op's number parameters (leaky_relu's slope,
+ *       threshold_backward's threshold). The backward ops take (grad_output, y or x).
  *   cast(shape, out, out_type, out_offset, out_strides, src, src_type, src_offset, src_strides)
  *       out = src converted between float32, float64, int64, int32 and bool (T_* codes).
  *
@@ -16,29 +17,39 @@
  *
  * Accuracy against the NumPy reference (float32 and float64):
  *   bit-exact: neg, abs, relu, leaky_relu, sqrt, rsqrt, clamp, clamp_min, clamp_max, where,
- *     casts. These are the reference's own IEEE operations, done in the same order.
- *   within a few ulp: exp, log, tanh. NumPy's SIMD exp/log/tanh are their own
- *     approximations (its float32 exp is up to 2 ulp from the correctly rounded value, log
- *     up to 3), which cannot be reproduced without copying them. Ours are written here:
- *     Cody-Waite range reduction (x = n ln2 + r, |r| <= ln2/2, ln2 split so n * ln2_hi is
- *     exact) and a polynomial in r; float32 in float32 arithmetic (16 lanes per AVX-512
- *     vector; about 1 ulp from the true value), float64 in float64 (about 1-2 ulp).
- *     sigmoid, silu and gelu(approximate='tanh') follow the reference's formula operation
- *     by operation with only exp/tanh replaced. gelu(approximate='none') uses the
- *     reference's erf (Cody's rational approximations, the same operations in the same
- *     order) with our exp; for float32 it is computed in float64 and rounded once, as the
- *     reference does, and agrees with it bit for bit but for about 1 element in 10^6.
- *   Measured maximum distances (1M values over the whole range, incl. inf/nan/subnormal):
- *     float32  exp 2, log 4, tanh 2, sigmoid 4, silu 4 ulp
- *     float64  exp 1, log 2, tanh 3, sigmoid 3, silu 4 ulp
+ *     casts, and the backward ops tanh_backward, sigmoid_backward, threshold_backward (relu's
+ *     gradient). These are the reference's own IEEE operations, done in the same order.
+ *   within a few ulp: exp, log, tanh, erf and what is built on them. NumPy's SIMD exp/log/tanh
+ *     are their own approximations (its float32 exp is up to 2 ulp from the correctly rounded
+ *     value, log up to 3), which cannot be reproduced without copying them. Ours are written
+ *     here. exp and log: Cody-Waite range reduction (x = n ln2 + r, |r| <= ln2/2, ln2 split
+ *     so n * ln2_hi is exact) and a polynomial in r, float32 in float32 arithmetic (16 lanes
+ *     per AVX-512 vector; about 1 ulp from the true value), float64 in float64 (about 1-2
+ *     ulp). float32 tanh and erf use fused multiply-adds (see "float32 tanh and erf" below):
+ *     faithfully rounded, at most 1 ulp from the correctly rounded value over every float32
+ *     input (checked exhaustively). sigmoid, silu, gelu(approximate='tanh') and the gelu /
+ *     silu backward ops follow the reference's formula operation by operation with only
+ *     exp/erf/tanh replaced. float32 gelu(approximate='none') is 0.5 x (1 + erf(x / sqrt2))
+ *     in float32 with 1 + erf taken from erfc (no cancellation for x < 0): at most 2 ulp
+ *     from the correctly rounded gelu for x > 0, an absolute error of at most 0.51 eps |x|
+ *     for x < 0 (checked on every 7th float32); float64 gelu uses the reference's erf
+ *     (Cody's rational approximations, the same operations in the same order) with our exp.
+ *   Measured maximum distances from the reference (1M-4M values over the whole range, incl.
+ *     inf/nan/subnormal):
+ *     float32  exp 2, log 4, tanh 2, erf 1, sigmoid 4, silu 4 ulp
+ *     float64  exp 1, log 2, tanh 3, erf 2, sigmoid 3, silu 4 ulp
  *   gelu's formulas cancel where 1 + erf(x/sqrt2) or 1 + tanh(..) is near 0 (x < -3): the
  *   reference's own result has an absolute error of about |x| eps there, which a change in
- *   the last bit of erf/tanh moves; the tests bound gelu by that. (The reference's erf
- *   also gives nan for float64 |x| > 1.6e307, where trunc(16 y) overflows; we give
- *   PyTorch's x.) spec_tests/test_plugin_cpu_unary.py checks all of these bounds.
- * No FMA is used anywhere (-ffp-contract=off, no fma() calls), so every instruction-set clone
- * gives the same bits, and the loop runs elementwise, so results never depend on the thread
- * count.
+ *   the last bit of erf/tanh moves; the tests bound gelu by that. Likewise the gelu and silu
+ *   backward ops cancel where the derivative crosses 0: bounded by 4 ulp or an absolute
+ *   2 eps |g| (1 + x^2) (measured: at most 1.5). (The reference's erf also gives nan for
+ *   float64 |x| > 1.6e307, where trunc(16 y) overflows; we give PyTorch's x.)
+ *   spec_tests/test_plugin_cpu_unary.py checks all of these bounds.
+ * FMA is used only in the float32 tanh/erf/gelu functions, through explicit fmaf() calls (the
+ * build's -ffp-contract=off fuses nothing else): the AVX2 clone is built with FMA (a CPU with
+ * AVX2 but no FMA runs the baseline clone), and the baseline clone's fmaf() is the C
+ * library's, which rounds identically, so every instruction-set clone gives the same bits;
+ * the loop runs elementwise, so results never depend on the thread count.
  */
 /* The math loops below have conversions (double <-> int, double -> float) on lanes whose
  * result a later select throws away (nan and out-of-range inputs). With the default
@@ -79,11 +90,17 @@ enum {
     OP_NEG, OP_ABS, OP_RELU, OP_SQRT, OP_RSQRT, OP_LEAKY_RELU, /* cheap unary */
     OP_EXP, OP_LOG, OP_TANH, OP_SIGMOID, OP_SILU, OP_GELU, OP_GELU_TANH, OP_ERF, /* math */
     OP_CLAMP_MIN, OP_CLAMP_MAX, /* binary */
+    /* backward ops (grad_output, then output or self): cheap, then math */
+    OP_TANH_BACKWARD, OP_SIGMOID_BACKWARD, OP_THRESHOLD_BACKWARD,
+    OP_GELU_BACKWARD, OP_GELU_TANH_BACKWARD, OP_SILU_BACKWARD,
     OP_CLAMP, OP_WHERE,         /* ternary */
     N_OPS
 };
-static const int N_INPUTS[N_OPS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 3};
-#define IS_MATH_OP(op) ((op) >= OP_EXP && (op) <= OP_ERF)
+static const int N_INPUTS[N_OPS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                    2, 2, 2, 2, 2, 2, 3, 3};
+/* ops that spend nanoseconds an element (exp, erf, tanh inside): parallel sooner */
+static const char IS_MATH[N_OPS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
+                                    0, 0, 0, 1, 1, 1, 0, 0};
 
 enum { T_F32, T_F64, T_I64, T_I32, T_BOOL, N_TYPES };
 static const char *const TYPE_NAMES[N_TYPES] = {"float32", "float64", "int64", "int32", "bool"};
@@ -337,29 +354,167 @@ AI float log_f32(float x, const limits_t *K)
     return x != x ? x : y;
 }
 
-/* float32 tanh in float32 arithmetic: for |x| < 0.625 the odd Taylor series x + x^3 P(x^2)
- * (terms to x^19: truncation below 2^-26 relative); above, 1 - 2 / (exp(2|x|) + 1), which
- * cancels at most one bit there (the argument is capped at 20: tanh is 1 in float32 from
- * 9.01 on). */
+/* --- float32 tanh and erf with fused multiply-adds ------------------------------------------
+ *
+ * These are the one place the file uses fused multiply-adds, through explicit fmaf() calls
+ * (the build's -ffp-contract=off never fuses anything else). The AVX2 (built with FMA) and
+ * AVX-512F clones make them vfmadd instructions; the baseline clone calls the C library's
+ * fmaf, which rounds the same way (slowly: only CPUs without AVX2 run it), so every clone
+ * gives the same bits. Polynomial coefficients are our own near-minimax fits (Lawson's
+ * weighted least squares against 40-digit values), rounded to float32. Accuracy, checked
+ * exhaustively over every float32 input against the correctly rounded value (libm's double
+ * result rounded): tanh and erf at most 1 ulp (faithfully rounded; 99.8% and 99.3% of inputs
+ * exact). gelu (from one_plus_erf_f32) on every 7th float32: at most 2 ulp for x > 0, an
+ * absolute error of at most 0.51 eps |x| for x < 0. */
+
+/* exp(y) = 2^n e^r, y = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, n * part exact in the
+ * fma), e^r = 1 + r + r^2 Q(r) with Q a degree-4 fit (relative error 3.3e-9 on the range).
+ * No clamping: y must lie in [-87, 88] (tanh's and erf's callers guarantee it). */
+#define FMA_SHIFTER 0x1.8p23f /* adding it rounds to an integer kept in the low bits */
+
+AI float expm_core_f32(float y, float *n_out, int32_t *ni_out)
+{
+    const float t = fmaf(y, 0x1.715476p0f, FMA_SHIFTER); /* y / ln2 + shifter */
+    const float n = t - FMA_SHIFTER;
+    int32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    *ni_out = tb - 0x4b400000; /* the integer n, from the shifter's low bits */
+    *n_out = n;
+    float r = fmaf(n, -0x1.62e430p-1f, y); /* ln2 rounded up to float ... */
+    r = fmaf(n, 0x1.05c610p-29f, r);        /* ... and what that overshoots */
+    float q = 0x1.6a1a5ep-10f;
+    q = fmaf(q, r, 0x1.123fd2p-7f);
+    q = fmaf(q, r, 0x1.555916p-5f);
+    q = fmaf(q, r, 0x1.55548ap-3f);
+    q = fmaf(q, r, 0x1.fffffcp-2f);
+    return fmaf(q, r * r, r) + 1.0f; /* e^r */
+}
+
+AI float exp_fma_small_f32(float y)
+{
+    float n;
+    int32_t ni;
+    const float p = expm_core_f32(y, &n, &ni);
+    return p * pow2i_f32(ni);
+}
+
+/* exp(x) over the whole float32 range (nan stays nan; clamped to [-110, 90] like exp_f32,
+ * 2^n applied in two halves so subnormal results are rounded once). Within 1 ulp. */
+AI float exp_fma_f32(float x, const limits_t *K)
+{
+    float c = x > (float)K->exp32_hi ? (float)K->exp32_hi : x;
+    c = c < (float)K->exp32_lo ? (float)K->exp32_lo : c;
+    const float d = c == c ? c : (float)K->zero;
+    float n;
+    int32_t ni;
+    const float p = expm_core_f32(d, &n, &ni);
+    const int32_t n1 = ni >> 1;
+    return p * pow2i_f32(n1) * pow2i_f32(ni - n1) + (c - c); /* + nan for a nan x */
+}
+
+/* tanh: for |x| < 0.55 the odd polynomial x + x^3 P(x^2) (P a degree-4 fit, relative error
+ * 1e-9); above, 1 - 2 / (exp(2|x|) + 1), which cancels less than a bit there (tanh(0.55) =
+ * 0.5); |x| is capped at 9.125, past which tanh rounds to 1 in float32. */
 AI float tanh_f32(float x, const limits_t *K)
 {
-    float ax = fabsf(x);
-    float z = ax * ax;
-    float q = 6404582.0f / 10854718875.0f;
-    q = q * z + -929569.0f / 638512875.0f;
-    q = q * z + 21844.0f / 6081075.0f;
-    q = q * z + -1382.0f / 155925.0f;
-    q = q * z + 62.0f / 2835.0f;
-    q = q * z + -17.0f / 315.0f;
-    q = q * z + 2.0f / 15.0f;
-    q = q * z + -1.0f / 3.0f;
-    float small = ax + ax * z * q;
-    float big_arg = ax > (float)K->tanh_cap ? (float)K->tanh_cap : ax;
-    big_arg = big_arg == big_arg ? big_arg : (float)K->zero;
-    float e = exp_f32(2.0f * big_arg, K);
-    float big = 1.0f - 2.0f / (e + 1.0f);
-    float t = ax >= 0.625f ? big : small; /* nan: small, which is nan */
+    (void)K;
+    const float ax = fabsf(x);
+    const float s = ax * ax;
+    float q = -0x1.9b3048p-8f;
+    q = fmaf(q, s, 0x1.593d08p-6f);
+    q = fmaf(q, s, -0x1.b9287ap-5f);
+    q = fmaf(q, s, 0x1.110d26p-3f);
+    q = fmaf(q, s, -0x1.55554ap-2f);
+    const float small = fmaf(q, s * ax, ax);
+    const float capped = ax < 9.125f ? ax : 9.125f; /* nan: 9.125 (replaced below) */
+    const float e = exp_fma_small_f32(2.0f * capped);
+    const float big = 1.0f - 2.0f / (e + 1.0f);
+    const float t = ax >= 0.55f ? big : small; /* nan: small, which is nan */
     return copysignf(t, x);
+}
+
+/* erf for |x| < 0.9: x + x Q(x^2), Q a degree-6 fit (relative error 3e-10) */
+AI float erf_small_f32(float ax)
+{
+    const float s = ax * ax;
+    float q = 0x1.651132p-14f;
+    q = fmaf(q, s, -0x1.aca3b8p-11f);
+    q = fmaf(q, s, 0x1.550a4ap-8f);
+    q = fmaf(q, s, -0x1.b81524p-6f);
+    q = fmaf(q, s, 0x1.ce2e54p-4f);
+    q = fmaf(q, s, -0x1.812744p-2f);
+    q = fmaf(q, s, 0x1.06eba8p-3f); /* 2/sqrt(pi) - 1 */
+    return fmaf(q, ax, ax);
+}
+
+/* erfc(t) for t in [0.9, 4]: exp(P(t)), P a degree-8 fit of log(erfc(t)) (its error moves
+ * erf by under 1e-9 relative, erfc by under 1e-7); erfc(4) = 1.5e-8 is below half an ulp
+ * of 1, so past 4 erf is 1. */
+AI float erfc_mid_f32(float t)
+{
+    float p = 0x1.6a9554p-20f;
+    p = fmaf(p, t, -0x1.56bfdep-15f);
+    p = fmaf(p, t, 0x1.23fa18p-11f);
+    p = fmaf(p, t, -0x1.2cdb88p-8f);
+    p = fmaf(p, t, 0x1.a9d404p-6f);
+    p = fmaf(p, t, -0x1.c01cccp-4f);
+    p = fmaf(p, t, -0x1.43d2fcp-1f);
+    p = fmaf(p, t, -0x1.2140e6p+0f);
+    p = fmaf(p, t, 0x1.014c7ap-12f);
+    return exp_fma_small_f32(p);
+}
+
+AI float erf_f32(float x)
+{
+    const float ax = fabsf(x);
+    const float small = erf_small_f32(ax);
+    const float big = 1.0f - erfc_mid_f32(ax < 4.0f ? ax : 4.0f); /* nan: 4 (replaced) */
+    const float r = ax < 0.9f ? small : big;
+    return copysignf(x == x ? r : x, x);
+}
+
+/* 2^y for y in [-126, 127]: y = n + f with n = round(y) and |f| <= 1/2 (exact), 2^f =
+ * 1 + f Q(f) with Q a degree-5 fit (relative error 2e-9). */
+AI float exp2_fma_f32(float y)
+{
+    const float t = y + FMA_SHIFTER;
+    const float n = t - FMA_SHIFTER;
+    int32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    const float f = y - n;
+    float q = 0x1.41fbbcp-13f;
+    q = fmaf(q, f, 0x1.5f3e54p-10f);
+    q = fmaf(q, f, 0x1.3b2d4cp-7f);
+    q = fmaf(q, f, 0x1.c6aee8p-5f);
+    q = fmaf(q, f, 0x1.ebfbdcp-3f);
+    q = fmaf(q, f, 0x1.62e430p-1f); /* ln 2 */
+    return fmaf(q, f, 1.0f) * pow2i_f32(tb - 0x4b400000);
+}
+
+/* 1 + erf(t), gelu's factor, from erfc alone: 2 - erfc(t) for t >= 0, erfc(|t|) for t < 0
+ * (no cancellation), with erfc(u) = 2^P(u) on [0, 4), P a degree-10 fit of log2(erfc)
+ * weighted by erfc (absolute error of erfc below 4e-8, float32 evaluation included). From
+ * |t| = 4 on, erfc is taken as 0 (erfc(4) = 1.5e-8: 1 + erf(t) is 2 for t >= 4, and 0 for
+ * t <= -4 as PyTorch's float32 gelu gives). One polynomial and one exp2 for every lane where
+ * erf_f32 needs two polynomials and an exp: gelu only needs absolute accuracy for t < 0 (see
+ * the file comment). A nan t gives a number (its callers multiply by x, which is nan), and
+ * |t| >= 4 (or nan) evaluates P out of its range into a value that is then replaced. */
+AI float one_plus_erf_f32(float t)
+{
+    const float u = fabsf(t);
+    float p = -0x1.5cb108p-20f;
+    p = fmaf(p, u, 0x1.a6a172p-16f);
+    p = fmaf(p, u, -0x1.bb1d94p-13f);
+    p = fmaf(p, u, 0x1.015cacp-10f);
+    p = fmaf(p, u, -0x1.415da4p-9f);
+    p = fmaf(p, u, 0x1.d38080p-13f);
+    p = fmaf(p, u, 0x1.c53b82p-6f);
+    p = fmaf(p, u, -0x1.2fb4acp-3f);
+    p = fmaf(p, u, -0x1.d63e50p-1f);
+    p = fmaf(p, u, -0x1.a0be88p+0f); /* -2 / (sqrt(pi) ln 2) */
+    p = fmaf(p, u, 0x1.32a734p-29f);
+    const float erfc = u < 4.0f ? exp2_fma_f32(p) : 0.0f; /* P in [-26, 0] on [0, 4) */
+    return t < 0.0f ? erfc : 2.0f - erfc;
 }
 
 
@@ -419,10 +574,8 @@ static const double CODY_Q[5] = {2.56852019228982242e00, 1.87295284992346725e00,
         xden = (xden + (den)[i]) * (x);                                                     \
     } while (0)
 
-/* erf, for gelu and for torch.erf itself (gelu's backward calls it). `f32`: for float32
- * results the exp(-y^2) factor is taken whole (y^2's rounding, 2^-53 relative, moves it by
- * far less than a float32 ulp) with a shorter exp polynomial: one exp instead of two. */
-AI double erf_ref(double x, const limits_t *K, int f32)
+/* float64 erf (torch.erf, gelu and its backward), as the reference computes it. */
+AI double erf_ref(double x, const limits_t *K)
 {
     double ax = fabs(x);
     /* |x| <= 0.5: x A(x^2) / B(x^2) */
@@ -455,16 +608,11 @@ AI double erf_ref(double x, const limits_t *K, int f32)
     CODY_STEP(CODY_P, CODY_Q, 3, z);
     double tail = (0.5641895835477563 - z * (xnum + CODY_P[4]) / (xden + CODY_Q[4])) / y;
     double erfcx = y <= 4.0 ? middle : tail; /* 0.5641895835477563: 1/sqrt(pi) */
-    double ems;
-    if (f32) {
-        double arg = -y * y;
-        ems = exp_core(arg < K->exp64_lo ? K->exp64_lo : arg, 9);
-    } else {
-        double head = (double)(int32_t)(y * 16.0) / 16.0;
-        double arg1 = -head * head, arg2 = -(y - head) * (y + head);
-        ems = exp_core(arg1 < K->exp64_lo ? K->exp64_lo : arg1, 13) *
-              exp_core(arg2 < K->exp64_lo ? K->exp64_lo : arg2, 13);
-    }
+    /* exp(-y^2) with y^2 split (head = trunc(16 y) / 16) so its rounding does not count */
+    double head = (double)(int32_t)(y * 16.0) / 16.0;
+    double arg1 = -head * head, arg2 = -(y - head) * (y + head);
+    double ems = exp_core(arg1 < K->exp64_lo ? K->exp64_lo : arg1, 13) *
+                 exp_core(arg2 < K->exp64_lo ? K->exp64_lo : arg2, 13);
     double large = copysign(1.0 - ems * erfcx, x);
     return ax <= 0.5 ? small : (x != x ? x : large);
 }
@@ -494,10 +642,9 @@ AI double sqrt1d(double x) { return sqrt(x); }
 #define F32_tanh(x) tanh_f32(x, &K)
 #define F32_sigmoid(x) (1.0f / (1.0f + exp_f32(-(x), &K)))
 #define F32_silu(x) ((x) / (1.0f + exp_f32(-(x), &K)))
-#define F32_gelu(x) \
-    ((float)((double)(0.5f * (x)) * (1.0 + erf_ref((double)(x) / 1.4142135623730951, &K, 1))))
+#define F32_gelu(x) ((0.5f * (x)) * one_plus_erf_f32((x) * 0x1.6a09e6p-1f)) /* 1/sqrt2 */
 #define F32_gelu_tanh(x) gelu_tanh_f32(x, &K)
-#define F32_erf(x) ((float)erf_ref((double)(x), &K, 1))
+#define F32_erf(x) erf_f32(x)
 
 #define F64_neg(x) (-(x))
 #define F64_abs(x) fabs(x)
@@ -510,9 +657,72 @@ AI double sqrt1d(double x) { return sqrt(x); }
 #define F64_tanh(x) tanh_f64(x, &K)
 #define F64_sigmoid(x) (1.0 / (1.0 + exp_f64(-(x), &K)))
 #define F64_silu(x) ((x) / (1.0 + exp_f64(-(x), &K)))
-#define F64_gelu(x) ((0.5 * (x)) * (1.0 + erf_ref((x) / 1.4142135623730951, &K, 0)))
+#define F64_gelu(x) ((0.5 * (x)) * (1.0 + erf_ref((x) / 1.4142135623730951, &K)))
 #define F64_gelu_tanh(x) gelu_tanh_f64(x, &K)
-#define F64_erf(x) erf_ref((x), &K, 0)
+#define F64_erf(x) erf_ref((x), &K)
+
+/* Backward ops (g: grad_output; y: the forward's output, x: its input), the reference's
+ * formulas (reftorch/_ops/pointwise.py, nn_activation.py) operation for operation: numbers
+ * meet float32 arrays as float32. tanh, sigmoid and threshold backward are plain IEEE
+ * arithmetic (bit for bit the reference's); gelu and silu backward replace the reference's
+ * erf/exp/tanh with this file's. */
+#define F32_tanh_backward(g, y) ((g) * (1.0f - (y) * (y)))
+#define F32_sigmoid_backward(g, y) ((g) * ((y) * (1.0f - (y))))
+#define F32_threshold_backward(g, x) ((x) <= c0 ? 0.0f : (g))
+#define F32_gelu_backward(g, x) gelu_backward_f32(g, x, &K)
+#define F32_gelu_tanh_backward(g, x) gelu_tanh_backward_f32(g, x, &K)
+#define F32_silu_backward(g, x) silu_backward_f32(g, x, &K)
+#define F64_tanh_backward(g, y) ((g) * (1.0 - (y) * (y)))
+#define F64_sigmoid_backward(g, y) ((g) * ((y) * (1.0 - (y))))
+#define F64_threshold_backward(g, x) ((x) <= c0 ? 0.0 : (g))
+#define F64_gelu_backward(g, x) gelu_backward_f64(g, x, &K)
+#define F64_gelu_tanh_backward(g, x) gelu_tanh_backward_f64(g, x, &K)
+#define F64_silu_backward(g, x) silu_backward_f64(g, x, &K)
+
+/* g * (cdf + x pdf): cdf = 0.5 (1 + erf(x / sqrt2)), pdf = exp(-0.5 x x) / sqrt(2 pi) */
+AI float gelu_backward_f32(float g, float x, const limits_t *K)
+{
+    const float cdf = 0.5f * one_plus_erf_f32(x * 0x1.6a09e6p-1f);
+    const float pdf = exp_fma_f32((-0.5f * x) * x, K) * 0x1.988454p-2f; /* 1/sqrt(2pi) */
+    return g * (cdf + x * pdf);
+}
+
+AI double gelu_backward_f64(double g, double x, const limits_t *K)
+{
+    const double cdf = 0.5 * (1.0 + erf_ref(x * 0.7071067811865475, K));
+    const double pdf = exp_f64((-0.5 * x) * x, K) * 0.3989422804014327;
+    return g * (cdf + x * pdf);
+}
+
+/* g * (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3c x^2)), t = tanh(k (x + c x^3)) */
+AI float gelu_tanh_backward_f32(float g, float x, const limits_t *K)
+{
+    const float k = (float)0.7978845608028654, c = (float)0.044715;
+    const float t = tanh_f32(k * (x + c * x * x * x), K);
+    const float d_inner = k * (1.0f + (float)0.13414500000000001 * x * x);
+    return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner);
+}
+
+AI double gelu_tanh_backward_f64(double g, double x, const limits_t *K)
+{
+    const double k = 0.7978845608028654, c = 0.044715;
+    const double t = tanh_f64(k * (x + c * x * x * x), K);
+    const double d_inner = k * (1.0 + 0.13414500000000001 * x * x);
+    return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner);
+}
+
+/* g * (s (1 + x (1 - s))), s = sigmoid(x) = 1 / (1 + exp(-x)) */
+AI float silu_backward_f32(float g, float x, const limits_t *K)
+{
+    const float s = 1.0f / (1.0f + exp_fma_f32(-x, K));
+    return g * (s * (1.0f + x * (1.0f - s)));
+}
+
+AI double silu_backward_f64(double g, double x, const limits_t *K)
+{
+    const double s = 1.0 / (1.0 + exp_f64(-x, K));
+    return g * (s * (1.0 + x * (1.0 - s)));
+}
 
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in the reference's order */
 AI float gelu_tanh_f32(float x, const limits_t *K)
@@ -551,6 +761,37 @@ AI double gelu_tanh_f64(double x, const limits_t *K)
             for (ptrdiff_t i = 0; i < n; i++) {                                             \
                 const T x = a[i * sa];                                                      \
                 o[i * so] = PFX##_##NAME(x);                                                \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+/* A backward op: out = F(g, a) (g the incoming gradient, a the forward's output or input;
+ * c0 the threshold). Fast loops for unit strides, and for a broadcast g (the gradient of a
+ * sum arrives expanded from one number). */
+#define DEFINE_GRAD_ROW(NAME, T, PFX, ISA, ATTR)                                            \
+    ATTR static void row_##NAME##_##T##_##ISA(ptrdiff_t n, char *const *p,                  \
+                                              const ptrdiff_t *s, const double *prm)        \
+    {                                                                                       \
+        T *o = (T *)p[0];                                                                   \
+        const T *g = (const T *)p[1], *a = (const T *)p[2];                                 \
+        const T c0 = (T)prm[0];                                                             \
+        const limits_t K = make_limits();                                                   \
+        (void)c0, (void)K;                                                                  \
+        if (s[0] == 1 && s[1] == 1 && s[2] == 1) {                                          \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) {                         \
+                const T gv = g[i], x = a[i];                                                \
+                o[i] = PFX##_##NAME(gv, x);                                                 \
+            }                                                                               \
+        } else if (s[0] == 1 && s[1] == 0 && s[2] == 1) {                                   \
+            const T gv = g[0];                                                              \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) {                         \
+                const T x = a[i];                                                           \
+                o[i] = PFX##_##NAME(gv, x);                                                 \
+            }                                                                               \
+        } else {                                                                            \
+            for (ptrdiff_t i = 0; i < n; i++) {                                             \
+                const T gv = g[i * s[1]], x = a[i * s[2]];                                  \
+                o[i * s[0]] = PFX##_##NAME(gv, x);                                          \
             }                                                                               \
         }                                                                                   \
     }
@@ -694,6 +935,12 @@ DEFINE_VSQRT_ROWS(_mm512_, 16, 8, avx512f, __attribute__((target("avx512f"))))
     DEFINE_UNARY_ROW(erf, T, PFX, ISA, ATTR)                                                \
     DEFINE_BINARY_ROW(clamp_min, T, MAX2, ISA, ATTR)                                        \
     DEFINE_BINARY_ROW(clamp_max, T, MIN2, ISA, ATTR)                                        \
+    DEFINE_GRAD_ROW(tanh_backward, T, PFX, ISA, ATTR)                                       \
+    DEFINE_GRAD_ROW(sigmoid_backward, T, PFX, ISA, ATTR)                                    \
+    DEFINE_GRAD_ROW(threshold_backward, T, PFX, ISA, ATTR)                                  \
+    DEFINE_GRAD_ROW(gelu_backward, T, PFX, ISA, ATTR)                                       \
+    DEFINE_GRAD_ROW(gelu_tanh_backward, T, PFX, ISA, ATTR)                                  \
+    DEFINE_GRAD_ROW(silu_backward, T, PFX, ISA, ATTR)                                       \
     DEFINE_CLAMP_ROW(T, ISA, ATTR)                                                          \
     DEFINE_WHERE_ROW(T, ISA, ATTR)
 
@@ -703,8 +950,10 @@ DEFINE_VSQRT_ROWS(_mm512_, 16, 8, avx512f, __attribute__((target("avx512f"))))
      row_exp_##T##_##ISA, row_log_##T##_##ISA, row_tanh_##T##_##ISA,                        \
      row_sigmoid_##T##_##ISA, row_silu_##T##_##ISA, row_gelu_##T##_##ISA,                   \
      row_gelu_tanh_##T##_##ISA, row_erf_##T##_##ISA, row_clamp_min_##T##_##ISA,             \
-     row_clamp_max_##T##_##ISA,                                                             \
-     row_clamp_##T##_##ISA, row_where_##T##_##ISA}
+     row_clamp_max_##T##_##ISA, row_tanh_backward_##T##_##ISA,                              \
+     row_sigmoid_backward_##T##_##ISA, row_threshold_backward_##T##_##ISA,                  \
+     row_gelu_backward_##T##_##ISA, row_gelu_tanh_backward_##T##_##ISA,                     \
+     row_silu_backward_##T##_##ISA, row_clamp_##T##_##ISA, row_where_##T##_##ISA}
 
 #define DEFINE_ROWS_FOR_ISA(ISA, ATTR)                                                      \
     DEFINE_ROWS_T(float, F32, ISA, ATTR) DEFINE_ROWS_T(double, F64, ISA, ATTR)
@@ -714,7 +963,7 @@ DEFINE_ROWS_FOR_ISA(baseline, )
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define HAVE_X86_CLONES 1
-DEFINE_ROWS_FOR_ISA(avx2, __attribute__((target("avx2"))))
+DEFINE_ROWS_FOR_ISA(avx2, __attribute__((target("avx2,fma"))))
 DEFINE_ROWS_FOR_ISA(avx512f, __attribute__((target("avx512f"))))
 static const row_fn ROWS[N_ISAS][2][N_OPS] = {ROWS_FOR_ISA(baseline), ROWS_FOR_ISA(avx2),
                                               ROWS_FOR_ISA(avx512f)};
@@ -1022,7 +1271,7 @@ static PyObject *py_elementwise(PyObject *self, PyObject *const *args, Py_ssize_
     L.prm[1] = prm[1];
     g_calls++;
     if (numel > 0) {
-        ptrdiff_t parallel_min = IS_MATH_OP(op) ? PARALLEL_MIN_MATH : PARALLEL_MIN_CHEAP;
+        ptrdiff_t parallel_min = IS_MATH[op] ? PARALLEL_MIN_MATH : PARALLEL_MIN_CHEAP;
         Py_BEGIN_ALLOW_THREADS
         run(&L, (ptrdiff_t)numel, parallel_min);
         Py_END_ALLOW_THREADS
@@ -1092,11 +1341,17 @@ static struct PyModuleDef MODULE = {
 PyMODINIT_FUNC PyInit__unary(void)
 {
     init_module_state();
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    /* the AVX2 clone also uses FMA (tanh, erf): without it, the baseline */
+    if (g_best_isa == ISA_AVX2 && !__builtin_cpu_supports("fma")) g_best_isa = g_isa = ISA_BASELINE;
+#endif
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     static const char *const OP_NAMES[N_OPS] = {
         "NEG", "ABS", "RELU", "SQRT", "RSQRT", "LEAKY_RELU", "EXP", "LOG", "TANH", "SIGMOID",
-        "SILU", "GELU", "GELU_TANH", "ERF", "CLAMP_MIN", "CLAMP_MAX", "CLAMP", "WHERE"};
+        "SILU", "GELU", "GELU_TANH", "ERF", "CLAMP_MIN", "CLAMP_MAX", "TANH_BACKWARD",
+        "SIGMOID_BACKWARD", "THRESHOLD_BACKWARD", "GELU_BACKWARD", "GELU_TANH_BACKWARD",
+        "SILU_BACKWARD", "CLAMP", "WHERE"};
     static const char *const T_CONSTS[N_TYPES] = {"T_F32", "T_F64", "T_I64", "T_I32",
                                                   "T_BOOL"};
     for (int i = 0; i < N_OPS; i++)

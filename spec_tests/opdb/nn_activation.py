@@ -6,7 +6,7 @@ compared seed for seed in test_nn_activation.py instead.
 """
 from __future__ import annotations
 
-from . import FLOATING, INTEGRAL
+from . import COMPLEX, FLOATING, INTEGRAL
 from .core import DTypeArg, OpInfo, Sample, tensor
 
 FLOATS = FLOATING
@@ -154,6 +154,62 @@ def _pdist(dtype, rng):
     yield Sample((tensor((3, 2), dtype, rng),), {"p": -1}, "negative p")
 
 
+def _aten(name):
+    """The backward op `name`: torch.ops.aten.NAME in torch, the function of that name in
+    reftorch._ops.nn_activation (reftorch has no torch.ops namespace)."""
+    def call(m, *args, **kwargs):
+        import reftorch
+        if m is reftorch:
+            from reftorch._ops import nn_activation
+            return getattr(nn_activation, name)(*args, **kwargs)
+        return getattr(m.ops.aten, name)(*args, **kwargs)
+    return call
+
+
+def _backward_pairs(*variants, output_domain=None, errors=(), broadcast=True):
+    """(grad_output, self or output) pairs: shapes (0-dim, empty, broadcast), layouts,
+    and keyword variants cycled over them. `output_domain` bounds the second operand's values
+    (a tanh output lies in (-1, 1), a sigmoid output in (0, 1))."""
+    variants = variants or ({},)
+
+    def samples(dtype, rng):
+        plan = [((3, 4), (3, 4), "contiguous"), ((), (), "contiguous"),
+                ((0,), (0,), "contiguous"), ((3, 4), (3, 4), "transposed"),
+                ((2, 5), (2, 5), "strided"), ((2, 3, 4), (2, 3, 4), "contiguous")]
+        if broadcast:
+            plan += [((2, 3, 4), (4,), "contiguous"), ((4,), (2, 3, 4), "contiguous")]
+        for i, (g_shape, x_shape, layout) in enumerate(plan):
+            kw = variants[i % len(variants)]
+            x_kw = {"domain": output_domain} if output_domain else {}
+            yield Sample((tensor(g_shape, dtype, rng, layout),
+                          tensor(x_shape, dtype, rng, layout, **x_kw)), dict(kw),
+                         f"{g_shape} {x_shape} {layout} {kw}")
+        for args, kw, label in errors:
+            yield Sample((tensor((3, 4), dtype, rng), tensor((3, 4), dtype, rng)) + args,
+                         dict(kw), label)
+    return samples
+
+
+BACKWARD_OPS = [
+    OpInfo("tanh_backward", _aten("tanh_backward"), _backward_pairs(output_domain=(-0.99, 0.99)),
+           dtypes=FLOATS + COMPLEX, grad_dtypes=("float64", "complex128")),
+    OpInfo("sigmoid_backward", _aten("sigmoid_backward"),
+           _backward_pairs(output_domain=(0.01, 0.99)), dtypes=FLOATS + COMPLEX,
+           grad_dtypes=("float64", "complex128")),
+    OpInfo("gelu_backward", _aten("gelu_backward"),
+           _backward_pairs({}, {"approximate": "tanh"}, {"approximate": "none"},
+                           errors=[((), {"approximate": "x"}, "bad approximate")],
+                           broadcast=False),  # torch's oneDNN path fails on broadcasting
+           dtypes=FLOATS),
+    OpInfo("threshold_backward", _aten("threshold_backward"),
+           _backward_pairs({"threshold": 0}, {"threshold": 0.5}, {"threshold": -1}),
+           dtypes=REAL),
+    # PyTorch raises for a derivative of silu_backward itself: values only
+    OpInfo("silu_backward", _aten("silu_backward"), _backward_pairs(), dtypes=FLOATS + COMPLEX,
+           differentiable=False),
+]
+
+
 OPS = [
     _entry("relu", dtypes=REAL),
     _entry("relu6", dtypes=REAL),
@@ -194,4 +250,5 @@ OPS = [
     OpInfo("cosine_similarity", _f("cosine_similarity"), _cosine, dtypes=FLOATS),
     OpInfo("pairwise_distance", _f("pairwise_distance"), _pairwise, dtypes=FLOATS),
     OpInfo("pdist", _f("pdist"), _pdist, dtypes=("float32", "float64")),
+    *BACKWARD_OPS,
 ]

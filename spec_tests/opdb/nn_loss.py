@@ -96,6 +96,64 @@ def _nll(dtype, rng):
     yield Sample((tensor((4, 5), dtype, rng), _int([1, 0, 2])), {}, "batch mismatch")
 
 
+def _nll_backward_call(m, *args):
+    """torch.ops.aten.nll_loss_backward / nll_loss2d_backward(grad_output, self, target,
+    weight, reduction, ignore_index, total_weight); reftorch's op of the same signature."""
+    import reftorch
+    if m is reftorch:
+        from reftorch._ops import nn_loss
+        return nn_loss.nll_loss_backward(*args)
+    name = "nll_loss2d_backward" if args[1].dim() == 4 else "nll_loss_backward"
+    return getattr(m.ops.aten, name)(*args)
+
+
+def _total_weight(target, ignore_index=-100, weight=None):
+    """The total weight nll_loss's forward returns for these targets (a consistent value, so
+    that finite differences agree with the formula that recomputes it)."""
+    t = np.asarray(target.array).reshape(-1)
+    kept = t[t != ignore_index]
+    total = kept.size if weight is None else float(np.sum(weight.array[kept]))
+    return lambda dtype: TensorArg(np.asarray(total, dtype=np.float64), dtype,
+                                   requires_grad=False)
+
+
+def _nll_backward(dtype, rng):
+    """Reductions as PyTorch's enum (0 none, 1 mean, 2 sum)."""
+    def sample(grad_shape, x, target, weight, reduction, ignore_index, label):
+        total = _total_weight(target, ignore_index, weight)(dtype)
+        return Sample((tensor(grad_shape, dtype, rng), x, target, weight, reduction,
+                       ignore_index, total), {}, label)
+    weight3, weight4 = (_const((n,), dtype, rng, domain=(0.2, 2)) for n in (3, 4))
+    yield sample((), tensor((4, 5), dtype, rng), _int([1, 0, 4, 2]), None, 1, -100,
+                 "(4,5) mean")
+    yield sample((), tensor((5,), dtype, rng), _int(3), None, 0, -100, "unbatched none")
+    yield sample((), tensor((5, 4), dtype, rng, "transposed"), _int([1, 0, 3, 2, 3]), weight4,
+                 2, 3, "transposed weight ignore_index sum")
+    yield sample((4,), tensor((4, 3), dtype, rng), _int([1, 0, -100, 2]), None, 0, -100,
+                 "ignored -100 none")
+    yield sample((), tensor((4, 3), dtype, rng), _int([1, 0, 2, 2]), weight3, 1, 0,
+                 "weight mean ignore_index 0")
+    yield sample((0,), tensor((0, 3), dtype, rng), _int(np.zeros(0, np.int64)), None, 0, -100,
+                 "empty none")
+    yield sample((), tensor((4, 5), dtype, rng), _int([1, 0, 5, 2]), None, 1, -100,
+                 "target out of bounds")
+    yield sample((2,), tensor((4, 5), dtype, rng), _int([1, 0, 3, 2]), None, 1, -100,
+                 "mean with a grad of two elements")
+
+
+def _nll2d_backward(dtype, rng):
+    targets = _int(rng.integers(0, 3, (2, 2, 2)))
+    weight = _const((3,), dtype, rng, domain=(0.2, 2))
+    yield Sample((tensor((), dtype, rng), tensor((2, 3, 2, 2), dtype, rng), targets, None, 1,
+                  -100, _total_weight(targets)(dtype)), {}, "mean")
+    yield Sample((tensor((2, 2, 2), dtype, rng, "strided"), tensor((2, 3, 2, 2), dtype, rng),
+                  targets, weight, 0, 1, _total_weight(targets, 1, weight)(dtype)), {},
+                 "none weight ignore_index")
+    yield Sample((tensor((), dtype, rng), tensor((2, 3, 2, 2), dtype, rng),
+                  _int(np.full((2, 2, 2), 7)), None, 2, -100, _total_weight(targets)(dtype)),
+                 {}, "target out of bounds")
+
+
 def _cross_entropy(dtype, rng):
     yield Sample((tensor((4, 5), dtype, rng), _int([1, 0, 4, 2])), {}, "(4,5)")
     yield Sample((tensor((5,), dtype, rng), _int(2)), {}, "unbatched")
@@ -318,6 +376,8 @@ OPS = [
     OpInfo("huber_loss", _f("huber_loss"), _weighted_pairwise("huber_loss"), dtypes=FLOATING),
     OpInfo("soft_margin_loss", _f("soft_margin_loss"), _soft_margin, dtypes=FLOATING),
     OpInfo("nll_loss", _f("nll_loss"), _nll, dtypes=FLOATING),
+    OpInfo("nll_loss_backward", _nll_backward_call, _nll_backward, dtypes=FLOATING),
+    OpInfo("nll_loss2d_backward", _nll_backward_call, _nll2d_backward, dtypes=FLOATING),
     OpInfo("cross_entropy", _f("cross_entropy"), _cross_entropy, dtypes=FLOATING),
     OpInfo("binary_cross_entropy", _f("binary_cross_entropy"), _bce, dtypes=FLOATING),
     OpInfo("binary_cross_entropy_with_logits", _f("binary_cross_entropy_with_logits"),

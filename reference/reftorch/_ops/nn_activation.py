@@ -127,6 +127,45 @@ def _softplus(x, beta=1.0, threshold=20.0):
     return np.where(scaled > threshold, x, np.log1p(np.exp(scaled)) / beta)
 
 
+# --- backward ops (PyTorch's names): the derivative rows call these, so that a plugin can
+# serve each gradient as one fused pass. Their formulas are the rows' former compositions,
+# operation for operation, so float32/float64 results are unchanged; half types now compute
+# in float32 and round once, as PyTorch's kernels do.
+
+def _conj_if_complex(a):
+    return np.conj(a) if a.dtype.kind == "c" else a
+
+
+def _threshold_backward(grad, x, threshold):
+    """grad where x > threshold, else 0: a select, not a product (a NaN or inf gradient at a
+    masked element gives 0, and a NaN x passes the gradient, as PyTorch's kernel does)."""
+    limit = np.asarray(threshold).astype(x.dtype)
+    return np.where(x <= limit, grad.dtype.type(0), grad)
+
+
+def _gelu_backward(grad, x, approximate="none"):
+    """grad * gelu'(x). 'none': Phi(x) + x phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2
+    (erf rounded to the dtype, as torch.erf's result is) and phi the normal density;
+    'tanh': the derivative of 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    if approximate == "tanh":
+        k = math.sqrt(2 / math.pi)
+        inner = k * (x + 0.044715 * x * x * x)
+        t = np.tanh(inner)
+        d_inner = k * (1 + 3 * 0.044715 * x * x)
+        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
+    cdf = 0.5 * (1 + _erf(x * (1 / math.sqrt(2))).astype(x.dtype))
+    pdf = np.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
+    return grad * (cdf + x * pdf)
+
+
+def _silu_backward(grad, x):
+    """grad * silu'(x) = grad * (s (1 + x (1 - s))) with s = sigmoid(x). Complex values are
+    not conjugated (PyTorch's kernel does not; silu's own complex gradient, which does, is a
+    composition)."""
+    s = 1 / (1 + np.exp(-x))
+    return grad * (s * (1 + x * (1 - s)))
+
+
 def _prelu_kernel(x, weight):
     return np.where(x > 0, x, x * weight)
 
@@ -163,6 +202,19 @@ def _check_softshrink(common, params, operands, inplace):
 def _check_gelu(common, params, operands, inplace):
     if params.get("approximate", "none") not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
+
+
+def _check_gelu_backward(common, params, operands, inplace):
+    if common not in FLOATING:
+        raise NotImplementedError(f"\"GeluBackwardKernelImpl\" not implemented for "
+                                  f"'{common.scalar_name}'")
+    _check_gelu(common, params, operands, inplace)
+
+
+def _check_threshold_backward(common, params, operands, inplace):
+    if common not in FLOATING | INTEGRAL:
+        raise NotImplementedError(f"\"threshold_cpu\" not implemented for "
+                                  f"'{common.scalar_name}'")
 
 
 def _check_threshold(common, params, operands, inplace):
@@ -212,6 +264,14 @@ SILU = _activation("silu", _silu, {"inplace": False},
 MISH = _activation("mish", _mish, {"inplace": False})
 SOFTPLUS = _activation("softplus", _softplus, {"beta": 1.0, "threshold": 20.0})
 PRELU_KERNEL = _activation("_prelu_kernel", _prelu_kernel)
+# backward ops (inputs grad_output, then self or output, as PyTorch's signatures)
+THRESHOLD_BACKWARD = _activation("threshold_backward", _threshold_backward,
+                                 {"threshold": None}, dtypes=None,
+                                 check=_check_threshold_backward)
+GELU_BACKWARD = _activation("gelu_backward", _gelu_backward, {"approximate": "none"},
+                            dtypes=None, check=_check_gelu_backward)
+SILU_BACKWARD = _activation("silu_backward", _silu_backward,
+                            dtypes=FLOATING | {D.complex64, D.complex128})
 
 
 def _run(op, x, params, inplace=False, out=None):
@@ -486,6 +546,34 @@ def softmax_backward_data(grad_output, output, dim, input_dtype):
 def log_softmax_backward_data(grad_output, output, dim, input_dtype):
     return structured.run(LOG_SOFTMAX_BACKWARD, (grad_output, output),
                           {"dim": dim, "input_dtype": input_dtype})
+
+
+def tanh_backward(grad_output, output):
+    """PyTorch's tanh_backward: grad_output * (1 - output^2)."""
+    from .pointwise import TANH_BACKWARD
+    return elementwise.apply(TANH_BACKWARD, (grad_output, output))
+
+
+def sigmoid_backward(grad_output, output):
+    """PyTorch's sigmoid_backward: grad_output * output (1 - output)."""
+    from .pointwise import SIGMOID_BACKWARD
+    return elementwise.apply(SIGMOID_BACKWARD, (grad_output, output))
+
+
+def threshold_backward(grad_output, self, threshold):
+    """PyTorch's threshold_backward (relu's and threshold's gradient): grad_output where
+    self > threshold, else 0."""
+    return elementwise.apply(THRESHOLD_BACKWARD, (grad_output, self),
+                             params={"threshold": threshold})
+
+
+def gelu_backward(grad_output, self, approximate="none"):
+    return elementwise.apply(GELU_BACKWARD, (grad_output, self),
+                             params={"approximate": approximate})
+
+
+def silu_backward(grad_output, self):
+    return elementwise.apply(SILU_BACKWARD, (grad_output, self))
 
 
 def _softmax_family(op, fn_name, input, dim, dtype):

@@ -283,6 +283,37 @@ NLL = structured.declare("nll_loss", _floating_kernel(_nll_kernel), family="nn",
                          params={"reduction": MEAN, "ignore_index": -100})
 
 
+def _nll_backward_kernel(grad, x, target, weight, total_weight, reduction=MEAN,
+                         ignore_index=-100):
+    """The gradient of nll_loss for x: 0 everywhere but -(weight[t] * g) at each sample's
+    target class t (0 for ignored targets), where g is the sample's incoming gradient, or the
+    shared one divided by total_weight for 'mean'. A one-hot comparison places the values
+    without an index scatter."""
+    class_dim = 0 if x.ndim == 1 else 1
+    num_classes = x.shape[class_dim]
+    target = np.expand_dims(target.astype(np.int64), class_dim)
+    bad = (target != ignore_index) & ((target < 0) | (target >= num_classes))
+    if bad.any():
+        raise IndexError(f"Target {int(target[bad].flat[0])} is out of bounds.")
+    along_classes = [num_classes if d == class_dim else 1 for d in range(x.ndim)]
+    classes = np.arange(num_classes).reshape(along_classes)
+    picked = (target == classes) & (target != ignore_index)
+    coef = picked.astype(x.dtype)
+    if weight is not None:
+        coef = coef * weight.reshape(along_classes)
+    if reduction == NONE and x.ndim > 1:
+        grad = np.expand_dims(grad, class_dim)
+    else:  # one loss value: its gradient is one number, whatever its shape
+        if grad.size != 1:
+            raise RuntimeError(f"Expected a single element grad_output tensor, but got: "
+                               f"[{', '.join(map(str, grad.shape))}]")
+        grad = grad.reshape(())
+        if reduction == MEAN:
+            grad = grad / total_weight.reshape(())
+    # a select, not a product: with every target ignored the mean's 0/0 must not leak a NaN
+    return np.where(picked, -coef * grad, 0)
+
+
 def _check_nll_args(input, target, weight):
     if target.dtype not in (D.int64, D.uint8):
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
@@ -296,6 +327,24 @@ def _check_nll_args(input, target, weight):
                                f"[{', '.join(map(str, weight.shape))}]")
         _same_dtype(input, weight)
     refuse_grad("nll_loss_forward", "weight", weight)
+
+
+# nll_loss's gradient as one op (PyTorch's nll_loss_backward, and nll_loss2d_backward for the
+# 4-D form), so a plugin can fuse it. Inputs (grad_output, self, target, weight, total_weight).
+NLL_BACKWARD = structured.declare("nll_loss_backward", _floating_kernel(_nll_backward_kernel),
+                                  family="nn", params={"reduction": MEAN, "ignore_index": -100})
+NLL2D_BACKWARD = structured.declare("nll_loss2d_backward",
+                                    _floating_kernel(_nll_backward_kernel), family="nn",
+                                    params={"reduction": MEAN, "ignore_index": -100})
+
+
+def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    """PyTorch's nll_loss_backward (nll_loss2d_backward for a 4-D self): the gradient of
+    nll_loss(self, target, weight, reduction, ignore_index) given the loss's gradient and the
+    forward's total_weight."""
+    op = NLL2D_BACKWARD if self.dim() == 4 else NLL_BACKWARD
+    return structured.run(op, (grad_output, self, target, weight, total_weight),
+                          {"reduction": reduction, "ignore_index": int(ignore_index)})
 
 
 def nll_loss(input, target, weight=None, reduction=MEAN, ignore_index=-100):

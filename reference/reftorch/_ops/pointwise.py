@@ -296,6 +296,22 @@ def sigmoid(a):
     return 1 / (1 + np.exp(-a))
 
 
+def tanh_backward(grad, y):
+    """The gradient of tanh from its output y: grad * (1 - y^2), conjugated for complex
+    (PyTorch's tanh_backward; TanhBackward0 calls it)."""
+    return grad * _conj_if_complex(1 - y * y)
+
+
+def sigmoid_backward(grad, y):
+    """The gradient of sigmoid from its output y: grad * (y (1 - y)), conjugated for complex
+    (PyTorch's sigmoid_backward; SigmoidBackward0 calls it)."""
+    return grad * _conj_if_complex(y * (1 - y))
+
+
+def _conj_if_complex(a):
+    return np.conj(a) if a.dtype.kind == "c" else a
+
+
 def logit(a, eps=None):
     """log(p / (1 - p)), with p clamped to [eps, 1 - eps] when eps is given."""
     if eps is not None:
@@ -683,6 +699,10 @@ LOG10 = _float_unary("log10", np.log10)
 LOG1P = _float_unary("log1p", np.log1p)
 LOG2 = _float_unary("log2", np.log2)
 SIGMOID = _float_unary("sigmoid", sigmoid)
+# The backward ops of tanh and sigmoid (PyTorch's names): one op, so a plugin can fuse it.
+# Half types compute in float32 and round once, as PyTorch's kernels do.
+TANH_BACKWARD = declare("tanh_backward", tanh_backward, dtypes=FLOATING_AND_COMPLEX)
+SIGMOID_BACKWARD = declare("sigmoid_backward", sigmoid_backward, dtypes=FLOATING_AND_COMPLEX)
 RECIPROCAL = _float_unary("reciprocal", reciprocal)
 RSQRT = _float_unary("rsqrt", rsqrt)
 SQRT = _float_unary("sqrt", np.sqrt)

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..grad_mode import is_grad_enabled
 from ._table import _conj, derivative, torch
 
 
@@ -24,7 +25,7 @@ def _mask(condition, like):
 
 @derivative("relu", "ReluBackward0", saves=("result",))
 def _relu(ctx, grad):
-    return grad * _mask(ctx.result > 0, grad)
+    return _ops().threshold_backward(grad, ctx.result, 0)
 
 
 @derivative("hardtanh", "HardtanhBackward0", saves=("self", "min_val", "max_val"))
@@ -70,7 +71,15 @@ def _rrelu_with_noise(ctx, grad):
 
 @derivative("threshold", _node("Threshold"), saves=("self", "threshold"))
 def _threshold(ctx, grad):
-    return grad * _mask(ctx.self > ctx.threshold, grad)
+    return _ops().threshold_backward(grad, ctx.self, ctx.threshold)
+
+
+# threshold_backward(g, x, t) selects g or 0, so it is linear in g (the same select applies to
+# the incoming gradient) and piecewise constant in x.
+@derivative("threshold_backward", "ThresholdBackwardBackward0", inputs=("grad_output", "self"),
+            saves=("self", "threshold"))
+def _threshold_backward(ctx, gg):
+    return _ops().threshold_backward(gg, ctx.self, ctx.threshold), torch.zeros_like(gg)
 
 
 def _outside(x, lambd, grad):
@@ -114,23 +123,54 @@ def _log_sigmoid(ctx, grad):
 
 @derivative("gelu", "GeluBackward0", saves=("self", "approximate"))
 def _gelu(ctx, grad):
-    x = ctx.self
-    if ctx.approximate == "tanh":
-        k = math.sqrt(2 / math.pi)
-        inner = k * (x + 0.044715 * x * x * x)
-        t = torch.tanh(inner)
-        d_inner = k * (1 + 3 * 0.044715 * x * x)
-        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
-    cdf = 0.5 * (1 + torch.erf(x * (1 / math.sqrt(2))))
+    return _ops().gelu_backward(grad, ctx.self, ctx.approximate)
+
+
+def _gelu_second_derivative(x, approximate):
+    """gelu''(x). 'none': phi(x) (2 - x^2) with phi the normal density. 'tanh': with
+    u = k (x + c x^3) and t = tanh(u), (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2)."""
+    if approximate == "tanh":
+        k, c = math.sqrt(2 / math.pi), 0.044715
+        t = torch.tanh(k * (x + c * x * x * x))
+        du = k * (1 + 3 * c * x * x)
+        d2u = (6 * k * c) * x
+        return (1 - t * t) * (du + 0.5 * x * (d2u - 2 * t * du * du))
     pdf = torch.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
-    return grad * (cdf + x * pdf)
+    return pdf * (2 - x * x)
+
+
+# gelu_backward(g, x) = g * gelu'(x): linear in g, and g * gelu''(x) for x.
+@derivative("gelu_backward", "GeluBackwardBackward0", inputs=("grad_output", "self"),
+            saves=("grad_output", "self", "approximate"))
+def _gelu_backward(ctx, gg):
+    x = ctx.self
+    grad_g = _ops().gelu_backward(gg, x, ctx.approximate)
+    grad_x = gg * ctx.grad_output * _gelu_second_derivative(x, ctx.approximate)
+    return grad_g, grad_x
 
 
 @derivative("silu", "SiluBackward0", saves=("self",))
 def _silu(ctx, grad):
     x = ctx.self
+    if not is_grad_enabled() and not x.is_complex():  # a first-order backward: the fused op
+        return _ops().silu_backward(grad, x)
+    # differentiating the gradient (create_graph): the composition, as PyTorch does, so the
+    # graph is built of ordinary ops (MulBackward0, ...). Complex input (which PyTorch refuses
+    # to differentiate) also takes it: the gradient conjugates the slope, silu_backward not.
     s = torch.sigmoid(x)
     return grad * _conj(s * (1 + x * (1 - s)))
+
+
+# silu_backward(g, x) = g * silu'(x) (holomorphic in both), silu'' = s (1 - s) (2 + x (1 - 2 s)).
+# PyTorch has no derivative for silu_backward itself (it raises); this row gives the true one.
+@derivative("silu_backward", "SiluBackwardBackward0", inputs=("grad_output", "self"),
+            saves=("grad_output", "self"))
+def _silu_backward(ctx, gg):
+    x = ctx.self
+    s = torch.sigmoid(x)
+    grad_g = _ops().silu_backward(gg, _conj(x))
+    grad_x = gg * _conj(ctx.grad_output * (s * (1 - s) * (2 + x * (1 - 2 * s))))
+    return grad_g, grad_x
 
 
 @derivative("mish", "MishBackward0", saves=("self",))

@@ -17,18 +17,6 @@ def _scaled(grad, reduction, count):
     return grad / count if reduction == _MEAN else grad
 
 
-def _class_axis(shape):
-    """Loss kernels put classes on dim 1, or on dim 0 for an unbatched (C,) input."""
-    return 0 if len(shape) == 1 else 1
-
-
-def _along(values, ndim, axis):
-    """A 1-D tensor shaped to broadcast along `axis` of an ndim-dim tensor."""
-    shape = [1] * ndim
-    shape[axis] = values.shape[0]
-    return values.view(shape)
-
-
 @derivative("mse_loss", "MseLossBackward0", inputs=("self", "target"),
             saves=("self", "target", "reduction"))
 def _mse_loss(ctx, grad):
@@ -108,24 +96,36 @@ def _nll_node(inputs, params):
 
 @derivative("nll_loss", _nll_node, inputs=("self", "target", "weight"),
             outputs=("result", "total_weight"), nondifferentiable_outputs=(1,),
-            saves=("target", "weight", "reduction", "ignore_index", "total_weight"))
+            saves=("self", "target", "weight", "reduction", "ignore_index", "total_weight"))
 def _nll_loss(ctx, grad, _total_weight_grad):
-    """-weight[target] at each target's class (0 for ignored targets), divided by the total
-    weight for 'mean'; a one-hot comparison places it without an index scatter."""
-    shape = ctx.shape(0)
-    axis = _class_axis(shape)
-    target = ctx.target.unsqueeze(axis)
-    classes = _along(torch.arange(shape[axis]), len(shape), axis)
-    picked = (target == classes) & (target != ctx.ignore_index)
-    coef = picked.to(ctx.dtype(0))
-    if ctx.weight is not None:
-        coef = coef * _along(ctx.weight, len(shape), axis)
-    if ctx.reduction == _NONE:
-        grad = grad.unsqueeze(axis)
-    elif ctx.reduction == _MEAN:
-        grad = grad / ctx.total_weight
-    # where, not a product: with every target ignored the mean's 0/0 must not leak a NaN
-    return torch.where(picked, -coef * grad, 0.0), None, None
+    """PyTorch's nll_loss_backward (one op, which a plugin may fuse): -weight[target] * grad at
+    each target's class, 0 elsewhere and for ignored targets; 'mean' divides by the total
+    weight."""
+    return _loss_ops().nll_loss_backward(grad, ctx.self, ctx.target, ctx.weight, ctx.reduction,
+                                         ctx.ignore_index, ctx.total_weight), None, None
+
+
+def _nll_backward_node(inputs, params):
+    return "NllLoss2DBackwardBackward0" if inputs[1].dim() == 4 else "NllLossBackwardBackward0"
+
+
+def _nll_loss_backward(ctx, gg):
+    """nll_loss_backward is linear in grad_output: its own gradient for grad_output is
+    nll_loss of the incoming gradient (which has self's shape); none for self (zeros, as
+    PyTorch's), target, weight or total_weight."""
+    grad_g = _loss_ops().nll_loss(gg, ctx.target, ctx.weight, ctx.reduction, ctx.ignore_index)
+    return grad_g, torch.zeros_like(gg), None, None, None
+
+
+for _op in ("nll_loss_backward", "nll_loss2d_backward"):
+    derivative(_op, _nll_backward_node,
+               inputs=("grad_output", "self", "target", "weight", "total_weight"),
+               saves=("target", "weight", "reduction", "ignore_index"))(_nll_loss_backward)
+
+
+def _loss_ops():
+    from ..._ops import nn_loss
+    return nn_loss
 
 
 def _per_sample(grad, reduction, batch):

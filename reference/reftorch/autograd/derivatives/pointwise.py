@@ -22,7 +22,6 @@ for _op, _node, _saves, _slope in (
         ("tan", "TanBackward0", ("result",), lambda c: 1 + c.result * c.result),
         ("sinh", "SinhBackward0", ("self",), lambda c: c.self.cosh()),
         ("cosh", "CoshBackward0", ("self",), lambda c: c.self.sinh()),
-        ("tanh", "TanhBackward0", ("result",), lambda c: 1 - c.result * c.result),
         ("asin", "AsinBackward0", ("self",), lambda c: (1 - c.self * c.self).rsqrt()),
         ("acos", "AcosBackward0", ("self",), lambda c: -(1 - c.self * c.self).rsqrt()),
         ("atan", "AtanBackward0", ("self",), lambda c: (1 + c.self * c.self).reciprocal()),
@@ -36,7 +35,6 @@ for _op, _node, _saves, _slope in (
         ("log2", "Log2Backward0", ("self",), lambda c: (c.self * _LN2).reciprocal()),
         ("log10", "Log10Backward0", ("self",), lambda c: (c.self * _LN10).reciprocal()),
         ("log1p", "Log1PBackward0", ("self",), lambda c: (c.self + 1).reciprocal()),
-        ("sigmoid", "SigmoidBackward0", ("result",), lambda c: c.result * (1 - c.result)),
         ("reciprocal", "ReciprocalBackward0", ("result",), lambda c: -c.result * c.result),
         ("rsqrt", "RsqrtBackward0", ("result",), lambda c: -0.5 * c.result ** 3),
         ("sqrt", "SqrtBackward0", ("result",), lambda c: (2 * c.result).reciprocal()),
@@ -44,6 +42,44 @@ for _op, _node, _saves, _slope in (
         ("rad2deg", "Rad2DegBackward0", (), lambda c: 57.29577951308232),
         ("frac", "FracBackward0", (), lambda c: 1)):
     _unary_derivative(_op, _node, _saves, _slope)
+
+
+# tanh and sigmoid: their gradients are the fused backward ops tanh_backward and
+# sigmoid_backward (PyTorch's), which have rows of their own for double backward. With
+# f(g, y) = g * conj(h(y)) (h(y) = 1 - y^2 or y (1 - y)): d/dg is gg * h(y), i.e. the same op
+# at conj(y), and the gradient for y is conj(gg) * g * conj(h'(y)), as PyTorch computes it.
+
+def _activation_ops():
+    from ..._ops import nn_activation
+    return nn_activation
+
+
+@derivative("tanh", "TanhBackward0", saves=("result",))
+def _tanh(ctx, grad):
+    return _activation_ops().tanh_backward(grad, ctx.result)
+
+
+@derivative("sigmoid", "SigmoidBackward0", saves=("result",))
+def _sigmoid(ctx, grad):
+    return _activation_ops().sigmoid_backward(grad, ctx.result)
+
+
+@derivative("tanh_backward", "TanhBackwardBackward0", inputs=("grad_output", "output"),
+            saves=("grad_output", "output"))
+def _tanh_backward(ctx, gg):
+    g, y = ctx.grad_output, ctx.output
+    grad_g = _activation_ops().tanh_backward(gg, _conj(y))
+    grad_y = _conj(gg) * g * _conj(-2 * y)
+    return grad_g, grad_y
+
+
+@derivative("sigmoid_backward", "SigmoidBackwardBackward0", inputs=("grad_output", "output"),
+            saves=("grad_output", "output"))
+def _sigmoid_backward(ctx, gg):
+    g, y = ctx.grad_output, ctx.output
+    grad_g = _activation_ops().sigmoid_backward(gg, _conj(y))
+    grad_y = _conj(gg) * g * _conj(1 - 2 * y)
+    return grad_g, grad_y
 
 
 def _zero_derivative(op, node):
