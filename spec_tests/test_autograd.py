@@ -627,3 +627,35 @@ def test_views_of_expanded_tensors_get_per_element_gradients(view):
         (y * lib.arange(float(y.numel()), dtype=lib.float64).reshape(y.shape)).sum().backward()
         return w.grad.numpy().tolist()
     assert run(reftorch) == run(torch)
+
+
+def test_first_gradient_never_aliases_a_tensor_someone_else_holds():
+    # The engine hands a fresh gradient to .grad without copying it; anything visible
+    # elsewhere (the caller's grad, a gradient two inputs share, one a hook kept, a view)
+    # is copied, as PyTorch's AccumulateGrad does.
+    a = reftorch.randn(3, requires_grad=True)
+    b = reftorch.randn(3, requires_grad=True)
+    g = reftorch.ones(3)
+    (a + b).backward(g)
+    assert a.grad is not g and b.grad is not g and a.grad is not b.grad
+    g.add_(5)
+    a.grad.add_(1)
+    assert g.tolist() == [6.0] * 3 and a.grad.tolist() == [2.0] * 3 and b.grad.tolist() == [1.0] * 3
+
+    kept = []
+    c = reftorch.randn(4, requires_grad=True)
+    c.register_hook(lambda grad: kept.append(grad))
+    (c * 2).sum().backward()
+    c.grad.mul_(10)
+    assert kept[0].tolist() == [2.0] * 4 and c.grad.tolist() == [20.0] * 4
+
+    d = reftorch.randn(2, 3, requires_grad=True)
+    e = d * 1
+    e.retain_grad()
+    (e * 3).sum().backward()
+    d.grad.zero_()
+    assert e.grad.tolist() == [[3.0] * 3] * 2
+
+    w = reftorch.randn(3, 2, requires_grad=True)
+    (reftorch.ones(4, 3) @ w).sum().backward()   # a fresh gradient: values as PyTorch's
+    assert w.grad.tolist() == [[4.0, 4.0]] * 3

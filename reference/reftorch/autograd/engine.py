@@ -8,6 +8,7 @@ it was broadcast, converted to the input's dtype, or rejected with PyTorch's mes
 from __future__ import annotations
 
 import heapq
+import sys
 import warnings
 
 from .._shape import is_expandable
@@ -205,7 +206,8 @@ def _run(roots, grads, retain_graph, create_graph, input_edges, accumulate):
                         captured[p] = g
             if isinstance(node, AccumulateGrad):
                 if accumulate and (input_edges is None or (node, 0) in capture):
-                    _accumulate(node.variable, grads_in.get(0), create_graph)
+                    g = grads_in.pop(0, None)  # the engine's last reference: see _accumulate
+                    _accumulate(node.variable, g, create_graph)
                 continue
             if needed is not None and node not in needed:
                 continue
@@ -221,6 +223,7 @@ def _run(roots, grads, retain_graph, create_graph, input_edges, accumulate):
                 if dependencies[child] == 0 and child not in queued:
                     queued.add(child)
                     heapq.heappush(ready, (-child._sequence_nr, id(child), child))
+            outputs = g = None  # hold no gradient the buffers hold (see _accumulate)
     finally:
         _set_enabled(previous_mode)
     return captured
@@ -318,12 +321,30 @@ def _has_nan(g):
     return bool(np.isnan(g.detach()._host_array()).any())
 
 
+# References to a gradient that only the engine holds, seen from _accumulate: the engine's
+# local variable, _accumulate's argument and getrefcount's own.
+_ENGINE_ONLY = 3
+
+
 def _accumulate(variable, g, create_graph):
-    """variable.grad += g, as PyTorch's AccumulateGrad does (a fresh tensor the first time)."""
+    """variable.grad += g, as PyTorch's AccumulateGrad does.
+
+    The first time, variable.grad becomes a tensor of its own: g itself when nothing else can
+    see g or its memory (a fresh result of the backward pass, in the variable's layout: the
+    common case, which saves a copy of every parameter's gradient), else a copy of g (a
+    gradient the caller passed in, one that a hook or retain_grad kept, one that another
+    input also received, a view)."""
     if g is None:
         return
     if variable.grad is None:
-        variable.grad = g.clone() if create_graph else g.detach().clone()
+        if create_graph:
+            variable.grad = g.clone()
+        elif sys.getrefcount(g) <= _ENGINE_ONLY and g._base is None and \
+                sys.getrefcount(g._storage) <= 2 and g._strides == variable._strides and \
+                g.grad_fn is None and not g.is_sparse:
+            variable.grad = g
+        else:
+            variable.grad = g.detach().clone()
     elif create_graph or variable.grad.requires_grad:
         variable.grad = variable.grad + g
     else:
