@@ -221,4 +221,44 @@ static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
     {"set_num_threads", py_set_num_threads, METH_O,                                           \
      "Set the OpenMP thread count (process-wide); returns the previous one."}
 
+/* ---- shared by the kernel files -------------------------------------------------------- */
+
+/* Element kinds of the float32 / float64 / int64 buffers kernels take. */
+enum { KIND_F32, KIND_F64, KIND_I64 };
+
+/* A buffer's element kind (KIND_*), or -1 with TypeError set naming `what`. */
+static inline int buffer_kind(const Py_buffer *view, const char *what)
+{
+    const char *f = view->format ? view->format : "B";
+    if (*f == '<' || *f == '@' || *f == '=') f++;
+    if (strcmp(f, "f") == 0 && view->itemsize == 4) return KIND_F32;
+    if (strcmp(f, "d") == 0 && view->itemsize == 8) return KIND_F64;
+    if ((strcmp(f, "q") == 0 || strcmp(f, "l") == 0) && view->itemsize == 8) return KIND_I64;
+    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64 or int64 elements (buffer "
+                 "format '%s', itemsize %zd)", what, view->format ? view->format : "B",
+                 view->itemsize);
+    return -1;
+}
+
+/* Units [0, n) in fixed groups of `group` units, one CALL per group with [lo, hi) set;
+ * threads take groups statically when `par`. The groups depend on the sizes only, never on
+ * the thread count, so neither do the results. */
+#define FOR_GROUPS(n, group, par, CALL)                                                      \
+    do {                                                                                     \
+        const ptrdiff_t n_ = (n), group_ = (group), groups_ = (n_ + group_ - 1) / group_;   \
+        _Pragma("omp parallel for schedule(static) if(par)")                                 \
+        for (ptrdiff_t gi_ = 0; gi_ < groups_; gi_++) {                                      \
+            const ptrdiff_t lo = gi_ * group_;                                               \
+            const ptrdiff_t hi = lo + group_ < n_ ? lo + group_ : n_;                        \
+            CALL;                                                                            \
+        }                                                                                    \
+    } while (0)
+
+/* Units per group when each unit is `per_unit` elements of work and a group about
+ * `elements` (at least one unit). */
+static inline ptrdiff_t group_for(ptrdiff_t per_unit, ptrdiff_t elements)
+{
+    return per_unit >= elements ? 1 : elements / (per_unit > 0 ? per_unit : 1);
+}
+
 #endif /* REFTORCH_CPU_COMMON_H */

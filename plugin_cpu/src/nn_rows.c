@@ -171,35 +171,10 @@ static int parallel_ok(ptrdiff_t elements)
 }
 
 /* Rows [0, rows) in fixed groups (by size only), each group one call; parallel when `par`. */
-#define FOR_ROW_GROUPS(rows, n, par, CALL)                                                   \
-    do {                                                                                     \
-        const ptrdiff_t rows_ = (rows), n_ = (n) > 0 ? (n) : 1;                              \
-        const ptrdiff_t group_ = n_ >= ROW_GROUP_ELEMENTS ? 1 : ROW_GROUP_ELEMENTS / n_;     \
-        const ptrdiff_t groups_ = (rows_ + group_ - 1) / group_;                             \
-        _Pragma("omp parallel for schedule(static) if(par)")                                 \
-        for (ptrdiff_t gi_ = 0; gi_ < groups_; gi_++) {                                      \
-            const ptrdiff_t lo = gi_ * group_;                                               \
-            const ptrdiff_t hi = lo + group_ < rows_ ? lo + group_ : rows_;                  \
-            CALL;                                                                            \
-        }                                                                                    \
-    } while (0)
+#define FOR_ROW_GROUPS(rows, n, par, CALL) \
+    FOR_GROUPS(rows, group_for(n, ROW_GROUP_ELEMENTS), par, CALL)
 
 /* ---- argument checking ------------------------------------------------------------------ */
-
-enum { K_F32, K_F64, K_I64 };
-
-static int buffer_kind(const Py_buffer *view, const char *what)
-{
-    const char *f = view->format ? view->format : "B";
-    if (*f == '<' || *f == '@' || *f == '=') f++;
-    if (strcmp(f, "f") == 0 && view->itemsize == 4) return K_F32;
-    if (strcmp(f, "d") == 0 && view->itemsize == 8) return K_F64;
-    if ((strcmp(f, "q") == 0 || strcmp(f, "l") == 0) && view->itemsize == 8) return K_I64;
-    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64 or int64 elements (buffer "
-                 "format '%s', itemsize %zd)", what, view->format ? view->format : "B",
-                 view->itemsize);
-    return -1;
-}
 
 /* Acquire `obj` (None allowed when `optional`) as an operand of element kind `kind` viewed
  * as (d0, d1) with strides (s0, s1) from element offset `off_obj`; *ptr = element 0. */
@@ -243,14 +218,14 @@ static int parse_stride(PyObject *obj, const char *what, long long *dst)
     return rc;
 }
 
-/* The float kind of x (K_F32 / K_F64) from its buffer, without keeping it. */
+/* The float kind of x (KIND_F32 / KIND_F64) from its buffer, without keeping it. */
 static int float_kind_of(PyObject *obj, const char *what)
 {
     Py_buffer view;
     if (get_buffer(obj, &view, 0, what) < 0) return -1;
     int k = buffer_kind(&view, what);
     PyBuffer_Release(&view);
-    if (k == K_I64) {
+    if (k == KIND_I64) {
         PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements", what);
         return -1;
     }
@@ -449,7 +424,7 @@ static PyObject *py_nll_loss(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *zero = PyLong_FromLong(0);
     if (zero == NULL) return NULL;
     if (operand(args[0], args[1], N, C, rs, 1, 0, kind, 0, "x", views, &held, &x) < 0 ||
-        operand(args[5], args[6], 1, N, 0, 1, 0, K_I64, 0, "target", views, &held, &t) < 0 ||
+        operand(args[5], args[6], 1, N, 0, 1, 0, KIND_I64, 0, "target", views, &held, &t) < 0 ||
         operand(args[7], args[8], 1, C, 0, 1, 0, kind, 1, "weight", views, &held, &w) < 0 ||
         operand(args[10], zero, 1, N, 0, 1, 1, kind, 1, "loss", views, &held, &loss) < 0)
         goto done;
@@ -463,7 +438,7 @@ static PyObject *py_nll_loss(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     g_calls++;
     double sum = 0, total = 0;
-    if (kind == K_F32)
+    if (kind == KIND_F32)
         nll_f32(x, N, rs, target, w, ignore, loss, &sum, &total);
     else
         nll_f64(x, N, rs, target, w, ignore, loss, &sum, &total);
@@ -493,8 +468,8 @@ static PyObject *py_exp(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const long long n = views[0].len / (views[0].itemsize ? views[0].itemsize : 1);
     PyBuffer_Release(&views[0]);
     held = 0;
-    if (operand(args[0], zero, 1, n, 0, 1, 0, K_F32, 0, "x", views, &held, &x) < 0 ||
-        operand(args[1], zero, 1, n, 0, 1, 1, K_F32, 0, "out", views, &held, &out) < 0)
+    if (operand(args[0], zero, 1, n, 0, 1, 0, KIND_F32, 0, "x", views, &held, &x) < 0 ||
+        operand(args[1], zero, 1, n, 0, 1, 1, KIND_F32, 0, "out", views, &held, &out) < 0)
         goto done;
     {
         const exp_f32_fn fn = EXP_F32[g_isa];
@@ -552,7 +527,7 @@ static PyObject *py_nll_loss_backward(PyObject *self, PyObject *const *args, Py_
     PyObject *zero = PyLong_FromLong(0);
     if (zero == NULL) return NULL;
     if (operand(args[0], args[1], 1, N, 0, gs, 0, kind, 0, "grad", views, &held, &g) < 0 ||
-        operand(args[5], args[6], 1, N, 0, 1, 0, K_I64, 0, "target", views, &held, &t) < 0 ||
+        operand(args[5], args[6], 1, N, 0, 1, 0, KIND_I64, 0, "target", views, &held, &t) < 0 ||
         operand(args[7], args[8], 1, C, 0, 1, 0, kind, 1, "weight", views, &held, &w) < 0 ||
         operand(args[10], zero, N, C, C, 1, 1, kind, 0, "out", views, &held, &out) < 0)
         goto done;
@@ -570,7 +545,7 @@ static PyObject *py_nll_loss_backward(PyObject *self, PyObject *const *args, Py_
          * written by one thread whatever the count, so the result never depends on it) */
         const int par = parallel_ok(N * C);
         Py_BEGIN_ALLOW_THREADS
-        if (kind == K_F32)
+        if (kind == KIND_F32)
             FOR_ROW_GROUPS(N, C, par,
                            nll_backward_f32(g, gs, C, target, w, ignore, out, lo, hi));
         else

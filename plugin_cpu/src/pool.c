@@ -272,35 +272,10 @@ static double *scratch_alloc(size_t per_thread, int threads)
 
 /* Units [0, units) (rows or planes of `per_unit` elements of work each) in blocks of about
  * BLOCK_ELEMENTS, one call per block; threads take blocks statically. */
-#define FOR_BLOCKS(units, per_unit, par, CALL)                                               \
-    do {                                                                                     \
-        const ptrdiff_t units_ = (units), per_ = (per_unit) > 0 ? (per_unit) : 1;            \
-        const ptrdiff_t size_ = per_ >= BLOCK_ELEMENTS ? 1 : BLOCK_ELEMENTS / per_;          \
-        const ptrdiff_t blocks_ = (units_ + size_ - 1) / size_;                              \
-        _Pragma("omp parallel for schedule(static) if(par)")                                 \
-        for (ptrdiff_t bi_ = 0; bi_ < blocks_; bi_++) {                                      \
-            const ptrdiff_t lo = bi_ * size_;                                                \
-            const ptrdiff_t hi = lo + size_ < units_ ? lo + size_ : units_;                  \
-            CALL;                                                                            \
-        }                                                                                    \
-    } while (0)
+#define FOR_BLOCKS(units, per_unit, par, CALL) \
+    FOR_GROUPS(units, group_for(per_unit, BLOCK_ELEMENTS), par, CALL)
 
 /* ---- argument checking --------------------------------------------------------------------- */
-
-enum { K_F32, K_F64, K_I64 };
-
-static int buffer_kind(const Py_buffer *view, const char *what)
-{
-    const char *f = view->format ? view->format : "B";
-    if (*f == '<' || *f == '@' || *f == '=') f++;
-    if (strcmp(f, "f") == 0 && view->itemsize == 4) return K_F32;
-    if (strcmp(f, "d") == 0 && view->itemsize == 8) return K_F64;
-    if ((strcmp(f, "q") == 0 || strcmp(f, "l") == 0) && view->itemsize == 8) return K_I64;
-    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64 or int64 elements (buffer "
-                 "format '%s', itemsize %zd)", what, view->format ? view->format : "B",
-                 view->itemsize);
-    return -1;
-}
 
 /* The buffers an entry point holds, released together. */
 typedef struct {
@@ -355,14 +330,14 @@ static int contiguous_operand(held_t *h, PyObject *obj, PyObject *off_obj, long 
     return operand(h, obj, off_obj, 1, shape, strides, writable, kind, optional, what, ptr);
 }
 
-/* The float kind (K_F32 / K_F64) of a buffer, without keeping it. */
+/* The float kind (KIND_F32 / KIND_F64) of a buffer, without keeping it. */
 static int float_kind_of(PyObject *obj, const char *what)
 {
     Py_buffer view;
     if (get_buffer(obj, &view, 0, what) < 0) return -1;
     int k = buffer_kind(&view, what);
     PyBuffer_Release(&view);
-    if (k == K_I64) {
+    if (k == KIND_I64) {
         PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements", what);
         return -1;
     }
@@ -458,7 +433,7 @@ static PyObject *py_max_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
     char *x, *values, *indices;
     if (operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
         contiguous_operand(&h, args[6], NULL, n_out, 1, type, 0, "values", &values) < 0 ||
-        contiguous_operand(&h, args[7], NULL, n_out, 1, K_I64, 0, "indices", &indices) < 0) {
+        contiguous_operand(&h, args[7], NULL, n_out, 1, KIND_I64, 0, "indices", &indices) < 0) {
         release_all(&h);
         return NULL;
     }
@@ -550,7 +525,7 @@ static PyObject *py_max_pool2d_backward(PyObject *self, PyObject *const *args, P
     held_t h = {.held = 0};
     char *grad, *indices, *out;
     if (operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
-        operand(&h, args[4], args[5], 4, gshape, istrides, 0, K_I64, 0, "indices",
+        operand(&h, args[4], args[5], 4, gshape, istrides, 0, KIND_I64, 0, "indices",
                 &indices) < 0 ||
         contiguous_operand(&h, args[8], NULL, n_in, 1, type, 0, "out", &out) < 0) {
         release_all(&h);

@@ -168,19 +168,6 @@ static int parallel_ok(ptrdiff_t elements)
 #endif
 }
 
-/* Items [0, n) in groups of `group`, each group one call of fn; parallel when `par`. The
- * grouping depends on sizes only, so each item is computed the same way on any thread. */
-#define FOR_GROUPS(n, group, par, CALL)                                                      \
-    do {                                                                                     \
-        const ptrdiff_t n_ = (n), group_ = (group), groups_ = (n_ + group_ - 1) / group_;   \
-        _Pragma("omp parallel for schedule(static) if(par)")                                 \
-        for (ptrdiff_t gi_ = 0; gi_ < groups_; gi_++) {                                      \
-            const ptrdiff_t lo = gi_ * group_;                                               \
-            const ptrdiff_t hi = lo + group_ < n_ ? lo + group_ : n_;                        \
-            CALL;                                                                            \
-        }                                                                                    \
-    } while (0)
-
 /* Combine the per-chunk partials of each row in chunk order (sums add; extremes keep the
  * first NaN, else the first strictly better value). */
 #define DEFINE_COMBINE(T, SFX)                                                               \
@@ -324,20 +311,6 @@ DEFINE_REDUCE(double, f64, log, sqrt)
 
 /* ---- argument checking ------------------------------------------------------------------ */
 
-/* 0 float32, 1 float64, 2 int64, or -1 with TypeError set. */
-static int buffer_kind(const Py_buffer *view, const char *what)
-{
-    const char *f = view->format ? view->format : "B";
-    if (*f == '<' || *f == '@' || *f == '=') f++;
-    if (strcmp(f, "f") == 0 && view->itemsize == 4) return T_F32;
-    if (strcmp(f, "d") == 0 && view->itemsize == 8) return T_F64;
-    if ((strcmp(f, "q") == 0 || strcmp(f, "l") == 0) && view->itemsize == 8) return 2;
-    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64 or int64 elements (buffer "
-                 "format '%s', itemsize %zd)", what, view->format ? view->format : "B",
-                 view->itemsize);
-    return -1;
-}
-
 /* One operand: (buffer, offset, strides) over `shape`; `kind` is the element kind it must
  * have (-1: float32 or float64, returned). Sets *ptr to the view's element 0. */
 static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
@@ -349,7 +322,7 @@ static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim
     (*held)++;
     int k = buffer_kind(view, what);
     if (k < 0) return -1;
-    if ((kind >= 0 && k != kind) || (kind < 0 && k == 2)) {
+    if ((kind >= 0 && k != kind) || (kind < 0 && k == KIND_I64)) {
         PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
         return -1;
     }
