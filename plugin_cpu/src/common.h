@@ -138,6 +138,19 @@ static unsigned long long g_calls = 0; /* kernel calls that ran (incremented und
 
 static void after_fork_in_child(void) { g_forked = 1; }
 
+/* Whether work of `elements` should run on the OpenMP threads: at least `min_elements` of it
+ * (each kernel file's measured threshold), more than one thread, and not in a forked child. */
+static inline int worth_parallel(double elements, double min_elements)
+{
+#ifdef _OPENMP
+    return elements >= min_elements && !g_forked && omp_get_max_threads() > 1;
+#else
+    (void)elements;
+    (void)min_elements;
+    return 0;
+#endif
+}
+
 /* Call first in the module's init function. */
 static void init_module_state(void)
 {
@@ -223,21 +236,38 @@ static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
 
 /* ---- shared by the kernel files -------------------------------------------------------- */
 
-/* Element kinds of the float32 / float64 / int64 buffers kernels take. */
-enum { KIND_F32, KIND_F64, KIND_I64 };
+/* Element kinds of the buffers kernels take. */
+enum { KIND_F32, KIND_F64, KIND_I64, KIND_I32 };
 
-/* A buffer's element kind (KIND_*), or -1 with TypeError set naming `what`. */
-static inline int buffer_kind(const Py_buffer *view, const char *what)
+/* A buffer's one-character struct format ('f', 'd', 'q', ...; byte-order prefix skipped),
+ * or 0 for anything longer. */
+static inline int format_char(const Py_buffer *view)
 {
     const char *f = view->format ? view->format : "B";
     if (*f == '<' || *f == '@' || *f == '=') f++;
-    if (strcmp(f, "f") == 0 && view->itemsize == 4) return KIND_F32;
-    if (strcmp(f, "d") == 0 && view->itemsize == 8) return KIND_F64;
-    if ((strcmp(f, "q") == 0 || strcmp(f, "l") == 0) && view->itemsize == 8) return KIND_I64;
-    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64 or int64 elements (buffer "
-                 "format '%s', itemsize %zd)", what, view->format ? view->format : "B",
+    return f[0] && !f[1] ? f[0] : 0;
+}
+
+/* A buffer's element kind (KIND_*; int32 only when `with_int32`), or -1 with TypeError set
+ * naming `what`. */
+static inline int buffer_kind_in(const Py_buffer *view, const char *what, int with_int32)
+{
+    const int c = format_char(view);
+    if (c == 'f' && view->itemsize == 4) return KIND_F32;
+    if (c == 'd' && view->itemsize == 8) return KIND_F64;
+    if ((c == 'l' || c == 'q') && view->itemsize == 8) return KIND_I64;
+    if (with_int32 && (c == 'i' || c == 'l') && view->itemsize == 4) return KIND_I32;
+    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64%s int64%s elements (buffer "
+                 "format '%s', itemsize %zd)", what, with_int32 ? "," : " or",
+                 with_int32 ? " or int32" : "", view->format ? view->format : "B",
                  view->itemsize);
     return -1;
+}
+
+/* float32, float64 or int64 (the kernels without int32 support). */
+static inline int buffer_kind(const Py_buffer *view, const char *what)
+{
+    return buffer_kind_in(view, what, 0);
 }
 
 /* Units [0, n) in fixed groups of `group` units, one CALL per group with [lo, hi) set;

@@ -410,27 +410,6 @@ static void run_scatter(const scatter_t *S, scatter_fn fn, ptrdiff_t numel)
 
 /* ---- argument checking ---------------------------------------------------------------- */
 
-static int format_char(const Py_buffer *view)
-{
-    const char *f = view->format ? view->format : "B";
-    if (*f == '<' || *f == '@' || *f == '=') f++;
-    return f[0] && !f[1] ? f[0] : 0;
-}
-
-/* The value type of a buffer (V_*), or -1 with TypeError set. */
-static int value_type(const Py_buffer *view, const char *what)
-{
-    int c = format_char(view);
-    if (c == 'f' && view->itemsize == 4) return V_F32;
-    if (c == 'd' && view->itemsize == 8) return V_F64;
-    if ((c == 'l' || c == 'q') && view->itemsize == 8) return V_I64;
-    if ((c == 'i' || c == 'l') && view->itemsize == 4) return V_I32;
-    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64, int64 or int32 elements "
-                 "(buffer format '%s', itemsize %zd)", what, view->format ? view->format : "B",
-                 view->itemsize);
-    return -1;
-}
-
 static int index_type(const Py_buffer *view)
 {
     int c = format_char(view);
@@ -567,8 +546,8 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
         PyBuffer_Release(&views[1]);
         return NULL;
     }
-    int vt = value_type(&views[0], "out"), it = index_type(&views[2]);
-    int st = vt < 0 ? -1 : value_type(&views[1], "src");
+    int vt = buffer_kind_in(&views[0], "out", 1), it = index_type(&views[2]);
+    int st = vt < 0 ? -1 : buffer_kind_in(&views[1], "src", 1);
     PyObject *result = NULL;
     if (vt < 0 || st < 0 || it < 0) goto done;
     if (views[0].itemsize != views[1].itemsize || vt != st) {
@@ -651,8 +630,8 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
         PyBuffer_Release(&views[1]);
         return NULL;
     }
-    int vt = value_type(&views[0], "out"), it = index_type(&views[2]);
-    int st = vt < 0 ? -1 : value_type(&views[1], "src");
+    int vt = buffer_kind_in(&views[0], "out", 1), it = index_type(&views[2]);
+    int st = vt < 0 ? -1 : buffer_kind_in(&views[1], "src", 1);
     PyObject *result = NULL;
     if (vt < 0 || st < 0 || it < 0) goto done;
     if (vt != st) {

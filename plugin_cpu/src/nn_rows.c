@@ -162,12 +162,7 @@ static const exp_f32_fn EXP_F32[N_ISAS] = {exp_only_f32_baseline};
 
 static int parallel_ok(ptrdiff_t elements)
 {
-#ifdef _OPENMP
-    return elements >= PARALLEL_MIN_ELEMENTS && !g_forked && omp_get_max_threads() > 1;
-#else
-    (void)elements;
-    return 0;
-#endif
+    return worth_parallel((double)elements, PARALLEL_MIN_ELEMENTS);
 }
 
 /* Rows [0, rows) in fixed groups (by size only), each group one call; parallel when `par`. */

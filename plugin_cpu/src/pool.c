@@ -232,12 +232,7 @@ static const kernels_t KERNELS_BY[N_ISAS][N_TYPES] = {
 
 static int parallel_ok(double elements)
 {
-#ifdef _OPENMP
-    return elements >= PARALLEL_MIN_ELEMENTS && !g_forked && omp_get_max_threads() > 1;
-#else
-    (void)elements;
-    return 0;
-#endif
+    return worth_parallel((double)elements, PARALLEL_MIN_ELEMENTS);
 }
 
 static int thread_count(int par)

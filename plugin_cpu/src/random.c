@@ -646,7 +646,7 @@ static void transform_blocks(char *data, size_t blocks, size_t bytes_per_block,
                              normal_block_fn fn, double mean, double std, size_t parallel_min)
 {
 #ifdef _OPENMP
-    if (blocks * 16 >= parallel_min && !g_forked && omp_get_max_threads() > 1) {
+    if (worth_parallel((double)blocks * 16, (double)parallel_min)) {
         const ptrdiff_t items = (ptrdiff_t)((blocks + NORMAL_PARALLEL_BLOCKS - 1) /
                                             NORMAL_PARALLEL_BLOCKS);
 #pragma omp parallel for schedule(static)

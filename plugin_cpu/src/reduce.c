@@ -160,12 +160,7 @@ static const cumsum_fn CUMSUM[N_ISAS][N_TYPES] = CLONES(cumsum_items);
 
 static int parallel_ok(ptrdiff_t elements)
 {
-#ifdef _OPENMP
-    return elements >= PARALLEL_MIN_ELEMENTS && !g_forked && omp_get_max_threads() > 1;
-#else
-    (void)elements;
-    return 0;
-#endif
+    return worth_parallel((double)elements, PARALLEL_MIN_ELEMENTS);
 }
 
 /* Combine the per-chunk partials of each row in chunk order (sums add; extremes keep the

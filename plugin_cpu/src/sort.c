@@ -142,12 +142,7 @@ static inline void row_offsets(const walk_t *w, ptrdiff_t r, ptrdiff_t *ox, ptrd
 
 static int parallel_ok(ptrdiff_t elements)
 {
-#ifdef _OPENMP
-    return elements >= PARALLEL_MIN_ELEMENTS && !g_forked && omp_get_max_threads() > 1;
-#else
-    (void)elements;
-    return 0;
-#endif
+    return worth_parallel((double)elements, PARALLEL_MIN_ELEMENTS);
 }
 
 static int thread_count(void)
@@ -231,27 +226,6 @@ static const select_fn SELECT[N_TYPES] = {select_rows_f32, select_rows_f64, sele
 
 /* ---- argument checking ----------------------------------------------------------------- */
 
-static int format_char(const Py_buffer *view)
-{
-    const char *f = view->format ? view->format : "B";
-    if (*f == '<' || *f == '@' || *f == '=') f++;
-    return f[0] && !f[1] ? f[0] : 0;
-}
-
-/* The element type of a buffer (T_*), or -1 with TypeError set. */
-static int value_type(const Py_buffer *view, const char *what)
-{
-    int c = format_char(view);
-    if (c == 'f' && view->itemsize == 4) return T_F32;
-    if (c == 'd' && view->itemsize == 8) return T_F64;
-    if ((c == 'l' || c == 'q') && view->itemsize == 8) return T_I64;
-    if ((c == 'i' || c == 'l') && view->itemsize == 4) return T_I32;
-    PyErr_Format(PyExc_TypeError, "%s must hold float32, float64, int64 or int32 elements "
-                 "(buffer format '%s', itemsize %zd)", what, view->format ? view->format : "B",
-                 view->itemsize);
-    return -1;
-}
-
 /* One operand (buffer, offset, strides) over `shape`: checked to lie inside its buffer.
  * Returns its element type, or -1 with an exception set. */
 static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
@@ -261,7 +235,7 @@ static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim
     long long offset;
     if (get_buffer(buf, view, writable, what) < 0) return -1;
     (*held)++;
-    int type = value_type(view, what);
+    int type = buffer_kind_in(view, what, 1);
     if (type < 0 || parse_offset(off, what, &offset) < 0 ||
         parse_dims(strides_obj, what, ndim, strides, NULL) < 0)
         return -1;

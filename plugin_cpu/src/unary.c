@@ -1086,7 +1086,7 @@ static void run_range(const loop_t *L, ptrdiff_t start, ptrdiff_t end)
 static void run(const loop_t *L, ptrdiff_t numel, ptrdiff_t parallel_min)
 {
 #ifdef _OPENMP
-    if (numel >= parallel_min && !g_forked && omp_get_max_threads() > 1) {
+    if (worth_parallel((double)numel, (double)parallel_min)) {
         const ptrdiff_t blocks = (numel + PARALLEL_BLOCK - 1) / PARALLEL_BLOCK;
         /* Too few blocks for every thread: a smaller block, still a multiple of 16. */
         ptrdiff_t block = PARALLEL_BLOCK;
