@@ -551,6 +551,27 @@ static PyObject *py_max_pool2d_backward(PyObject *self, PyObject *const *args, P
     Py_RETURN_NONE;
 }
 
+/* The arguments avg_pool2d and its backward share: args[0..3] the (grad or input) operand's
+ * buffer, offset, shape and strides; args[4] the window; args[5] the other side's spatial
+ * size; args[6..7] count_include_pad and divisor_override. Fills shape, strides, win, size
+ * and g's window settings; returns the element kind, or -1 with an exception set. */
+static int parse_avg_args(PyObject *const *args, const char *operand_name, const char *size_name,
+                          long long shape[4], long long strides[4], long long win[6],
+                          long long size[2], pool_t *g)
+{
+    if (parse_planes(args[2], args[3], shape, strides) < 0 ||
+        parse_ints(args[4], "window", 6, 0, win) < 0 ||
+        parse_ints(args[5], size_name, 2, 0, size) < 0)
+        return -1;
+    if (win[0] < 1 || win[1] < 1 || win[2] < 1 || win[3] < 1) {
+        PyErr_SetString(PyExc_ValueError, "kernel size and stride must be positive");
+        return -1;
+    }
+    g->count_include_pad = PyObject_IsTrue(args[6]);
+    if (g->count_include_pad < 0 || parse_divisor(args[7], g) < 0) return -1;
+    return float_kind_of(args[0], operand_name);
+}
+
 static PyObject *py_avg_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -561,18 +582,8 @@ static PyObject *py_avg_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     long long shape[4], strides[4], win[6], osz[2];
-    if (parse_planes(args[2], args[3], shape, strides) < 0 ||
-        parse_ints(args[4], "window", 6, 0, win) < 0 ||
-        parse_ints(args[5], "out_size", 2, 0, osz) < 0)
-        return NULL;
-    if (win[0] < 1 || win[1] < 1 || win[2] < 1 || win[3] < 1) {
-        PyErr_SetString(PyExc_ValueError, "kernel size and stride must be positive");
-        return NULL;
-    }
     pool_t g = {0};
-    g.count_include_pad = PyObject_IsTrue(args[6]);
-    if (g.count_include_pad < 0 || parse_divisor(args[7], &g) < 0) return NULL;
-    int type = float_kind_of(args[0], "x");
+    const int type = parse_avg_args(args, "x", "out_size", shape, strides, win, osz, &g);
     if (type < 0) return NULL;
     set_planes(&g, shape, strides);
     set_window(&g, win, 0);
@@ -608,18 +619,8 @@ static PyObject *py_avg_pool2d_backward(PyObject *self, PyObject *const *args, P
         return NULL;
     }
     long long gshape[4], gstrides[4], win[6], isz[2];
-    if (parse_planes(args[2], args[3], gshape, gstrides) < 0 ||
-        parse_ints(args[4], "window", 6, 0, win) < 0 ||
-        parse_ints(args[5], "in_size", 2, 0, isz) < 0)
-        return NULL;
-    if (win[0] < 1 || win[1] < 1 || win[2] < 1 || win[3] < 1) {
-        PyErr_SetString(PyExc_ValueError, "kernel size and stride must be positive");
-        return NULL;
-    }
     pool_t g = {0};
-    g.count_include_pad = PyObject_IsTrue(args[6]);
-    if (g.count_include_pad < 0 || parse_divisor(args[7], &g) < 0) return NULL;
-    int type = float_kind_of(args[0], "grad");
+    const int type = parse_avg_args(args, "grad", "in_size", gshape, gstrides, win, isz, &g);
     if (type < 0) return NULL;
     set_planes(&g, gshape, gstrides);
     g.OH = gshape[2], g.OW = gshape[3], g.H = isz[0], g.W = isz[1];
