@@ -659,3 +659,33 @@ def test_first_gradient_never_aliases_a_tensor_someone_else_holds():
     w = reftorch.randn(3, 2, requires_grad=True)
     (reftorch.ones(4, 3) @ w).sum().backward()   # a fresh gradient: values as PyTorch's
     assert w.grad.tolist() == [[4.0, 4.0]] * 3
+
+
+@pytest.mark.parametrize("case", ["linear", "transposed weight", "transposed input",
+                                  "caller's transposed grad", "permuted 3-d leaf"])
+def test_leaf_gradients_take_the_leafs_layout(case):
+    # PyTorch's layout contract: .grad has its parameter's strides (the mm backward computes
+    # the product transposed for a column-major operand; AccumulateGrad copies into the
+    # parameter's layout otherwise), so optimizers walk both in memory order.
+    def run(lib):
+        lib.manual_seed(0)
+        x = lib.randn(5, 4, dtype=lib.float64)
+        if case == "linear":
+            w = lib.randn(3, 4, dtype=lib.float64, requires_grad=True)
+            lib.nn.functional.linear(x, w).sum().backward()
+        elif case == "transposed weight":
+            w = lib.randn(3, 4, dtype=lib.float64).t().requires_grad_()
+            lib.addmm(lib.ones(3, dtype=lib.float64), x, w).pow(2).sum().backward()
+        elif case == "transposed input":
+            w = lib.randn(4, 5, dtype=lib.float64).t().requires_grad_()
+            lib.mm(w, lib.randn(4, 3, dtype=lib.float64)).pow(2).sum().backward()
+        elif case == "caller's transposed grad":
+            w = lib.randn(4, 3, dtype=lib.float64, requires_grad=True)
+            (w * 2).backward(lib.randn(3, 4, dtype=lib.float64).t())
+        else:
+            w = lib.randn(2, 3, 4, dtype=lib.float64).permute(2, 0, 1).requires_grad_()
+            (w * lib.arange(24.0, dtype=lib.float64).reshape(4, 2, 3)).sum().backward()
+        return w.stride(), w.grad.stride(), host(w.grad).tolist()
+    mine, theirs = run(reftorch), run(torch)
+    assert mine[:2] == theirs[:2]
+    np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-12)

@@ -326,6 +326,18 @@ def _has_nan(g):
 _ENGINE_ONLY = 3
 
 
+def _copy_in_layout_of(variable, g):
+    """A copy of g with variable's strides (row-major if variable's memory is not one dense
+    block): PyTorch's layout contract for .grad, so that optimizers walk a parameter and
+    its gradient in the same order (a transposed gradient would make every update strided)."""
+    from .._ops.copy import copy_, empty_like_layout
+    from .grad_mode import no_grad
+    result = empty_like_layout(variable, dtype=g.dtype, device=g.device)
+    with no_grad():
+        copy_(result, g)
+    return result
+
+
 def _accumulate(variable, g, create_graph):
     """variable.grad += g, as PyTorch's AccumulateGrad does.
 
@@ -333,7 +345,7 @@ def _accumulate(variable, g, create_graph):
     see g or its memory (a fresh result of the backward pass, in the variable's layout: the
     common case, which saves a copy of every parameter's gradient), else a copy of g (a
     gradient the caller passed in, one that a hook or retain_grad kept, one that another
-    input also received, a view)."""
+    input also received, a view), laid out like the variable."""
     if g is None:
         return
     if variable.grad is None:
@@ -344,7 +356,8 @@ def _accumulate(variable, g, create_graph):
                 g.grad_fn is None and not g.is_sparse:
             variable.grad = g
         else:
-            variable.grad = g.detach().clone()
+            g = g.detach()
+            variable.grad = g.clone() if g.is_sparse else _copy_in_layout_of(variable, g)
     elif create_graph or variable.grad.requires_grad:
         variable.grad = variable.grad + g
     else:

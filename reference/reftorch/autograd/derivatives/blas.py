@@ -19,11 +19,35 @@ def _scaled(grad, factor):
     return grad if factor == 1 else grad * _conj_scalar(factor)
 
 
+def _column_major(matrix):
+    """Whether a matrix is stored column by column, as nn.Linear's weight.t() is."""
+    return matrix.stride() == (1, matrix.shape[0])
+
+
+# The two gradients of a product, each in its input's layout: a column-major input gets its
+# gradient computed as the transposed product and handed back transposed (same values), as
+# PyTorch does. The parameter's .grad then shares its layout, so the optimizer's updates walk
+# both in memory order instead of one of them across it.
+
+def _mat1_grad(grad, mat1, mat2):
+    """d(mat1 @ mat2) / d(mat1): grad @ mat2^H."""
+    if _column_major(mat1):
+        return torch.mm(_conj(mat2), grad.t()).t()
+    return torch.mm(grad, _mH(mat2))
+
+
+def _mat2_grad(grad, mat1, mat2):
+    """d(mat1 @ mat2) / d(mat2): mat1^H @ grad."""
+    if _column_major(mat2):
+        return torch.mm(grad.t(), _conj(mat1)).t()
+    return torch.mm(_mH(mat1), grad)
+
+
 @derivative("mm", "MmBackward0", inputs=("self", "mat2"), saves=("self", "mat2"))
 def _mm(ctx, grad):
     needs = ctx.needs_input_grad
-    return (torch.mm(grad, _mH(ctx.mat2)) if needs[0] else None,
-            torch.mm(_mH(ctx.self), grad) if needs[1] else None)
+    return (_mat1_grad(grad, ctx.self, ctx.mat2) if needs[0] else None,
+            _mat2_grad(grad, ctx.self, ctx.mat2) if needs[1] else None)
 
 
 @derivative("bmm", "BmmBackward0", inputs=("self", "mat2"), saves=("self", "mat2"))
@@ -60,8 +84,8 @@ def _vdot(ctx, grad):
 def _addmm(ctx, grad):
     needs = ctx.needs_input_grad
     return (_scaled(grad, ctx.beta) if needs[0] else None,
-            _scaled(torch.mm(grad, _mH(ctx.mat2)), ctx.alpha) if needs[1] else None,
-            _scaled(torch.mm(_mH(ctx.mat1), grad), ctx.alpha) if needs[2] else None)
+            _scaled(_mat1_grad(grad, ctx.mat1, ctx.mat2), ctx.alpha) if needs[1] else None,
+            _scaled(_mat2_grad(grad, ctx.mat1, ctx.mat2), ctx.alpha) if needs[2] else None)
 
 
 @derivative("baddbmm", "BaddbmmBackward0", inputs=("self", "batch1", "batch2"),
