@@ -326,6 +326,15 @@ def _has_nan(g):
 _ENGINE_ONLY = 3
 
 
+def _memory_is_engines(g):
+    """Whether only g, and the base it may be a view of, reach g's memory, with the base
+    reachable only through g (an intermediate of the backward pass nobody else kept)."""
+    base = g._base
+    if base is None:
+        return sys.getrefcount(g._storage) <= 2            # g's reference, the argument
+    return sys.getrefcount(base) <= 3 and sys.getrefcount(g._storage) <= 3
+
+
 def _copy_in_layout_of(variable, g):
     """A copy of g with variable's strides (row-major if variable's memory is not one dense
     block): PyTorch's layout contract for .grad, so that optimizers walk a parameter and
@@ -351,9 +360,9 @@ def _accumulate(variable, g, create_graph):
     if variable.grad is None:
         if create_graph:
             variable.grad = g.clone()
-        elif sys.getrefcount(g) <= _ENGINE_ONLY and g._base is None and \
-                sys.getrefcount(g._storage) <= 2 and g._strides == variable._strides and \
-                g.grad_fn is None and not g.is_sparse:
+        elif sys.getrefcount(g) <= _ENGINE_ONLY and _memory_is_engines(g) and \
+                g._strides == variable._strides and g.grad_fn is None and not g.is_sparse:
+            g._base = None     # a view of a dead intermediate (mm's transposed product)
             variable.grad = g
         else:
             g = g.detach()
