@@ -1,5 +1,6 @@
 """The C plugin's matrix products (plugin_cpu/src/gemm.c, reftorch_cpu/gemm.py): mm, bmm,
-addmm and baddbmm for float32 and float64 on cpu.
+addmm, baddbmm, 2-D convolution (plain, stride-1 transposed) and its weight gradient for
+float32 and float64 on cpu.
 
 The reference is NumPy's matmul (OpenBLAS), which sums in another order, so results are
 compared within a rounding bound, not bit for bit: |got - want| <= rtol * sqrt(K) * scale,
@@ -501,7 +502,8 @@ def test_conv2d_real_blocks_and_threads():
 def test_conv2d_declines_what_it_does_not_handle(no_threshold):
     x, w = tensor((2, 4, 10, 10), F32, 1), tensor((6, 4, 3, 3), F32, 2)
     declined(lambda: reftorch.conv2d(x, tensor((6, 2, 3, 3), F32, 3), groups=2))
-    declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 6, 3, 3), F32, 3)))
+    declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 6, 3, 3), F32, 3), stride=2))
+    declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 6, 3, 3), F32, 3), padding=3))
     declined(lambda: reftorch.conv1d(tensor((2, 4, 10), F32, 1), tensor((6, 4, 3), F32, 2)))
     declined(lambda: reftorch.conv3d(tensor((1, 4, 5, 5, 5), F32, 1),
                                      tensor((6, 4, 3, 3, 3), F32, 2)))
@@ -526,3 +528,159 @@ def test_conv2d_gradients_flow(no_threshold):
         results.append([host(t.grad) for t in (x, w, b)])
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# transposed convolution with stride 1 (a stride-1 convolution's input gradient)
+
+def check_conv_transpose(x, w, bias, dtype, expect_c=True, **kw):
+    got, ran = calls_during(lambda: reftorch.conv_transpose2d(x, w, bias, **kw))
+    with reftorch.plugins.use_reference_kernels():
+        want = reftorch.conv_transpose2d(x, w, bias, **kw)
+        tol = RTOL[dtype] * math.sqrt(w.shape[0] * w.shape[2] * w.shape[3]) * host(
+            reftorch.conv_transpose2d(x.abs().double(), w.abs().double(),
+                                      None if bias is None else bias.abs().double(), **kw))
+    assert ran == (1 if expect_c else 0)
+    assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape)
+    assert np.all(np.abs(host(got) - host(want)) <= 2 * tol + np.finfo(dtype.numpy_dtype).tiny)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_stride1_conv_transpose2d_matches_reference(dtype, no_threshold, small_blocks):
+    cases = [((2, 3, 9, 11), (3, 5, 3, 3), {}),
+             ((2, 4, 10, 7), (4, 6, 2, 3), dict(padding=(1, 0), dilation=(1, 2))),
+             ((3, 5, 8, 8), (5, 7, 5, 5), dict(padding=(4, 7), dilation=2)),
+             ((2, 16, 6, 6), (16, 8, 1, 1), {})]
+    for i, (xs, ws, kw) in enumerate(cases):
+        x, w, b = tensor(xs, dtype, i), tensor(ws, dtype, 10 + i), tensor((ws[1],), dtype, 20)
+        check_conv_transpose(x, w, None, dtype, **kw)
+        check_conv_transpose(x, w, b, dtype, **kw)
+    # a weight in any layout: it is flipped into a new array
+    w = tensor((8, 6, 3, 3), dtype, 4).permute(1, 0, 2, 3).contiguous().permute(1, 0, 2, 3)
+    assert not w.is_contiguous()
+    check_conv_transpose(tensor((2, 8, 7, 7), dtype, 5), w, None, dtype, padding=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# convolution_backward_weight: one product summing over the images
+
+def weight_grad(x, grad, weight_shape, **kw):
+    from reftorch._ops.nn_convolution import convolution_backward_weight
+    nd = 2
+    params = {name: kw.get(name, default) for name, default in
+              (("stride", (1,) * nd), ("padding", (0,) * nd), ("dilation", (1,) * nd))}
+    return convolution_backward_weight(x, grad, weight_shape, params["stride"],
+                                       params["padding"], params["dilation"], 1)
+
+
+def check_weight_grad(x, w_shape, dtype, expect_c=True, **kw):
+    """Plugin vs reference kernel within rtol * sqrt(sum length) * (|grad| corr |x|)."""
+    with reftorch.plugins.use_reference_kernels():
+        grad = reftorch.conv2d(x, tensor(w_shape, dtype, 99), **kw) * 0 + \
+            tensor(tuple(reftorch.conv2d(x, tensor(w_shape, dtype, 99), **kw).shape), dtype, 98)
+        want = weight_grad(x, grad, w_shape, **kw)
+        scale = host(weight_grad(x.abs().double(), grad.abs().double(), w_shape, **kw))
+    got, ran = calls_during(lambda: weight_grad(x, grad, w_shape, **kw))
+    terms = grad.shape[0] * grad.shape[2] * grad.shape[3]
+    assert ran == (1 if expect_c else 0)
+    assert got.dtype is want.dtype and tuple(got.shape) == tuple(w_shape) and got.is_contiguous()
+    tol = RTOL[dtype] * math.sqrt(terms) * scale
+    assert np.all(np.abs(host(got) - host(want)) <= 2 * tol + np.finfo(dtype.numpy_dtype).tiny)
+    return got
+
+
+WEIGHT_GRAD_CASES = [
+    ((2, 3, 9, 11), (5, 3, 3, 3), dict(padding=(1, 1))),
+    ((2, 4, 10, 7), (6, 4, 2, 3), dict(stride=(2, 2), padding=(1, 0), dilation=(1, 2))),
+    ((1, 8, 16, 16), (16, 8, 3, 3), dict(stride=(3, 3))),
+    ((3, 5, 12, 12), (7, 5, 5, 5), dict(padding=(4, 4), dilation=(2, 2))),
+    ((2, 16, 20, 20), (32, 16, 1, 1), {}),
+    ((4, 2, 40, 3), (3, 2, 3, 1), dict(padding=(0, 2), stride=(1, 2))),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_conv2d_weight_grad_matches_reference(dtype, no_threshold, small_blocks):
+    for i, (xs, ws, kw) in enumerate(WEIGHT_GRAD_CASES):
+        check_weight_grad(tensor(xs, dtype, i), ws, dtype, **kw)
+    # a channels-last input
+    x = tensor((2, 6, 9, 8), dtype, 7)
+    channels_last = reftorch.from_numpy(np.ascontiguousarray(
+        host(x).transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+    check_weight_grad(channels_last, (4, 6, 3, 3), dtype, padding=(1, 1))
+
+
+def test_conv2d_weight_grad_real_blocks_and_threads():
+    """Default blocks (each image's 30*70 positions cross KC), bitwise equal on 1, 2 and 3
+    threads."""
+    x = tensor((3, 64, 30, 70), F32, 1)
+    previous = _gemm.set_num_threads(1)
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            _gemm.set_num_threads(threads)
+            results.append(host(check_weight_grad(x, (20, 64, 3, 3), F32, padding=(1, 1))))
+    finally:
+        _gemm.set_num_threads(previous)
+    for other in results[1:]:
+        np.testing.assert_array_equal(results[0].view(np.uint32), other.view(np.uint32))
+
+
+def test_conv2d_gradients_use_the_plugin_and_match(no_threshold):
+    """A stride-1 convolution's backward runs its input gradient (a transposed convolution)
+    and its weight gradient in C; the gradients equal the reference's within rounding. With
+    create_graph the weight gradient is a convolution again (double backward works)."""
+    def grads(reference, create_graph=False):
+        x = tensor((2, 3, 8, 8), F64, 1).requires_grad_()
+        w = tensor((4, 3, 3, 3), F64, 2).requires_grad_()
+        out = reftorch.conv2d(x, w, padding=1)
+        g = tensor(tuple(out.shape), F64, 3)
+        if reference:
+            with reftorch.plugins.use_reference_kernels():
+                return reftorch.autograd.grad(out, (x, w), g, create_graph=create_graph), 0
+        before = _gemm.calls()
+        result = reftorch.autograd.grad(out, (x, w), g, create_graph=create_graph)
+        return result, _gemm.calls() - before
+    (gx, gw), calls = grads(False)
+    assert calls == 2
+    (rx, rw), _ = grads(True)
+    np.testing.assert_allclose(host(gx), host(rx), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(host(gw), host(rw), rtol=1e-12, atol=1e-12)
+    (gx2, gw2), _ = grads(False, create_graph=True)
+    assert gw2.grad_fn is not None
+    np.testing.assert_allclose(host(gw2.detach()), host(rw), rtol=1e-12, atol=1e-12)
+
+
+def test_conv2d_weight_grad_declines_what_it_does_not_handle(no_threshold):
+    x = tensor((2, 4, 10, 10), F32, 1)
+    grad = tensor((2, 6, 8, 8), F32, 2)
+    from reftorch._ops.nn_convolution import convolution_backward_weight
+    declined(lambda: convolution_backward_weight(x, grad, (6, 2, 3, 3), (1, 1), (0, 0), (1, 1), 2))
+    declined(lambda: weight_grad(x.double(), grad, (6, 4, 3, 3)))
+    declined(lambda: weight_grad(x, grad[:, :, :7], (6, 4, 3, 3)))   # fewer positions
+    declined(lambda: convolution_backward_weight(tensor((2, 4, 10), F32, 1),
+                                                 tensor((2, 6, 8), F32, 2), (6, 4, 3), (1,),
+                                                 (0,), (1,), 1))
+
+
+def test_conv2d_weight_grad_checks_its_buffers():
+    """The C entry point refuses buffers too small for the geometry it is given."""
+    x = np.zeros(2 * 4 * 10 * 10, np.float32)
+    grad = np.zeros(2 * 6 * 8 * 8, np.float32)
+    out = np.zeros(6 * 4 * 9, np.float32)
+    args = [out, 0, x, 0, (2, 4, 10, 10), (400, 100, 10, 1), grad, 0, (384, 64, 8, 1), 6,
+            (3, 3), (8, 8), (1, 1), (0, 0), (1, 1)]
+    _gemm.conv2d_weight_grad(*args)
+    for position, bad in ((0, out[:-1]), (2, x[:-1]), (6, grad[:-1])):
+        wrong = list(args)
+        wrong[position] = bad
+        with pytest.raises((ValueError, IndexError)):
+            _gemm.conv2d_weight_grad(*wrong)
+    wrong = list(args)
+    wrong[11] = (7, 8)                                   # out_size that the input does not give
+    with pytest.raises(ValueError):
+        _gemm.conv2d_weight_grad(*wrong)
+    wrong = list(args)
+    wrong[6] = grad.astype(np.float64)
+    with pytest.raises(TypeError):
+        _gemm.conv2d_weight_grad(*wrong)

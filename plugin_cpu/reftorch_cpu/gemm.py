@@ -7,7 +7,10 @@ register-tiled product with AVX-512 / AVX2+FMA / plain-C micro-kernels, computin
 be transposed, sliced with a step or broadcast (the packing reads any non-negative strides);
 the result is a new contiguous tensor, as the reference's is. `convolution` (2-D) uses the
 same driver through `_gemm.conv2d`: per image, weight @ im2col(x), with the im2col matrix
-never built (the packing reads the image), the bias added last.
+never built (the packing reads the image), the bias added last; a stride-1 transposed
+convolution (every stride-1 convolution's input gradient) is the plain convolution of the
+flipped weight. `convolution_backward_weight` (2-D) is one product through
+`_gemm.conv2d_weight_grad`: the sum over images of grad[n] @ im2col(x[n])^T.
 
 Rounding: the reference is NumPy's matmul (OpenBLAS), whose summation order differs from
 ours, so results agree within a few ulps times sqrt(K), not bit for bit. Ours is fixed by K
@@ -20,10 +23,14 @@ Declined (the reference runs): other dtypes, mixed dtypes, non-cpu or negative-s
 operands, addmm / baddbmm with alpha == 0 where the reference skips the product, small
 products (fewer than MIN_FLOPS multiply-adds), where the Python side of the call costs more
 than NumPy's whole product, and skinny ones (fewer than MIN_SIDE rows or columns), where
-OpenBLAS's matrix-vector code wins. Convolution: 2-D (4-D input), groups 1, not transposed,
-non-empty, a weight whose (C, KH, KW) dims collapse into one stride; bias a vector.
+OpenBLAS's matrix-vector code wins. Convolution: 2-D (4-D input), groups 1, non-empty, a
+weight whose (C, KH, KW) dims collapse into one stride (any weight when transposed), bias a
+vector; transposed only with stride 1 and padding at most dilation * (kernel - 1). Weight
+gradient: 2-D, groups 1, a gradient covering every output position.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from reftorch import _dtype as D
 from reftorch._storage import CPUStorage
@@ -62,6 +69,7 @@ def register(registrar):
     registrar.kernel("addmm", "cpu", DTYPES, addmm_kernel)
     registrar.kernel("baddbmm", "cpu", DTYPES, addmm_kernel)
     registrar.kernel("convolution", "cpu", DTYPES, convolution_kernel)
+    registrar.kernel("convolution_backward_weight", "cpu", DTYPES, weight_grad_kernel)
 
 
 def mm_kernel(out, inputs, dtypes, params):
@@ -84,33 +92,42 @@ def addmm_kernel(out, inputs, dtypes, params):
 
 
 def convolution_kernel(out, inputs, dtypes, params):
-    """2-D convolution, groups 1, not transposed: per image, weight (O, C*KH*KW) @ im2col(x),
-    the im2col matrix never built (the C packing reads x). Bias is added last, as the
-    reference adds it. Anything else is declined."""
-    if len(inputs) != 3 or params.get("transposed") or params.get("groups", 1) != 1:
+    """2-D convolution, groups 1: per image, weight (O, C*KH*KW) @ im2col(x), the im2col
+    matrix never built (the C packing reads x). Bias is added last, as the reference adds it.
+    A transposed convolution with stride 1 (the input gradient of any stride-1 convolution)
+    is the plain one of the flipped, channel-swapped weight. Anything else is declined."""
+    if len(inputs) != 3 or params.get("groups", 1) != 1:
         return NotImplemented
     x, weight, bias = inputs
     if len(x._shape) != 4 or len(weight._shape) != 4:
-        return NotImplemented
-    n, c, h, w = x._shape
-    o, wc, kh, kw = weight._shape
-    stride, padding, dilation = params["stride"], params["padding"], params["dilation"]
-    if wc != c or min(n, c, h, w, o) == 0 or len(stride) != 2:
-        return NotImplemented
-    out_size = tuple((size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d
-                     in zip((h, w), (kh, kw), stride, padding, dilation))
-    if min(out_size) <= 0 or n * o * out_size[0] * out_size[1] * c * kh * kw < MIN_FLOPS:
         return NotImplemented
     dtype = dtypes[0]
     if dtype not in DTYPES or not (_on_cpu_as(x, dtype) and _on_cpu_as(weight, dtype)):
         return NotImplemented
     if bias is not None and not (_on_cpu_as(bias, dtype) and len(bias._shape) == 1):
         return NotImplemented
-    if min(x._strides) < 0:
+    stride, padding, dilation = params["stride"], params["padding"], params["dilation"]
+    if len(stride) != 2 or min(x._strides) < 0:
         return NotImplemented
-    # The weight as an (O, C*KH*KW) matrix: its last three dims must collapse into one.
-    k_stride = _collapsed_stride(weight._shape[1:], weight._strides[1:])
-    if k_stride is None or weight._strides[0] < 0:
+    if params.get("transposed"):
+        plain = _as_plain_convolution(weight, stride, padding, dilation,
+                                      params["output_padding"])
+        if plain is None:
+            return NotImplemented
+        (w_array, w_offset, w_strides), padding = plain
+        o, wc, kh, kw = weight._shape[1], weight._shape[0], weight._shape[2], weight._shape[3]
+    else:
+        o, wc, kh, kw = weight._shape
+        # The weight as an (O, C*KH*KW) matrix: its last three dims must collapse into one.
+        k_stride = _collapsed_stride(weight._shape[1:], weight._strides[1:])
+        if k_stride is None or weight._strides[0] < 0:
+            return NotImplemented
+        w_array, w_offset, w_strides = (weight._storage.array, weight._offset,
+                                        (weight._strides[0], k_stride))
+    n, c, h, w = x._shape
+    out_size = _output_size((h, w), (kh, kw), stride, padding, dilation)
+    if wc != c or min(n, c, h, w, o) == 0 or min(out_size) <= 0 or \
+            n * o * out_size[0] * out_size[1] * c * kh * kw < MIN_FLOPS:
         return NotImplemented
     result = Tensor._empty((n, o) + out_size, dtype)
     if bias is None:
@@ -118,10 +135,62 @@ def convolution_kernel(out, inputs, dtypes, params):
     else:
         bias_args = (bias._storage.array, bias._offset, bias._strides[0])
     _gemm.conv2d(result._storage.array, result._offset, x._storage.array, x._offset,
-                 tuple(x._shape), tuple(x._strides), weight._storage.array, weight._offset,
-                 (weight._strides[0], k_stride), o, (kh, kw), out_size, tuple(stride),
-                 tuple(padding), tuple(dilation), *bias_args)
+                 tuple(x._shape), tuple(x._strides), w_array, w_offset, w_strides, o,
+                 (kh, kw), out_size, tuple(stride), tuple(padding), tuple(dilation), *bias_args)
     return result
+
+
+def _as_plain_convolution(weight, stride, padding, dilation, output_padding):
+    """A stride-1 transposed convolution as a plain one: ((weight array, offset, strides),
+    padding), or None. Output tap i of the transposed convolution gathers input taps the
+    plain convolution reaches with the kernel flipped, its in and out channels swapped and
+    padding dilation * (k - 1) - padding (which must not be negative)."""
+    kernel = weight._shape[2:]
+    if any(s != 1 for s in stride) or any(output_padding) or min(weight._strides) < 0:
+        return None
+    plain_padding = tuple(d * (k - 1) - p for k, p, d in zip(kernel, padding, dilation))
+    if min(plain_padding) < 0:
+        return None
+    flipped = np.ascontiguousarray(weight._np[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    c_k = flipped.shape[1] * flipped.shape[2] * flipped.shape[3]
+    return (flipped.reshape(-1), 0, (c_k, 1)), plain_padding
+
+
+def weight_grad_kernel(out, inputs, dtypes, params):
+    """convolution_backward_weight of a 2-D convolution, groups 1: one product summing
+    grad[n] @ im2col(x[n])^T over the images n (src/gemm.c: conv2d_weight_grad); its result
+    is the contiguous (O, C, KH, KW) gradient. Anything else is declined."""
+    if len(inputs) != 2 or params.get("groups", 1) != 1:
+        return NotImplemented
+    x, grad = inputs
+    weight_shape = params["weight_shape"]
+    dtype = dtypes[0]
+    if len(x._shape) != 4 or len(grad._shape) != 4 or len(weight_shape) != 4 or \
+            dtype not in DTYPES or not (_on_cpu_as(x, dtype) and _on_cpu_as(grad, dtype)):
+        return NotImplemented
+    stride, padding, dilation = params["stride"], params["padding"], params["dilation"]
+    n, c, h, w = x._shape
+    o, kernel = weight_shape[0], tuple(weight_shape[2:])
+    out_size = _output_size((h, w), kernel, stride, padding, dilation)
+    # grad may cover fewer positions (a transposed convolution's output_padding): decline
+    if weight_shape[1] != c or tuple(grad._shape) != (n, o) + out_size or \
+            min(x._strides) < 0 or min(grad._strides) < 0:
+        return NotImplemented
+    if n * o * out_size[0] * out_size[1] * c * kernel[0] * kernel[1] < MIN_FLOPS:
+        return NotImplemented
+    if out_size[0] > 1 and out_size[1] > 1 and grad._strides[2] != out_size[1] * grad._strides[3]:
+        grad = grad.contiguous()         # its spatial dims must collapse into one stride
+    result = Tensor._empty(tuple(weight_shape), dtype)
+    _gemm.conv2d_weight_grad(result._storage.array, result._offset, x._storage.array,
+                             x._offset, tuple(x._shape), tuple(x._strides),
+                             grad._storage.array, grad._offset, tuple(grad._strides), o, kernel,
+                             out_size, tuple(stride), tuple(padding), tuple(dilation))
+    return result
+
+
+def _output_size(size, kernel, stride, padding, dilation):
+    return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
+                 for n, k, s, p, d in zip(size, kernel, stride, padding, dilation))
 
 
 def _collapsed_stride(shape, strides):

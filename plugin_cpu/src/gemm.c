@@ -90,10 +90,21 @@ typedef struct {
     ptrdiff_t xs_c, xs_h, xs_w;            /* the image's strides (channel, row, column) */
 } conv_geometry;
 
-/* One product's operands, as checked element offsets and strides (in elements). */
+/* What B is: a strided matrix; the im2col matrix of an image (a convolution: rows (c, kh,
+ * kw), columns output positions); or its transpose (a convolution's weight gradient: rows
+ * output positions, columns (c, kh, kw)). */
+enum { B_MATRIX, B_IM2COL, B_IM2COL_T };
+
+/* One product's operands, as checked element offsets and strides (in elements).
+ *
+ * K may be a sum over `segments` equal parts (a weight gradient sums over the images of a
+ * batch): K slices never cross a segment, and segment s of A starts a_seg_s elements after
+ * segment 0, of B's image b_seg_s after. A plain product is one segment. */
 typedef struct {
-    const conv_geometry *conv;             /* NULL, or: b is the input of a convolution */
-    ptrdiff_t batch, m, n, k;
+    int b_kind;
+    const conv_geometry *conv;             /* the image geometry, unless b_kind == B_MATRIX */
+    ptrdiff_t batch, m, n, k;              /* k: the whole sum, segments * seg_len */
+    ptrdiff_t segments, seg_len, a_seg_s, b_seg_s;
     char *out;
     const char *a, *b, *inp;
     ptrdiff_t out_s[3], a_s[3], b_s[3], inp_s[3]; /* (batch, row, col) strides */
@@ -331,6 +342,29 @@ AVX512 static void pack16_cols_f64(ptrdiff_t kc, const double *b, ptrdiff_t sn, 
 static ptrdiff_t ceil_div(ptrdiff_t a, ptrdiff_t b) { return (a + b - 1) / b; }
 static ptrdiff_t round_up(ptrdiff_t a, ptrdiff_t b) { return ceil_div(a, b) * b; }
 
+/* Where row q = (c, kh, kw) of an image's im2col matrix reads the image: output position
+ * (oh, ow) reads input (oh * sh + row_off, ow * sw + col_off) of channel c, inside the image
+ * for output columns [ow_lo, ow_hi) (and rows checked per output row). */
+typedef struct {
+    ptrdiff_t c_off, row_off, col_off, ow_lo, ow_hi;
+} im2col_row;
+
+static im2col_row im2col_row_at(const conv_geometry *cv, ptrdiff_t q)
+{
+    const ptrdiff_t kernel = cv->kh * cv->kw;
+    const ptrdiff_t c = q / kernel, r = q % kernel;
+    const ptrdiff_t kh = r / cv->kw, kw = r % cv->kw;
+    im2col_row row;
+    row.c_off = c * cv->xs_c;
+    row.row_off = kh * cv->dh - cv->ph;
+    row.col_off = kw * cv->dw - cv->pw;
+    /* ow * sw + col_off in [0, w) */
+    row.ow_lo = row.col_off >= 0 ? 0 : ceil_div(-row.col_off, cv->sw);
+    row.ow_hi = cv->w - row.col_off <= 0 ? 0 : ceil_div(cv->w - row.col_off, cv->sw);
+    if (row.ow_hi > cv->ow) row.ow_hi = cv->ow;
+    return row;
+}
+
 /* ---- the type-generic part: packing, edge tiles, epilogue, driver ---------------------- */
 
 #define GEMM_TEMPLATE
@@ -436,12 +470,14 @@ static PyObject *py_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         }
     }
     gemm_args g;
+    g.b_kind = B_MATRIX;
     g.conv = NULL;
     g.alpha = PyFloat_AsDouble(args[10]);
     if (g.alpha == -1.0 && PyErr_Occurred()) return NULL;
     g.beta = PyFloat_AsDouble(args[11]);
     if (g.beta == -1.0 && PyErr_Occurred()) return NULL;
     g.batch = sizes[0], g.m = sizes[1], g.n = sizes[2], g.k = sizes[3];
+    g.segments = 1, g.seg_len = g.k, g.a_seg_s = g.b_seg_s = 0;
     const long long out_shape[3] = {sizes[0], sizes[1], sizes[2]};
     const long long a_shape[3] = {sizes[0], sizes[1], sizes[3]};
     const long long b_shape[3] = {sizes[0], sizes[3], sizes[2]};
@@ -490,10 +526,88 @@ fail:
     return NULL;
 }
 
-/* set_blocking(isa, type, kc, mc, nc) -> the previous (kc, mc, nc): for tuning, and for
- * tests that cross block boundaries with small matrices. Sets products' and convolutions'
- * blocks alike (returns the products' old ones). mc is rounded up to a multiple of MR and
- * nc to one of NR by the driver. */
+/* The arguments conv2d and conv2d_weight_grad share, checked: x_shape, x_strides (args[4],
+ * args[5]) and out_channels, kernel, out_size, stride, padding, dilation (args[9..14]); the
+ * image geometry they give goes to *cv. */
+static int parse_conv(PyObject *const *args, long long xshape[4], long long xst[4],
+                      long long *oc, conv_geometry *cv)
+{
+    long long kernel[2], osize[2], stride[2], pad[2], dil[2];
+    if (parse_dims(args[4], "x_shape", 4, xshape, NULL) < 0 ||
+        parse_dims(args[5], "x_strides", 4, xst, NULL) < 0 ||
+        parse_offset(args[9], "out_channels", oc) < 0 ||
+        parse_dims(args[10], "kernel", 2, kernel, NULL) < 0 ||
+        parse_dims(args[11], "out_size", 2, osize, NULL) < 0 ||
+        parse_dims(args[12], "stride", 2, stride, NULL) < 0 ||
+        parse_dims(args[13], "padding", 2, pad, NULL) < 0 ||
+        parse_dims(args[14], "dilation", 2, dil, NULL) < 0)
+        return -1;
+    for (int d = 0; d < 4; d++) {
+        if (xshape[d] < 0 || xst[d] < 0) {
+            PyErr_SetString(PyExc_ValueError, "x_shape and x_strides must be non-negative");
+            return -1;
+        }
+    }
+    for (int d = 0; d < 2; d++) {
+        if (kernel[d] < 1 || osize[d] < 0 || stride[d] < 1 || pad[d] < 0 || dil[d] < 1) {
+            PyErr_SetString(PyExc_ValueError, "conv2d(): bad kernel, output size, stride, "
+                            "padding or dilation");
+            return -1;
+        }
+        long long expect = (xshape[2 + d] + 2 * pad[d] - dil[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
+        if (expect < 0) expect = 0;
+        if (osize[d] != expect) {
+            PyErr_SetString(PyExc_ValueError, "conv2d(): out_size does not match the input");
+            return -1;
+        }
+    }
+    const conv_geometry geometry = {xshape[2], xshape[3], kernel[0], kernel[1], osize[0],
+                                    osize[1], stride[0], stride[1], pad[0], pad[1], dil[0],
+                                    dil[1], xst[1], xst[2], xst[3]};
+    *cv = geometry;
+    return 0;
+}
+
+/* The buffers bufs[0..n) (out, x, a second operand, an optional bias; names for messages),
+ * each checked to hold float32 or float64, all one type; out writable. Returns n (release
+ * them all) or -1 with an error set and nothing left acquired. */
+static int conv_buffers(PyObject *const *bufs, const char *const *names, int n,
+                        Py_buffer *views, int *type)
+{
+    for (int i = 0; i < n; i++) {
+        if (get_buffer(bufs[i], &views[i], i == 0, names[i]) < 0) {
+            for (int j = 0; j < i; j++) PyBuffer_Release(&views[j]);
+            return -1;
+        }
+        int t = buffer_type(&views[i], names[i]);
+        if (t >= 0 && i > 0 && t != *type) {
+            PyErr_SetString(PyExc_TypeError, "conv2d operands must share one element type");
+            t = -1;
+        }
+        if (t < 0) {
+            for (int j = 0; j <= i; j++) PyBuffer_Release(&views[j]);
+            return -1;
+        }
+        *type = t;
+    }
+    return n;
+}
+
+static int run_and_release(int type, const gemm_args *g, Py_buffer *views, int nviews)
+{
+    int status;
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    status = run_gemm(type, g, g_isa);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+    if (status < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 /* conv2d(out, out_offset, x, x_offset, x_shape, x_strides, w, w_offset, w_strides,
  *        out_channels, kernel, out_size, stride, padding, dilation, bias, bias_offset,
  *        bias_stride): a 2-D convolution (groups 1, not transposed) of x (N, C, H, W) with
@@ -507,72 +621,41 @@ static PyObject *py_conv2d(PyObject *self, PyObject *const *args, Py_ssize_t nar
         PyErr_Format(PyExc_TypeError, "conv2d() takes 18 arguments, got %zd", nargs);
         return NULL;
     }
-    long long xshape[4], xst[4], wst[2], kernel[2], osize[2], stride[2], pad[2], dil[2];
-    long long out_off, x_off, w_off, bias_off = 0, bias_stride = 0, oc;
+    long long xshape[4], xst[4], wst[2], out_off, x_off, w_off, oc;
+    long long bias_off = 0, bias_stride = 0;
+    conv_geometry cv;
     if (parse_offset(args[1], "out_offset", &out_off) < 0 ||
         parse_offset(args[3], "x_offset", &x_off) < 0 ||
-        parse_dims(args[4], "x_shape", 4, xshape, NULL) < 0 ||
-        parse_dims(args[5], "x_strides", 4, xst, NULL) < 0 ||
         parse_offset(args[7], "w_offset", &w_off) < 0 ||
         parse_dims(args[8], "w_strides", 2, wst, NULL) < 0 ||
-        parse_offset(args[9], "out_channels", &oc) < 0 ||
-        parse_dims(args[10], "kernel", 2, kernel, NULL) < 0 ||
-        parse_dims(args[11], "out_size", 2, osize, NULL) < 0 ||
-        parse_dims(args[12], "stride", 2, stride, NULL) < 0 ||
-        parse_dims(args[13], "padding", 2, pad, NULL) < 0 ||
-        parse_dims(args[14], "dilation", 2, dil, NULL) < 0)
+        parse_conv(args, xshape, xst, &oc, &cv) < 0)
         return NULL;
+    if (wst[0] < 0 || wst[1] < 0) {
+        PyErr_SetString(PyExc_ValueError, "conv2d(): weight strides must be non-negative");
+        return NULL;
+    }
     const int has_bias = args[15] != Py_None;
     if (has_bias && (parse_offset(args[16], "bias_offset", &bias_off) < 0 ||
                      parse_offset(args[17], "bias_stride", &bias_stride) < 0))
         return NULL;
-    for (int d = 0; d < 4; d++) {
-        if (xshape[d] < 0 || xst[d] < 0) {
-            PyErr_SetString(PyExc_ValueError, "x_shape and x_strides must be non-negative");
-            return NULL;
-        }
-    }
-    for (int d = 0; d < 2; d++) {
-        if (wst[d] < 0 || kernel[d] < 1 || osize[d] < 0 || stride[d] < 1 || pad[d] < 0 ||
-            dil[d] < 1) {
-            PyErr_SetString(PyExc_ValueError, "conv2d(): bad weight strides, kernel, output "
-                            "size, stride, padding or dilation");
-            return NULL;
-        }
-        long long expect = (xshape[2 + d] + 2 * pad[d] - dil[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
-        if (expect < 0) expect = 0;
-        if (osize[d] != expect) {
-            PyErr_SetString(PyExc_ValueError, "conv2d(): out_size does not match the input");
-            return NULL;
-        }
-    }
-    const long long L = osize[0] * osize[1], K = xshape[1] * kernel[0] * kernel[1];
-    conv_geometry cv = {xshape[2], xshape[3], kernel[0], kernel[1], osize[0], osize[1],
-                        stride[0], stride[1], pad[0], pad[1], dil[0], dil[1],
-                        xst[1], xst[2], xst[3]};
+    const long long L = cv.oh * cv.ow, K = xshape[1] * cv.kh * cv.kw;
     gemm_args g;
     memset(&g, 0, sizeof g);
+    g.b_kind = B_IM2COL;
     g.conv = &cv;
     g.batch = xshape[0], g.m = oc, g.n = L, g.k = K;
+    g.segments = 1, g.seg_len = K;
     g.alpha = 1.0, g.beta = has_bias ? 1.0 : 0.0;
     g.out_s[0] = oc * L, g.out_s[1] = L, g.out_s[2] = 1;
     g.a_s[0] = 0, g.a_s[1] = wst[0], g.a_s[2] = wst[1];
     g.b_s[0] = xst[0];
     g.inp_s[0] = 0, g.inp_s[1] = bias_stride, g.inp_s[2] = 0;
     Py_buffer views[4];
-    int types[4], nviews = 0, status = 0;
-    PyObject *bufs[4] = {args[0], args[2], args[6], args[15]};
-    const char *names[4] = {"out", "x", "w", "bias"};
-    for (int i = 0; i < 3 + has_bias; i++) {
-        if (get_buffer(bufs[i], &views[i], i == 0, names[i]) < 0) goto fail;
-        nviews = i + 1;
-        types[i] = buffer_type(&views[i], names[i]);
-        if (types[i] < 0) goto fail;
-        if (types[i] != types[0]) {
-            PyErr_SetString(PyExc_TypeError, "conv2d operands must share one element type");
-            goto fail;
-        }
-    }
+    int type;
+    PyObject *const bufs[4] = {args[0], args[2], args[6], args[15]};
+    static const char *const names[4] = {"out", "x", "w", "bias"};
+    const int nviews = conv_buffers(bufs, names, 3 + has_bias, views, &type);
+    if (nviews < 0) return NULL;
     {
         const long long out_shape[3] = {xshape[0], oc, L}, out_st[3] = {oc * L, L, 1};
         const long long w_shape[3] = {1, oc, K}, w_st3[3] = {0, wst[0], wst[1]};
@@ -583,28 +666,97 @@ static PyObject *py_conv2d(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if ((!empty_out && check_bounds("out", len[0], out_off, 3, out_shape, out_st) < 0) ||
             (!empty_out && xshape[1] > 0 && check_bounds("x", len[1], x_off, 4, xshape, xst) < 0) ||
             (!empty_w && check_bounds("w", len[2], w_off, 3, w_shape, w_st3) < 0) ||
-            (has_bias && oc > 0 && check_bounds("bias", len[3], bias_off, 3, b_shape, b_st) < 0))
-            goto fail;
+            (has_bias && oc > 0 && check_bounds("bias", len[3], bias_off, 3, b_shape, b_st) < 0)) {
+            for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+            return NULL;
+        }
     }
-    {
-        const size_t size = (size_t)views[0].itemsize;
-        g.out = (char *)views[0].buf + (size_t)out_off * size;
-        g.b = (const char *)views[1].buf + (size_t)x_off * size;
-        g.a = (const char *)views[2].buf + (size_t)w_off * size;
-        g.inp = has_bias ? (const char *)views[3].buf + (size_t)bias_off * size : NULL;
-    }
-    g_calls++;
-    Py_BEGIN_ALLOW_THREADS
-    status = run_gemm(types[0], &g, g_isa);
-    Py_END_ALLOW_THREADS
-    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
-    if (status < 0) return PyErr_NoMemory();
+    const size_t size = (size_t)views[0].itemsize;
+    g.out = (char *)views[0].buf + (size_t)out_off * size;
+    g.b = (const char *)views[1].buf + (size_t)x_off * size;
+    g.a = (const char *)views[2].buf + (size_t)w_off * size;
+    g.inp = has_bias ? (const char *)views[3].buf + (size_t)bias_off * size : NULL;
+    if (run_and_release(type, &g, views, nviews) < 0) return NULL;
     Py_RETURN_NONE;
-fail:
-    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
-    return NULL;
 }
 
+/* conv2d_weight_grad(out, out_offset, x, x_offset, x_shape, x_strides, grad, grad_offset,
+ *                    grad_strides, out_channels, kernel, out_size, stride, padding,
+ *                    dilation): the gradient of a 2-D convolution (groups 1, not transposed)
+ * of x (N, C, H, W) with respect to its weight, given the output's gradient grad
+ * (N, out_channels, OH, OW; its (OH, OW) dims must collapse into one stride), into a
+ * contiguous out (out_channels, C*KH*KW):
+ *     out = sum over images n of grad[n] (out_channels x OH*OW) @ im2col(x[n])^T,
+ * one product whose K (all images' output positions) is cut into per-image segments. */
+static PyObject *py_conv2d_weight_grad(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 15) {
+        PyErr_Format(PyExc_TypeError, "conv2d_weight_grad() takes 15 arguments, got %zd",
+                     nargs);
+        return NULL;
+    }
+    long long xshape[4], xst[4], gst[4], out_off, x_off, g_off, oc;
+    conv_geometry cv;
+    if (parse_offset(args[1], "out_offset", &out_off) < 0 ||
+        parse_offset(args[3], "x_offset", &x_off) < 0 ||
+        parse_offset(args[7], "grad_offset", &g_off) < 0 ||
+        parse_dims(args[8], "grad_strides", 4, gst, NULL) < 0 ||
+        parse_conv(args, xshape, xst, &oc, &cv) < 0)
+        return NULL;
+    for (int d = 0; d < 4; d++) {
+        if (gst[d] < 0) {
+            PyErr_SetString(PyExc_ValueError, "grad_strides must be non-negative");
+            return NULL;
+        }
+    }
+    if (cv.ow > 1 && cv.oh > 1 && gst[2] != cv.ow * gst[3]) {
+        PyErr_SetString(PyExc_ValueError, "conv2d_weight_grad(): grad's spatial dims must "
+                        "collapse into one stride");
+        return NULL;
+    }
+    const long long L = cv.oh * cv.ow, K = xshape[1] * cv.kh * cv.kw;
+    gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.b_kind = B_IM2COL_T;
+    g.conv = &cv;
+    g.batch = 1, g.m = oc, g.n = K, g.k = xshape[0] * L;
+    g.segments = xshape[0], g.seg_len = L, g.a_seg_s = gst[0], g.b_seg_s = xst[0];
+    g.alpha = 1.0, g.beta = 0.0;
+    g.out_s[1] = K, g.out_s[2] = 1;
+    g.a_s[1] = gst[1], g.a_s[2] = cv.ow > 1 ? gst[3] : gst[2];
+    Py_buffer views[3];
+    int type;
+    PyObject *const bufs[3] = {args[0], args[2], args[6]};
+    static const char *const names[3] = {"out", "x", "grad"};
+    const int nviews = conv_buffers(bufs, names, 3, views, &type);
+    if (nviews < 0) return NULL;
+    {
+        const long long out_shape[3] = {1, oc, K}, out_st[3] = {0, K, 1};
+        const long long g_shape[4] = {xshape[0], oc, cv.oh, cv.ow};
+        Py_ssize_t len[3];
+        for (int i = 0; i < 3; i++) len[i] = views[i].len / views[i].itemsize;
+        const int empty_sum = xshape[0] * L == 0;
+        if ((oc * K > 0 && check_bounds("out", len[0], out_off, 3, out_shape, out_st) < 0) ||
+            (!empty_sum && oc * K > 0 &&
+             (check_bounds("x", len[1], x_off, 4, xshape, xst) < 0 ||
+              check_bounds("grad", len[2], g_off, 4, g_shape, gst) < 0))) {
+            for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+            return NULL;
+        }
+    }
+    const size_t size = (size_t)views[0].itemsize;
+    g.out = (char *)views[0].buf + (size_t)out_off * size;
+    g.b = (const char *)views[1].buf + (size_t)x_off * size;
+    g.a = (const char *)views[2].buf + (size_t)g_off * size;
+    if (run_and_release(type, &g, views, nviews) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* set_blocking(isa, type, kc, mc, nc) -> the previous (kc, mc, nc): for tuning, and for
+ * tests that cross block boundaries with small matrices. Sets products' and convolutions'
+ * blocks alike (returns the products' old ones). mc is rounded up to a multiple of MR and
+ * nc to one of NR by the driver. */
 static PyObject *py_set_blocking(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -635,6 +787,10 @@ static PyMethodDef METHODS[] = {
      "conv2d(out, out_offset, x, x_offset, x_shape, x_strides, w, w_offset, w_strides, "
      "out_channels, kernel, out_size, stride, padding, dilation, bias, bias_offset, "
      "bias_stride): 2-D convolution (groups 1) into a contiguous out; see src/gemm.c."},
+    {"conv2d_weight_grad", (PyCFunction)(void (*)(void))py_conv2d_weight_grad, METH_FASTCALL,
+     "conv2d_weight_grad(out, out_offset, x, x_offset, x_shape, x_strides, grad, grad_offset, "
+     "grad_strides, out_channels, kernel, out_size, stride, padding, dilation): a 2-D "
+     "convolution's weight gradient (groups 1) into a contiguous out; see src/gemm.c."},
     {"set_blocking", py_set_blocking, METH_VARARGS,
      "set_blocking(isa, type, kc, mc, nc): change one block-size set (type 0 float32, 1 "
      "float64); returns the previous (kc, mc, nc)."},
@@ -734,54 +890,74 @@ static void NAME(pack_b)(ptrdiff_t kc, ptrdiff_t nc, int nr, const T *b, ptrdiff
     }
 }
 
+/* Elements [j, j + count) of row `row` of image x's im2col matrix (output positions
+ * j = oh * OW + ow), into d[t * step]. Each run along ow reads one input row (a strided,
+ * usually contiguous copy); the padding reads as zeros. */
+static void NAME(im2col_span)(const conv_geometry *cv, const T *x, const im2col_row *row,
+                              ptrdiff_t j, ptrdiff_t count, T *restrict d, ptrdiff_t step)
+{
+    const ptrdiff_t x_step = cv->sw * cv->xs_w;
+    ptrdiff_t oh = j / cv->ow, ow = j % cv->ow, t = 0;
+    while (t < count) {
+        const ptrdiff_t run = cv->ow - ow < count - t ? cv->ow - ow : count - t;
+        const ptrdiff_t ih = oh * cv->sh + row->row_off;
+        ptrdiff_t lo = run, hi = run;      /* [lo, hi) of the run reads inside the image */
+        const T *src = NULL;
+        if (ih >= 0 && ih < cv->h) {
+            lo = row->ow_lo - ow, hi = row->ow_hi - ow;
+            lo = lo < 0 ? 0 : (lo > run ? run : lo);
+            hi = hi < lo ? lo : (hi > run ? run : hi);
+            src = x + row->c_off + ih * cv->xs_h + ((ow + lo) * cv->sw + row->col_off) * cv->xs_w;
+        }
+        T *dt = d + t * step;
+        if (step == 1 && x_step == 1) {   /* short runs: an inline (vectorized) loop beats memcpy */
+            for (ptrdiff_t u = 0; u < lo; u++) dt[u] = 0;
+            for (ptrdiff_t u = lo; u < hi; u++) dt[u] = src[u - lo];
+            for (ptrdiff_t u = hi; u < run; u++) dt[u] = 0;
+        } else {
+            for (ptrdiff_t u = 0; u < lo; u++) dt[u * step] = 0;
+            for (ptrdiff_t u = lo; u < hi; u++) dt[u * step] = src[(u - lo) * x_step];
+            for (ptrdiff_t u = hi; u < run; u++) dt[u * step] = 0;
+        }
+        t += run;
+        ow = 0;
+        oh++;
+    }
+}
+
 /* pack_b for a convolution: rows [p0, p0 + kc) x columns [j0, j0 + nc) of the im2col
- * matrix of image x, into NR-wide micro-panels (the layout pack_b writes). Each packed row of
- * a micro-panel is a run of output positions along ow (at most two output rows): the input
- * row it reads is fixed, the padding columns are zeros, the rest a strided (usually
- * contiguous) copy. */
+ * matrix of image x, into NR-wide micro-panels (the layout pack_b writes): each packed row of
+ * a micro-panel is a span of one im2col row. */
 static void NAME(pack_b_conv)(ptrdiff_t kc, ptrdiff_t nc, int nr, ptrdiff_t p0, ptrdiff_t j0,
                               const conv_geometry *cv, const T *x, T *restrict dst)
 {
-    const ptrdiff_t kernel = cv->kh * cv->kw;
     for (ptrdiff_t p = 0; p < kc; p++) {
-        const ptrdiff_t c = (p0 + p) / kernel, r = (p0 + p) % kernel;
-        const ptrdiff_t kh = r / cv->kw, kw = r % cv->kw;
-        const ptrdiff_t row_off = kh * cv->dh - cv->ph, col_off = kw * cv->dw - cv->pw;
-        /* output columns [ow_lo, ow_hi) read inside the image: ow*sw + col_off in [0, w) */
-        const ptrdiff_t ow_lo = col_off >= 0 ? 0 : ceil_div(-col_off, cv->sw);
-        ptrdiff_t ow_hi = cv->w - col_off <= 0 ? 0 : ceil_div(cv->w - col_off, cv->sw);
-        if (ow_hi > cv->ow) ow_hi = cv->ow;
-        const T *xc = x + c * cv->xs_c;
+        const im2col_row row = im2col_row_at(cv, p0 + p);
         for (ptrdiff_t jp = 0; jp < nc; jp += nr) {
             T *d = dst + jp * kc + p * nr;
             const ptrdiff_t cols = nc - jp < nr ? nc - jp : nr;
-            ptrdiff_t oh = (j0 + jp) / cv->ow, ow = (j0 + jp) % cv->ow, j = 0;
-            while (j < cols) {
-                ptrdiff_t run = cv->ow - ow;
-                if (run > cols - j) run = cols - j;
-                const ptrdiff_t ih = oh * cv->sh + row_off;
-                if (ih < 0 || ih >= cv->h) {
-                    for (ptrdiff_t t = 0; t < run; t++) d[j + t] = 0;
-                } else {
-                    const T *xr = xc + ih * cv->xs_h;
-                    ptrdiff_t lo = ow_lo - ow, hi = ow_hi - ow;
-                    lo = lo < 0 ? 0 : (lo > run ? run : lo);
-                    hi = hi < lo ? lo : (hi > run ? run : hi);
-                    for (ptrdiff_t t = 0; t < lo; t++) d[j + t] = 0;
-                    const ptrdiff_t step = cv->sw * cv->xs_w;
-                    const T *src = xr + ((ow + lo) * cv->sw + col_off) * cv->xs_w;
-                    if (step == 1)   /* short runs: an inline (vectorized) loop beats memcpy */
-                        for (ptrdiff_t t = lo; t < hi; t++) d[j + t] = src[t - lo];
-                    else
-                        for (ptrdiff_t t = lo; t < hi; t++) d[j + t] = src[(t - lo) * step];
-                    for (ptrdiff_t t = hi; t < run; t++) d[j + t] = 0;
-                }
-                j += run;
-                ow = 0;
-                oh++;
-            }
-            for (; j < nr; j++) d[j] = 0;
+            NAME(im2col_span)(cv, x, &row, j0 + jp, cols, d, 1);
+            for (ptrdiff_t j = cols; j < nr; j++) d[j] = 0;
         }
+    }
+}
+
+/* pack_b for a weight gradient: rows [p0, p0 + kc) x columns [j0, j0 + nc) of the
+ * transposed im2col matrix (rows output positions, columns (c, kh, kw)). Per micro-panel,
+ * its NR im2col rows are first copied as contiguous spans into `rows` (NR x kc), which is
+ * then a transposed B for pack_b (written straight across the panel, the spans' stores were
+ * NR apart: measured 2x slower). */
+static void NAME(pack_b_im2col_t)(ptrdiff_t kc, ptrdiff_t nc, int nr, ptrdiff_t p0,
+                                  ptrdiff_t j0, const conv_geometry *cv, const T *x,
+                                  T *restrict rows, T *restrict dst)
+{
+    for (ptrdiff_t jp = 0; jp < nc; jp += nr, dst += (ptrdiff_t)nr * kc) {
+        const ptrdiff_t cols = nc - jp < nr ? nc - jp : nr;
+        for (ptrdiff_t j = 0; j < cols; j++) {
+            const im2col_row row = im2col_row_at(cv, j0 + jp + j);
+            NAME(im2col_span)(cv, x, &row, p0, kc, rows + j * kc, 1);
+        }
+        NAME(pack_b)(kc, cols, nr, rows, 1, kc, dst);
     }
 }
 
@@ -841,7 +1017,7 @@ static void NAME(macro)(const gemm_args *g, const blocking *bk, ptrdiff_t mc, pt
  * slice the B slice is packed once, then the rows are taken MC at a time. */
 static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step,
                        ptrdiff_t mc_step, ptrdiff_t bi, ptrdiff_t i0, ptrdiff_t m, ptrdiff_t j0,
-                       ptrdiff_t nc, T *abuf, T *bbuf, T *tile)
+                       ptrdiff_t nc, T *abuf, T *bbuf, T *tile, T *scratch)
 {
     const ptrdiff_t ldc = g->out_s[1];
     T *c = (T *)g->out + bi * g->out_s[0] + i0 * ldc + j0;
@@ -855,20 +1031,27 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
         return;
     }
     const T *a = (const T *)g->a + bi * g->a_s[0] + i0 * g->a_s[1];
-    const T *b = g->conv ? NULL : (const T *)g->b + bi * g->b_s[0] + j0 * g->b_s[2];
-    for (ptrdiff_t p0 = 0; p0 < g->k; p0 += kc_step) {
-        const ptrdiff_t kc = g->k - p0 < kc_step ? g->k - p0 : kc_step;
-        if (g->conv)
-            NAME(pack_b_conv)(kc, nc, bk->nr, p0, j0, g->conv,
-                              (const T *)g->b + bi * g->b_s[0], bbuf);
-        else
-            NAME(pack_b)(kc, nc, bk->nr, b + p0 * g->b_s[1], g->b_s[1], g->b_s[2], bbuf);
-        for (ptrdiff_t ic = 0; ic < m; ic += mc_step) {
-            const ptrdiff_t mc = m - ic < mc_step ? m - ic : mc_step;
-            NAME(pack_a)(mc, kc, bk->mr, a + ic * g->a_s[1] + p0 * g->a_s[2], g->a_s[1],
-                         g->a_s[2], abuf);
-            NAME(macro)(g, bk, mc, nc, kc, p0 > 0, p0 + kc >= g->k, abuf, bbuf,
-                        c + ic * ldc, inp ? inp + ic * g->inp_s[1] : NULL, tile);
+    const T *b = (const T *)g->b + bi * g->b_s[0];   /* the matrix, or the image */
+    ptrdiff_t done = 0;                                   /* K elements summed so far */
+    for (ptrdiff_t seg = 0; seg < g->segments; seg++) {
+        const T *a_seg = a + seg * g->a_seg_s, *b_seg = b + seg * g->b_seg_s;
+        for (ptrdiff_t r0 = 0; r0 < g->seg_len; r0 += kc_step) {
+            const ptrdiff_t kc = g->seg_len - r0 < kc_step ? g->seg_len - r0 : kc_step;
+            if (g->b_kind == B_IM2COL)
+                NAME(pack_b_conv)(kc, nc, bk->nr, r0, j0, g->conv, b_seg, bbuf);
+            else if (g->b_kind == B_IM2COL_T)
+                NAME(pack_b_im2col_t)(kc, nc, bk->nr, r0, j0, g->conv, b_seg, scratch, bbuf);
+            else
+                NAME(pack_b)(kc, nc, bk->nr, b_seg + r0 * g->b_s[1] + j0 * g->b_s[2],
+                             g->b_s[1], g->b_s[2], bbuf);
+            for (ptrdiff_t ic = 0; ic < m; ic += mc_step) {
+                const ptrdiff_t mc = m - ic < mc_step ? m - ic : mc_step;
+                NAME(pack_a)(mc, kc, bk->mr, a_seg + ic * g->a_s[1] + r0 * g->a_s[2],
+                             g->a_s[1], g->a_s[2], abuf);
+                NAME(macro)(g, bk, mc, nc, kc, done > 0, done + kc >= g->k, abuf, bbuf,
+                            c + ic * ldc, inp ? inp + ic * g->inp_s[1] : NULL, tile);
+            }
+            done += kc;
         }
     }
 }
@@ -878,13 +1061,15 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
 static int NAME(gemm)(const gemm_args *g, int isa)
 {
     const int type = sizeof(T) == 4 ? T_F32 : T_F64;
-    const blocking bk_copy = g->conv ? CONV_BLOCKING[isa][type] : BLOCKING[isa][type];
+    const blocking bk_copy = g->b_kind == B_IM2COL ? CONV_BLOCKING[isa][type]
+                                                     : BLOCKING[isa][type];
     const blocking *bk = &bk_copy;   /* set_blocking may change the table meanwhile */
     const ptrdiff_t M = g->m, N = g->n, K = g->k;
     if (g->batch == 0 || M == 0 || N == 0) return 0;
-    /* K slices of (nearly) equal length, at most KC: they depend on K only, which is what
-     * makes the results independent of how C is cut below. */
-    const ptrdiff_t kc_step = K > 0 ? ceil_div(K, ceil_div(K, bk->kc)) : 1;
+    /* K slices of (nearly) equal length, at most KC, within each segment: they depend on the
+     * segment length only, which is what makes the results independent of how C is cut. */
+    const ptrdiff_t S = g->seg_len;
+    const ptrdiff_t kc_step = S > 0 ? ceil_div(S, ceil_div(S, bk->kc)) : 1;
     const ptrdiff_t mc_step = round_up(ceil_div(M, ceil_div(M, bk->mc)), bk->mr);
     int threads = 1;
 #ifdef _OPENMP
@@ -915,23 +1100,26 @@ static int NAME(gemm)(const gemm_args *g, int isa)
     const ptrdiff_t items = g->batch * m_parts * n_blocks;
     if (items < threads) threads = (int)items;
 
-    /* Per thread: A block, B slice, one edge tile; each 64-byte aligned. */
+    /* Per thread: A block, B slice, one edge tile, the weight gradient's scratch rows; each
+     * 64-byte aligned. */
     const ptrdiff_t mc_alloc = mc_step < m_part ? mc_step : round_up(m_part, bk->mr);
     const size_t a_len = (size_t)round_up(mc_alloc * kc_step, 16);
     const size_t b_len = (size_t)round_up(kc_step * nc, 16);
     const size_t t_len = (size_t)round_up((ptrdiff_t)bk->mr * bk->nr, 16);
-    const size_t per_thread = a_len + b_len + t_len;
+    const size_t s_len = g->b_kind == B_IM2COL_T ? (size_t)round_up(kc_step * bk->nr, 16) : 0;
+    const size_t per_thread = a_len + b_len + t_len + s_len;
     T *buffers = aligned_alloc(64, (size_t)round_up((ptrdiff_t)(per_thread * threads * sizeof(T)), 64));
     if (buffers == NULL) return -1;
 
 #define RUN_ITEM(item, t)                                                                    \
     do {                                                                                     \
         T *abuf = buffers + per_thread * (t), *bbuf = abuf + a_len, *tile = bbuf + b_len;    \
+        T *scratch = tile + t_len;                                                           \
         const ptrdiff_t bi = (item) / (m_parts * n_blocks);                                  \
         const ptrdiff_t rest = (item) % (m_parts * n_blocks);                                \
         const ptrdiff_t i0 = (rest / n_blocks) * m_part, j0 = (rest % n_blocks) * nc;         \
         NAME(item)(g, bk, kc_step, mc_step, bi, i0, M - i0 < m_part ? M - i0 : m_part, j0,   \
-                   N - j0 < nc ? N - j0 : nc, abuf, bbuf, tile);                             \
+                   N - j0 < nc ? N - j0 : nc, abuf, bbuf, tile, scratch);                    \
     } while (0)
     if (threads == 1) {      /* no parallel region at all: it costs microseconds */
         for (ptrdiff_t item = 0; item < items; item++) RUN_ITEM(item, 0);

@@ -4,6 +4,7 @@ Structured ops declared here (each with a derivative row in autograd/derivatives
 
   convolution                  N-d convolution, plain or transposed (aten::convolution);
                                its backward is written with `convolution` itself
+  convolution_backward_weight  the weight gradient in one op (first-order backward only)
   im2col / col2im              F.unfold / F.fold: each is the other's adjoint
   constant_pad_nd              F.pad(mode="constant"), negative padding crops
   reflection_padNd,            F.pad(mode="reflect" / "replicate") over the last N dims,
@@ -179,6 +180,49 @@ CONVOLUTION = structured.declare(
     params={"stride": None, "padding": None, "dilation": None, "transposed": False,
             "output_padding": None, "groups": 1},
     doc="N-d convolution or transposed convolution of (N, C, *spatial) input.")
+
+
+def convolution_backward_weight_kernel(input, grad_output, weight_shape, stride, padding,
+                                       dilation, groups):
+    """Reference kernel of `convolution_backward_weight`: the gradient of a plain convolution
+    of `input` with respect to its weight, given the output's gradient. Tap k of filter
+    (o, c) correlates the input's windows with the gradient: the sum over images n and
+    output positions p of grad[n, o, p] * window[n, c, p, k]."""
+    compute = _compute_dtype(grad_output.dtype)
+    x = _zero_pad(input.astype(compute, copy=False), padding)
+    grad = grad_output.astype(compute, copy=False)
+    nd, kernel = len(stride), tuple(weight_shape[2:])
+    windows = _windows(x, kernel, dilation, stride)            # (N, C, *out, *k)
+    # A transposed convolution's output_padding leaves the input rows past the last window
+    # out of the gradient: keep the windows the gradient covers.
+    windows = windows[(slice(None),) * 2 + tuple(slice(0, n) for n in grad.shape[2:])]
+    n, c, o = x.shape[0], x.shape[1], grad.shape[1]
+    positions, taps = math.prod(grad.shape[2:]), math.prod(kernel)
+    cols = windows.reshape(n, groups, c // groups, positions, taps)
+    grads = grad.reshape(n, groups, o // groups, positions)
+    result = np.einsum("ngop,ngcpk->gock", grads, cols, optimize=True)
+    return np.ascontiguousarray(result.reshape(weight_shape).astype(grad_output.dtype,
+                                                                     copy=False))
+
+
+# Its own op (PyTorch computes it inside convolution_backward) so that a plugin can serve the
+# first-order weight gradient in one pass; its derivative is never needed: a backward being
+# differentiated (create_graph) writes the gradient as a convolution instead.
+CONVOLUTION_BACKWARD_WEIGHT = structured.declare(
+    "convolution_backward_weight", convolution_backward_weight_kernel, family=_FAMILY,
+    params={"weight_shape": None, "stride": None, "padding": None, "dilation": None,
+            "groups": 1},
+    doc="The gradient of a plain N-d convolution with respect to its weight.")
+
+
+def convolution_backward_weight(input, grad_output, weight_shape, stride, padding, dilation,
+                                groups):
+    """The weight gradient of convolution(input, weight, stride, padding, dilation, groups)
+    given grad_output (all per-dim parameters as tuples)."""
+    return structured.run(CONVOLUTION_BACKWARD_WEIGHT, (input, grad_output),
+                          {"weight_shape": tuple(weight_shape), "stride": tuple(stride),
+                           "padding": tuple(padding), "dilation": tuple(dilation),
+                           "groups": groups})
 
 
 def _expand_param(name, value, nd):

@@ -14,7 +14,7 @@ Every formula is written with differentiable reftorch ops, so double backward wo
 """
 from __future__ import annotations
 
-from ._table import _conj, derivative, torch
+from ._table import _conj, derivative, not_differentiable, torch
 
 
 def _narrow_to(t, sizes, first_dim=2):
@@ -41,13 +41,18 @@ def _conv_input_grad(grad, weight, input_size, stride, padding, dilation, groups
 
 
 def _conv_weight_grad(input, grad, weight_shape, stride, padding, dilation, groups):
-    """Gradient of a plain convolution with respect to its weight.
+    """Gradient of a plain convolution with respect to its weight: in a first-order backward
+    its own op (one pass, which a plugin can serve), else (create_graph) as below.
 
     weight_grad[o, c, k] = sum over n, p of grad[n, o, p] * padded_input[n, c, p*stride + k*dilation]
     is itself a convolution: input channels become the batch, the batch becomes channels, the
     gradient plays the kernel (its taps `stride` apart: the dilation), and the kernel offsets
     `dilation` apart become the output positions (the stride). Groups stay groups.
     """
+    if not torch.is_grad_enabled():
+        from ..._ops.nn_convolution import convolution_backward_weight
+        return convolution_backward_weight(input, grad, weight_shape, stride, padding,
+                                           dilation, groups)
     nd = len(stride)
     n, channels = input.shape[0], input.shape[1]
     out_channels = grad.shape[1]
@@ -63,6 +68,11 @@ def _conv_weight_grad(input, grad, weight_shape, stride, padding, dilation, grou
     corr = _narrow_to(corr, weight_shape[2:])                  # (Cg, G*Og, *k)
     corr = corr.reshape((cg, groups, og) + tuple(weight_shape[2:]))
     return corr.permute((1, 2, 0) + spatial).reshape(tuple(weight_shape))
+
+
+# Called only in a first-order backward (grad mode off); a backward being differentiated
+# writes the weight gradient as a convolution (_conv_weight_grad).
+not_differentiable("convolution_backward_weight")
 
 
 @derivative("convolution", "ConvolutionBackward0", inputs=("input", "weight", "bias"),
