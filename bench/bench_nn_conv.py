@@ -24,6 +24,18 @@ CASES["conv2d float32 8x64x56x56 w=64x64x3x3 pad=1"] = {
     "reftorch": lambda: reftorch.conv2d(_xr, _wr, padding=1),
     "torch": lambda: torch.conv2d(_xt, _wt, padding=1)}
 
+
+def _conv_input_weight_backward(module, x, w, grad):
+    x, w = (t.detach().requires_grad_() for t in (x, w))
+    return module.autograd.grad(module.conv2d(x, w, padding=1), (x, w), grad)
+
+
+# The same layer's backward (input and weight gradients; the forward is part of the time).
+_g8r, _g8t, _ = float32_inputs((8, 64, 56, 56), _RNG)
+CASES["conv2d forward+backward float32 8x64x56x56 w=64x64x3x3 pad=1"] = {
+    "reftorch": lambda: _conv_input_weight_backward(reftorch, _xr, _wr, _g8r),
+    "torch": lambda: _conv_input_weight_backward(torch, _xt, _wt, _g8t)}
+
 # Backward of a smaller layer (input, weight and bias gradients).
 _sr, _st, _ = float32_inputs((4, 32, 28, 28), _RNG)
 _swr, _swt, _ = float32_inputs((32, 32, 3, 3), _RNG)

@@ -1,5 +1,8 @@
-"""A 3-layer MLP (784-512-512-10, batch 256): forward, backward and an SGD step, on the
-reference kernels alone, with the installed plugins, and in PyTorch (issue: nn foundations).
+"""End-to-end training steps (forward, backward and an SGD-with-momentum step) on the
+reference kernels alone, with the installed plugins, and in PyTorch: a 3-layer MLP
+(784-512-512-10, batch 256) and a LeNet-style CNN (batch 64 of 1x28x28: two 5x5
+convolutions with ReLU and 2x2 max pooling, then 256-120-84-10), the end-to-end goals of
+the CPU plugin's issue.
 
 Run with `make bench`; bench/report.py prints the ratios. Nothing here asserts a time.
 """
@@ -16,17 +19,28 @@ torch = pytest.importorskip("torch")
 BATCH, SIZES = 256, (784, 512, 512, 10)
 
 
-def _training_step(lib, use_reference=False):
+def _mlp(nn):
+    return nn.Sequential(nn.Linear(SIZES[0], SIZES[1]), nn.ReLU(),
+                         nn.Linear(SIZES[1], SIZES[2]), nn.ReLU(),
+                         nn.Linear(SIZES[2], SIZES[3]))
+
+
+def _lenet(nn):
+    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(16 * 4 * 4, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                         nn.Linear(84, 10))
+
+
+def _training_step(lib, use_reference=False, build=_mlp, input_shape=(BATCH, SIZES[0])):
     """One step's closure over a freshly built model, its optimizer and one batch."""
     lib.manual_seed(0)
     nn = lib.nn
-    model = nn.Sequential(nn.Linear(SIZES[0], SIZES[1]), nn.ReLU(),
-                          nn.Linear(SIZES[1], SIZES[2]), nn.ReLU(),
-                          nn.Linear(SIZES[2], SIZES[3]))
+    model = build(nn)
     optimizer = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     rng = np.random.default_rng(0)
-    x = lib.from_numpy(rng.standard_normal((BATCH, SIZES[0])).astype(np.float32))
-    target = lib.from_numpy(rng.integers(0, SIZES[-1], BATCH))
+    x = lib.from_numpy(rng.standard_normal(input_shape).astype(np.float32))
+    target = lib.from_numpy(rng.integers(0, 10, input_shape[0]))
     loss_fn = nn.CrossEntropyLoss()
 
     def step():
@@ -49,6 +63,12 @@ CASES = {
         "reftorch": _training_step(reftorch),
         "reftorch-reference-only": _training_step(reftorch, use_reference=True),
         "torch": _training_step(torch),
+    },
+    "LeNet-style CNN batch 64 1x28x28 train step": {
+        impl: _training_step(lib, reference, _lenet, (64, 1, 28, 28))
+        for impl, lib, reference in (("reftorch", reftorch, False),
+                                     ("reftorch-reference-only", reftorch, True),
+                                     ("torch", torch, False))
     },
 }
 

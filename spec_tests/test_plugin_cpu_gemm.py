@@ -502,8 +502,10 @@ def test_conv2d_real_blocks_and_threads():
 def test_conv2d_declines_what_it_does_not_handle(no_threshold):
     x, w = tensor((2, 4, 10, 10), F32, 1), tensor((6, 4, 3, 3), F32, 2)
     declined(lambda: reftorch.conv2d(x, tensor((6, 2, 3, 3), F32, 3), groups=2))
-    declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 6, 3, 3), F32, 3), stride=2))
-    declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 6, 3, 3), F32, 3), padding=3))
+    declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 3, 3, 3), F32, 3), groups=2))
+    # an output_padding reaching the stride (allowed by the dilation): col2im cannot place it
+    declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 6, 3, 3), F32, 3),
+                                               output_padding=1, dilation=2))
     declined(lambda: reftorch.conv1d(tensor((2, 4, 10), F32, 1), tensor((6, 4, 3), F32, 2)))
     declined(lambda: reftorch.conv3d(tensor((1, 4, 5, 5, 5), F32, 1),
                                      tensor((6, 4, 3, 3, 3), F32, 2)))
@@ -531,34 +533,66 @@ def test_conv2d_gradients_flow(no_threshold):
 
 
 # ---------------------------------------------------------------------------------------------
-# transposed convolution with stride 1 (a stride-1 convolution's input gradient)
+# transposed convolution (a convolution's input gradient): the flipped plain convolution
+# (stride 1) or columns + col2im
 
-def check_conv_transpose(x, w, bias, dtype, expect_c=True, **kw):
+def check_conv_transpose(x, w, bias, dtype, calls, **kw):
+    """Plugin vs reference within rtol * sqrt(C_in * K * K) * the magnitudes' transposed
+    convolution; `calls` C calls ran (1: the flipped convolution, 2: product and col2im)."""
     got, ran = calls_during(lambda: reftorch.conv_transpose2d(x, w, bias, **kw))
     with reftorch.plugins.use_reference_kernels():
         want = reftorch.conv_transpose2d(x, w, bias, **kw)
         tol = RTOL[dtype] * math.sqrt(w.shape[0] * w.shape[2] * w.shape[3]) * host(
             reftorch.conv_transpose2d(x.abs().double(), w.abs().double(),
                                       None if bias is None else bias.abs().double(), **kw))
-    assert ran == (1 if expect_c else 0)
+    assert ran == calls
     assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape)
     assert np.all(np.abs(host(got) - host(want)) <= 2 * tol + np.finfo(dtype.numpy_dtype).tiny)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-def test_stride1_conv_transpose2d_matches_reference(dtype, no_threshold, small_blocks):
-    cases = [((2, 3, 9, 11), (3, 5, 3, 3), {}),
-             ((2, 4, 10, 7), (4, 6, 2, 3), dict(padding=(1, 0), dilation=(1, 2))),
-             ((3, 5, 8, 8), (5, 7, 5, 5), dict(padding=(4, 7), dilation=2)),
-             ((2, 16, 6, 6), (16, 8, 1, 1), {})]
-    for i, (xs, ws, kw) in enumerate(cases):
+def test_conv_transpose2d_matches_reference(dtype, no_threshold, small_blocks):
+    cases = [((2, 3, 9, 11), (3, 5, 3, 3), {}, 1),
+             ((2, 4, 10, 7), (4, 6, 2, 3), dict(padding=(1, 0), dilation=(1, 2)), 1),
+             ((3, 5, 8, 8), (5, 7, 5, 5), dict(padding=(4, 7), dilation=2), 1),
+             ((2, 16, 6, 6), (16, 8, 1, 1), {}, 1),
+             ((2, 16, 10, 10), (16, 3, 5, 5), dict(padding=2), 2),    # narrows the channels
+             ((2, 4, 5, 7), (4, 6, 4, 4), dict(stride=2, padding=1), 2),
+             ((2, 4, 5, 7), (4, 6, 3, 2), dict(stride=(3, 2), padding=(1, 0),
+                                                output_padding=(2, 1)), 2),
+             ((1, 3, 6, 6), (3, 2, 3, 3), dict(stride=2, dilation=3, output_padding=1), 2),
+             ((2, 3, 9, 9), (3, 5, 3, 3), dict(padding=3), 2)]            # padding > d(k-1)
+    for i, (xs, ws, kw, calls) in enumerate(cases):
         x, w, b = tensor(xs, dtype, i), tensor(ws, dtype, 10 + i), tensor((ws[1],), dtype, 20)
-        check_conv_transpose(x, w, None, dtype, **kw)
-        check_conv_transpose(x, w, b, dtype, **kw)
-    # a weight in any layout: it is flipped into a new array
+        check_conv_transpose(x, w, None, dtype, calls, **kw)
+        check_conv_transpose(x, w, b, dtype, calls, **kw)
+    # a weight and an input in other layouts
     w = tensor((8, 6, 3, 3), dtype, 4).permute(1, 0, 2, 3).contiguous().permute(1, 0, 2, 3)
+    x = tensor((2, 8, 7, 7), dtype, 5)
+    channels_last = reftorch.from_numpy(np.ascontiguousarray(
+        host(x).transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
     assert not w.is_contiguous()
-    check_conv_transpose(tensor((2, 8, 7, 7), dtype, 5), w, None, dtype, padding=1)
+    check_conv_transpose(x, w, None, dtype, 1, padding=1)
+    check_conv_transpose(channels_last, w, None, dtype, 2, stride=2)
+
+
+def test_col2im_checks_its_buffers():
+    """The C entry point refuses buffers too small for the geometry, a non-contiguous image
+    and a rows count that is not C * KH * KW."""
+    image = np.zeros(2 * 3 * 7 * 7, np.float32)
+    cols = np.zeros(2 * 27 * 5 * 5, np.float32)
+    bias = np.zeros(3, np.float32)
+    args = [image, 0, cols, 0, (2, 3, 7, 7), (147, 49, 7, 1), bias, 0, 1, 27, (3, 3), (5, 5),
+            (1, 1), (0, 0), (1, 1)]
+    _gemm.col2im(*args)
+    for position, value, error in ((0, image[:-1], IndexError), (2, cols[:-1], IndexError),
+                                   (6, bias[:-1], IndexError), (5, (147, 49, 1, 7), ValueError),
+                                   (9, 26, ValueError), (11, (5, 4), ValueError),
+                                   (2, cols.astype(np.float64), TypeError)):
+        wrong = list(args)
+        wrong[position] = value
+        with pytest.raises((error, ValueError) if error is IndexError else error):
+            _gemm.col2im(*wrong)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,9 +7,10 @@ register-tiled product with AVX-512 / AVX2+FMA / plain-C micro-kernels, computin
 be transposed, sliced with a step or broadcast (the packing reads any non-negative strides);
 the result is a new contiguous tensor, as the reference's is. `convolution` (2-D) uses the
 same driver through `_gemm.conv2d`: per image, weight @ im2col(x), with the im2col matrix
-never built (the packing reads the image), the bias added last; a stride-1 transposed
-convolution (every stride-1 convolution's input gradient) is the plain convolution of the
-flipped weight. `convolution_backward_weight` (2-D) is one product through
+never built (the packing reads the image), the bias added last. A transposed convolution
+(a convolution's input gradient) is either the plain convolution of the flipped weight
+(stride 1) or a product giving the columns weight^T @ x[n], added back by `_gemm.col2im`,
+whichever moves fewer elements. `convolution_backward_weight` (2-D) is one product through
 `_gemm.conv2d_weight_grad`: the sum over images of grad[n] @ im2col(x[n])^T.
 
 Rounding: the reference is NumPy's matmul (OpenBLAS), whose summation order differs from
@@ -25,8 +26,8 @@ products (fewer than MIN_FLOPS multiply-adds), where the Python side of the call
 than NumPy's whole product, and skinny ones (fewer than MIN_SIDE rows or columns), where
 OpenBLAS's matrix-vector code wins. Convolution: 2-D (4-D input), groups 1, non-empty, a
 weight whose (C, KH, KW) dims collapse into one stride (any weight when transposed), bias a
-vector; transposed only with stride 1 and padding at most dilation * (kernel - 1). Weight
-gradient: 2-D, groups 1, a gradient covering every output position.
+vector; transposed: an output_padding below the stride. Weight gradient: 2-D, groups 1, a
+gradient covering every output position.
 """
 from __future__ import annotations
 
@@ -112,8 +113,10 @@ def convolution_kernel(out, inputs, dtypes, params):
     if params.get("transposed"):
         plain = _as_plain_convolution(weight, stride, padding, dilation,
                                       params["output_padding"])
-        if plain is None:
-            return NotImplemented
+        if plain is None or _col2im_moves_less(x, weight, stride, padding, dilation,
+                                               params["output_padding"]):
+            return _transposed_by_col2im(x, weight, bias, stride, padding, dilation,
+                                         params["output_padding"], dtype)
         (w_array, w_offset, w_strides), padding = plain
         o, wc, kh, kw = weight._shape[1], weight._shape[0], weight._shape[2], weight._shape[3]
     else:
@@ -154,6 +157,57 @@ def _as_plain_convolution(weight, stride, padding, dilation, output_padding):
     flipped = np.ascontiguousarray(weight._np[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
     c_k = flipped.shape[1] * flipped.shape[2] * flipped.shape[3]
     return (flipped.reshape(-1), 0, (c_k, 1)), plain_padding
+
+
+def _transposed_output_size(x, weight, stride, padding, dilation, output_padding):
+    return tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, k, s, p, d, op in
+                 zip(x._shape[2:], weight._shape[2:], stride, padding, dilation,
+                     output_padding))
+
+
+def _col2im_moves_less(x, weight, stride, padding, dilation, output_padding):
+    """Whether col2im's columns (written, then read: 2 * C_out*K*K*IH*IW per image) are
+    fewer elements than the flipped convolution's im2col packing (C_in*K*K*OH*OW): so when
+    the transposed convolution narrows the channels (LeNet's input gradients), not for
+    equal channels (ResNet's)."""
+    out_size = _transposed_output_size(x, weight, stride, padding, dilation, output_padding)
+    c_in, c_out = weight._shape[0], weight._shape[1]
+    return 2 * c_out * x._shape[2] * x._shape[3] < c_in * out_size[0] * out_size[1]
+
+
+def _transposed_by_col2im(x, weight, bias, stride, padding, dilation, output_padding, dtype):
+    """A transposed convolution: per image, the columns weight^T (C_out*K*K x C_in) @ x[n]
+    (C_in x IH*IW), one batched product, then their col2im (each column added at the output
+    positions a convolution of the output would read it from), the bias last."""
+    n, c_in, ih, iw = x._shape
+    c_out, kernel = weight._shape[1], tuple(weight._shape[2:])
+    out_size = _transposed_output_size(x, weight, stride, padding, dilation, output_padding)
+    # col2im walks the positions a convolution of the output with these parameters has:
+    # an output_padding that reaches the stride would add one, which it cannot place.
+    if _output_size(out_size, kernel, stride, padding, dilation) != (ih, iw) or \
+            min(out_size) <= 0 or min(weight._strides) < 0 or \
+            n * c_in * c_out * kernel[0] * kernel[1] * ih * iw < max(MIN_FLOPS, 1):
+        return NotImplemented
+    k_stride = _collapsed_stride(weight._shape[1:], weight._strides[1:])
+    if k_stride is None:              # (C_out, K, K) must collapse: a small copy makes it so
+        weight = weight.contiguous()
+        k_stride = 1
+    if iw > 1 and ih > 1 and x._strides[2] != iw * x._strides[3]:
+        x = x.contiguous()              # its spatial dims must collapse into one stride
+    rows, positions = c_out * kernel[0] * kernel[1], ih * iw
+    cols = Tensor._empty((n, rows, positions), dtype)
+    _gemm.gemm((n, rows, positions, c_in), cols._storage.array, 0, (rows * positions, positions, 1),
+               weight._storage.array, weight._offset, (0, k_stride, weight._strides[0]),
+               x._storage.array, x._offset,
+               (x._strides[0], x._strides[1], x._strides[3] if iw > 1 else x._strides[2]),
+               1.0, 0.0, None, 0, (0, 0, 0))
+    result = Tensor._empty((n, c_out) + out_size, dtype)
+    bias_args = (None, 0, 0) if bias is None else \
+        (bias._storage.array, bias._offset, bias._strides[0])
+    _gemm.col2im(result._storage.array, result._offset, cols._storage.array, 0,
+                 tuple(result._shape), tuple(result._strides), *bias_args, rows, kernel,
+                 (ih, iw), tuple(stride), tuple(padding), tuple(dilation))
+    return result
 
 
 def weight_grad_kernel(out, inputs, dtypes, params):

@@ -753,6 +753,77 @@ static PyObject *py_conv2d_weight_grad(PyObject *self, PyObject *const *args, Py
     Py_RETURN_NONE;
 }
 
+/* Images of col2im per parallel group: about this many added elements per group. */
+#define COL2IM_GROUP_ELEMENTS (64 * 1024)
+
+/* col2im(image, image_offset, cols, cols_offset, image_shape, image_strides, bias,
+ *        bias_offset, bias_stride, rows, kernel, cols_size, stride, padding, dilation): the
+ * adjoint of im2col, into a contiguous image (N, C, H, W) from contiguous columns
+ * (N, rows = C*KH*KW, OH*OW) whose positions are those a convolution of the image with
+ * (kernel, stride, padding, dilation) has (cols_size = (OH, OW)); bias (a vector, or None)
+ * is added last. A transposed convolution is weight^T @ x per image, then this. */
+static PyObject *py_col2im(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 15) {
+        PyErr_Format(PyExc_TypeError, "col2im() takes 15 arguments, got %zd", nargs);
+        return NULL;
+    }
+    long long shape[4], st[4], rows, out_off, cols_off, bias_off = 0, bias_stride = 0;
+    conv_geometry cv;
+    if (parse_offset(args[1], "image_offset", &out_off) < 0 ||
+        parse_offset(args[3], "cols_offset", &cols_off) < 0 ||
+        parse_conv(args, shape, st, &rows, &cv) < 0)
+        return NULL;
+    const long long planes = shape[0] * shape[1], plane = shape[2] * shape[3];
+    if (st[3] != 1 || st[2] != shape[3] || st[1] != plane || st[0] != shape[1] * plane ||
+        rows != shape[1] * cv.kh * cv.kw) {
+        PyErr_SetString(PyExc_ValueError, "col2im(): the image must be contiguous and rows "
+                        "must be C * KH * KW");
+        return NULL;
+    }
+    const int has_bias = args[6] != Py_None;
+    if (has_bias && (parse_offset(args[7], "bias_offset", &bias_off) < 0 ||
+                     parse_offset(args[8], "bias_stride", &bias_stride) < 0))
+        return NULL;
+    Py_buffer views[3];
+    int type;
+    PyObject *const bufs[3] = {args[0], args[2], args[6]};
+    static const char *const names[3] = {"image", "cols", "bias"};
+    const int nviews = conv_buffers(bufs, names, 2 + has_bias, views, &type);
+    if (nviews < 0) return NULL;
+    {
+        const long long image_shape[1] = {planes * plane}, one[1] = {1};
+        const long long cols_shape[1] = {shape[0] * rows * cv.oh * cv.ow};
+        const long long bias_shape[1] = {shape[1]}, bias_st[1] = {bias_stride};
+        Py_ssize_t len[3];
+        for (int i = 0; i < nviews; i++) len[i] = views[i].len / views[i].itemsize;
+        if ((image_shape[0] > 0 && check_bounds("image", len[0], out_off, 1, image_shape, one) < 0) ||
+            (cols_shape[0] > 0 && check_bounds("cols", len[1], cols_off, 1, cols_shape, one) < 0) ||
+            (has_bias && shape[1] > 0 && check_bounds("bias", len[2], bias_off, 1, bias_shape, bias_st) < 0)) {
+            for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+            return NULL;
+        }
+    }
+    const size_t size = (size_t)views[0].itemsize;
+    char *out = (char *)views[0].buf + (size_t)out_off * size;
+    const char *cols = (const char *)views[1].buf + (size_t)cols_off * size;
+    const char *bias = has_bias ? (const char *)views[2].buf + (size_t)bias_off * size : NULL;
+    const ptrdiff_t n = shape[0], channels = shape[1];
+    const ptrdiff_t per_image = rows * cv.oh * cv.ow + channels * plane;
+    const ptrdiff_t group = group_for(per_image, COL2IM_GROUP_ELEMENTS);
+    const int par = worth_parallel((double)n * per_image, 2.0 * COL2IM_GROUP_ELEMENTS);
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    if (type == T_F32)
+        FOR_GROUPS(n, group, par, col2im_f32(&cv, channels, lo, hi, cols, out, bias, bias_stride));
+    else
+        FOR_GROUPS(n, group, par, col2im_f64(&cv, channels, lo, hi, cols, out, bias, bias_stride));
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+    Py_RETURN_NONE;
+}
+
 /* set_blocking(isa, type, kc, mc, nc) -> the previous (kc, mc, nc): for tuning, and for
  * tests that cross block boundaries with small matrices. Sets products' and convolutions'
  * blocks alike (returns the products' old ones). mc is rounded up to a multiple of MR and
@@ -791,6 +862,10 @@ static PyMethodDef METHODS[] = {
      "conv2d_weight_grad(out, out_offset, x, x_offset, x_shape, x_strides, grad, grad_offset, "
      "grad_strides, out_channels, kernel, out_size, stride, padding, dilation): a 2-D "
      "convolution's weight gradient (groups 1) into a contiguous out; see src/gemm.c."},
+    {"col2im", (PyCFunction)(void (*)(void))py_col2im, METH_FASTCALL,
+     "col2im(image, image_offset, cols, cols_offset, image_shape, image_strides, bias, "
+     "bias_offset, bias_stride, rows, kernel, cols_size, stride, padding, dilation): the "
+     "adjoint of im2col into a contiguous image, bias added last; see src/gemm.c."},
     {"set_blocking", py_set_blocking, METH_VARARGS,
      "set_blocking(isa, type, kc, mc, nc): change one block-size set (type 0 float32, 1 "
      "float64); returns the previous (kc, mc, nc)."},
@@ -958,6 +1033,44 @@ static void NAME(pack_b_im2col_t)(ptrdiff_t kc, ptrdiff_t nc, int nr, ptrdiff_t 
             NAME(im2col_span)(cv, x, &row, p0, kc, rows + j * kc, 1);
         }
         NAME(pack_b)(kc, cols, nr, rows, 1, kc, dst);
+    }
+}
+
+/* The adjoint of im2col for one image: row q of `cols` (OH*OW values) is added at the
+ * image positions im2col row q reads (padding positions dropped), rows in order, so every
+ * element's sum has one order. x must not overlap cols. */
+static void NAME(col2im_image)(const conv_geometry *cv, ptrdiff_t rows, const T *restrict cols,
+                               T *restrict x)
+{
+    const ptrdiff_t step = cv->sw * cv->xs_w;
+    for (ptrdiff_t q = 0; q < rows; q++, cols += cv->oh * cv->ow) {
+        const im2col_row row = im2col_row_at(cv, q);
+        for (ptrdiff_t oh = 0; oh < cv->oh; oh++) {
+            const ptrdiff_t ih = oh * cv->sh + row.row_off;
+            if (ih < 0 || ih >= cv->h) continue;
+            T *dst = x + row.c_off + ih * cv->xs_h + row.col_off * cv->xs_w;
+            const T *src = cols + oh * cv->ow;
+            for (ptrdiff_t ow = row.ow_lo; ow < row.ow_hi; ow++) dst[ow * step] += src[ow];
+        }
+    }
+}
+
+/* Images [lo, hi) of col2im: each zeroed, then its columns added, then bias[c] (if any) added
+ * to every element of channel c, last (as the reference adds a bias). */
+static void NAME(col2im)(const conv_geometry *cv, ptrdiff_t channels, ptrdiff_t lo,
+                         ptrdiff_t hi, const char *cols, char *out, const char *bias,
+                         ptrdiff_t bias_s)
+{
+    const ptrdiff_t plane = cv->h * cv->w, rows = channels * cv->kh * cv->kw;
+    for (ptrdiff_t n = lo; n < hi; n++) {
+        T *x = (T *)out + n * channels * plane;
+        for (ptrdiff_t i = 0; i < channels * plane; i++) x[i] = 0;
+        NAME(col2im_image)(cv, rows, (const T *)cols + n * rows * cv->oh * cv->ow, x);
+        if (bias == NULL) continue;
+        for (ptrdiff_t c = 0; c < channels; c++) {
+            const T b = ((const T *)bias)[c * bias_s];
+            for (ptrdiff_t i = 0; i < plane; i++) x[c * plane + i] += b;
+        }
     }
 }
 
