@@ -712,3 +712,39 @@ def test_loading_leaves_the_openmp_environment_as_it_was(preset):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.split()[-1]
     assert out == str(preset)
+
+
+_MALLINFO_PROBE = """
+import ctypes, numpy as np
+import reftorch_cpu
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                "usmblks", "fsmblks", "uordblks", "fordblks",
+                                                "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+block = np.ones(1 << 20, np.float32)    # 4 MiB, written, then freed
+del block
+print(libc.mallinfo2().fordblks >= 4 << 20)
+"""
+
+
+@pytest.mark.parametrize("setting", [None, "REFTORCH_CPU_MALLOC", "MALLOC_TRIM_THRESHOLD_"])
+def test_loading_keeps_freed_memory_for_reuse_unless_told_not_to(setting):
+    """With the plugin loaded, glibc keeps a freed 4 MiB block in the heap for the next
+    allocation of its size (no fresh pages to fault in); a user's malloc settings, or
+    REFTORCH_CPU_MALLOC=default, leave glibc's own policy (such a block goes back to the OS)."""
+    import ctypes
+    import subprocess
+    import sys
+    if not hasattr(ctypes.CDLL(None), "mallinfo2"):
+        pytest.skip("the C library has no mallinfo2 (not glibc >= 2.33)")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("REFTORCH_CPU_MALLOC", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")}
+    if setting == "REFTORCH_CPU_MALLOC":
+        env[setting] = "default"
+    elif setting:
+        env[setting] = str(128 * 1024)
+    out = subprocess.run([sys.executable, "-c", _MALLINFO_PROBE], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()[-1]
+    assert out == str(setting is None)
