@@ -1130,10 +1130,11 @@ static void NAME(macro)(const gemm_args *g, const blocking *bk, ptrdiff_t mc, pt
  * slice the B slice is packed once, then the rows are taken MC at a time. */
 static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step,
                        ptrdiff_t mc_step, ptrdiff_t bi, ptrdiff_t i0, ptrdiff_t m, ptrdiff_t j0,
-                       ptrdiff_t nc, T *abuf, T *bbuf, T *tile, T *scratch)
+                       ptrdiff_t nc, ptrdiff_t seg_lo, ptrdiff_t seg_hi, T *out, T *abuf,
+                       T *bbuf, T *tile, T *scratch)
 {
     const ptrdiff_t ldc = g->out_s[1];
-    T *c = (T *)g->out + bi * g->out_s[0] + i0 * ldc + j0;
+    T *c = out + i0 * ldc + j0;
     const T *inp = g->beta != 0.0 ? (const T *)g->inp + bi * g->inp_s[0] + i0 * g->inp_s[1] +
                                         j0 * g->inp_s[2] : NULL;
     if (g->k == 0) {     /* an empty sum: zeros, then alpha and beta */
@@ -1146,7 +1147,7 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
     const T *a = (const T *)g->a + bi * g->a_s[0] + i0 * g->a_s[1];
     const T *b = (const T *)g->b + bi * g->b_s[0];   /* the matrix, or the image */
     ptrdiff_t done = 0;                                   /* K elements summed so far */
-    for (ptrdiff_t seg = 0; seg < g->segments; seg++) {
+    for (ptrdiff_t seg = seg_lo; seg < seg_hi; seg++) {
         const T *a_seg = a + seg * g->a_seg_s, *b_seg = b + seg * g->b_seg_s;
         for (ptrdiff_t r0 = 0; r0 < g->seg_len; r0 += kc_step) {
             const ptrdiff_t kc = g->seg_len - r0 < kc_step ? g->seg_len - r0 : kc_step;
@@ -1161,13 +1162,22 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
                 const ptrdiff_t mc = m - ic < mc_step ? m - ic : mc_step;
                 NAME(pack_a)(mc, kc, bk->mr, a_seg + ic * g->a_s[1] + r0 * g->a_s[2],
                              g->a_s[1], g->a_s[2], abuf);
-                NAME(macro)(g, bk, mc, nc, kc, done > 0, done + kc >= g->k, abuf, bbuf,
-                            c + ic * ldc, inp ? inp + ic * g->inp_s[1] : NULL, tile);
+                const int last = seg == g->segments - 1 && r0 + kc >= g->seg_len;
+                NAME(macro)(g, bk, mc, nc, kc, done > 0, last, abuf, bbuf, c + ic * ldc,
+                            inp ? inp + ic * g->inp_s[1] : NULL, tile);
             }
             done += kc;
         }
     }
 }
+
+/* A product whose K sums over segments (a weight gradient: over the images) and whose output
+ * has at most K_GROUP_MAX_OUTPUT elements (too few items to share among threads: LeNet's
+ * first layer has 6 x 25) sums its segments in K_GROUPS fixed groups, each into its own
+ * matrix, and adds those in group order at the end. The groups depend on the sizes only, so
+ * the results still do not depend on the thread count. */
+#define K_GROUP_MAX_OUTPUT (16 * 1024)
+#define K_GROUPS 4
 
 /* The whole product: choose block sizes, cut C into items, run them on the threads.
  * Returns -1 when the packing buffers cannot be allocated. */
@@ -1210,7 +1220,12 @@ static int NAME(gemm)(const gemm_args *g, int isa)
     const ptrdiff_t nc = round_up(ceil_div(N, n_cuts), bk->nr);
     const ptrdiff_t m_part = round_up(ceil_div(M, m_cuts), bk->mr);
     const ptrdiff_t n_blocks = ceil_div(N, nc), m_parts = ceil_div(M, m_part);
-    const ptrdiff_t items = g->batch * m_parts * n_blocks;
+    const ptrdiff_t k_groups = g->segments > 1 && g->batch == 1 && g->seg_len > 0 &&
+                                       g->alpha == 1.0 && g->beta == 0.0 &&
+                                       M * N <= K_GROUP_MAX_OUTPUT
+                                   ? (g->segments < K_GROUPS ? g->segments : K_GROUPS) : 1;
+    const ptrdiff_t per_group = g->batch * m_parts * n_blocks;
+    const ptrdiff_t items = k_groups * per_group;
     if (items < threads) threads = (int)items;
 
     /* Per thread: A block, B slice, one edge tile, the weight gradient's scratch rows; each
@@ -1223,16 +1238,29 @@ static int NAME(gemm)(const gemm_args *g, int isa)
     const size_t per_thread = a_len + b_len + t_len + s_len;
     T *buffers = aligned_alloc(64, (size_t)round_up((ptrdiff_t)(per_thread * threads * sizeof(T)), 64));
     if (buffers == NULL) return -1;
+    /* K groups after the first sum into partial matrices laid out as out is (row stride ldc) */
+    const ptrdiff_t ldc = g->out_s[1], partial_len = M * ldc;
+    T *partials = NULL;
+    if (k_groups > 1) {
+        partials = aligned_alloc(64, (size_t)round_up((k_groups - 1) * partial_len * (ptrdiff_t)sizeof(T), 64));
+        if (partials == NULL) {
+            free(buffers);
+            return -1;
+        }
+    }
 
 #define RUN_ITEM(item, t)                                                                    \
     do {                                                                                     \
         T *abuf = buffers + per_thread * (t), *bbuf = abuf + a_len, *tile = bbuf + b_len;    \
         T *scratch = tile + t_len;                                                           \
-        const ptrdiff_t bi = (item) / (m_parts * n_blocks);                                  \
-        const ptrdiff_t rest = (item) % (m_parts * n_blocks);                                \
+        const ptrdiff_t kg = (item) / per_group, in_group = (item) % per_group;              \
+        const ptrdiff_t bi = in_group / (m_parts * n_blocks);                                \
+        const ptrdiff_t rest = in_group % (m_parts * n_blocks);                              \
         const ptrdiff_t i0 = (rest / n_blocks) * m_part, j0 = (rest % n_blocks) * nc;         \
+        T *out = kg == 0 ? (T *)g->out + bi * g->out_s[0] : partials + (kg - 1) * partial_len; \
         NAME(item)(g, bk, kc_step, mc_step, bi, i0, M - i0 < m_part ? M - i0 : m_part, j0,   \
-                   N - j0 < nc ? N - j0 : nc, abuf, bbuf, tile, scratch);                    \
+                   N - j0 < nc ? N - j0 : nc, kg * g->segments / k_groups,                   \
+                   (kg + 1) * g->segments / k_groups, out, abuf, bbuf, tile, scratch);        \
     } while (0)
     if (threads == 1) {      /* no parallel region at all: it costs microseconds */
         for (ptrdiff_t item = 0; item < items; item++) RUN_ITEM(item, 0);
@@ -1243,6 +1271,13 @@ static int NAME(gemm)(const gemm_args *g, int isa)
 #endif
     }
 #undef RUN_ITEM
+    for (ptrdiff_t kg = 1; kg < k_groups; kg++) {     /* the groups' sums, in group order */
+        T *c = (T *)g->out;
+        const T *p = partials + (kg - 1) * partial_len;
+        for (ptrdiff_t i = 0; i < M; i++)
+            for (ptrdiff_t j = 0; j < N; j++) c[i * ldc + j] += p[i * ldc + j];
+    }
+    free(partials);
     free(buffers);
     return 0;
 }
