@@ -616,6 +616,15 @@ def test_c_entry_points_reject_bad_arguments():
         _random.state_matches(engine, "not bytes", 0)
     with pytest.raises(TypeError, match="MT19937"):
         _random.state_matches(np.random.PCG64(1), b"", 0)
+    with pytest.raises(ValueError, match="kind"):
+        _random.transform(engine, _random.F32, out, 0, 10, 7, 1.0, 0.0)
+    with pytest.raises(ValueError, match="p must"):
+        _random.transform(engine, _random.F32, out, 0, 10, _random.GEOMETRIC, 1.0, 0.0)
+    with pytest.raises(ValueError, match="floating"):
+        _random.transform(engine, _random.I64, np.zeros(10, np.int64), 0, 10,
+                          _random.EXPONENTIAL, -1.0, 0.0)
+    with pytest.raises(ValueError, match="outside"):
+        _random.transform(engine, _random.F32, out, 95, 10, _random.CAUCHY, 1.0, 0.0)
     # nothing was drawn by the rejected calls
     assert np.array_equal(engine.state["state"]["key"], state["key"])
     assert engine.state["state"]["pos"] == state["pos"]
@@ -643,3 +652,55 @@ def test_other_bit_generators_are_drawn_through_numpys_interface():
             _random.set_direct(previous)
     assert np.array_equal(words[True], words[False])
     assert len(np.unique(words[True])) > 1990
+
+
+# ---------------------------------------------------------------------------------------------
+# exponential_, cauchy_, geometric_: float64 uniforms through the C library, as PyTorch
+
+TRANSFORMS = {
+    "exponential_": [(), (2.5,), (1e-3,)],
+    "cauchy_": [(), (0.5, 2.0), (-3.0, 1e-4)],
+    "geometric_": [(0.3,), (1e-6,), (0.999,)],
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("sampler,numbers", [(s, n) for s, ns in TRANSFORMS.items() for n in ns],
+                         ids=str)
+@pytest.mark.parametrize("n", (1, 17, 100003))
+def test_float64_transform_samplers_are_pytorchs(sampler, numbers, dtype, n):
+    """Bit for bit PyTorch's values and generator state, every float dtype (the reference
+    rounds log1p/tan/log correctly and so differs from PyTorch's C library in a few per cent
+    of float64 exponential_ values)."""
+    def fill(m):
+        return getattr(m.empty(n, dtype=getattr(m, dtype)), sampler)(*numbers)
+    expected, actual, ran, torch_state, state = with_torch(fill, 11)
+    assert ran == 1
+    assert_bits_equal(actual, expected)
+    assert_bits_equal(state, torch_state)
+
+
+@pytest.mark.parametrize("layout", ("contiguous", "transposed", "offset", "strided", "0-dim",
+                                    "empty"))
+@pytest.mark.parametrize("sampler", list(TRANSFORMS))
+def test_float64_transform_samplers_against_the_reference(sampler, layout):
+    """Same draws in the same order as the reference (one stream, the same state after);
+    values within rounding of the reference's correctly rounded functions: 2 ulp of the
+    result plus, for cauchy_, 2 ulp of the tan term (median + sigma * tan cancels near 0);
+    non-dense and empty targets declined, integer ones (geometric_) too."""
+    numbers = TRANSFORMS[sampler][1 if sampler != "geometric_" else 0]
+
+    def case(m, g):
+        target = _layouts(m, m.float64)[layout]()
+        base = target._base if target._base is not None else target
+        assert getattr(target, sampler)(*numbers, generator=g) is target
+        return [base]
+    (got,), (want,), ran, got_state, want_state = with_reference(case, 6)
+    assert ran == (0 if layout in DECLINED_LAYOUTS else 1)
+    assert_bits_equal(got_state, want_state)
+    term = np.abs(want - numbers[0]) if sampler == "cauchy_" else 0.0
+    eps = np.finfo(np.float64).eps
+    assert np.all(np.abs(got - want) <= 2 * eps * (np.abs(want) + term))
+    if sampler == "geometric_":
+        _check_against_reference(lambda t, g: t.geometric_(0.3, generator=g), reftorch.int64,
+                                 layout, declined=True)

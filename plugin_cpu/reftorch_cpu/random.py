@@ -1,5 +1,6 @@
-"""The sampler kernels: `uniform_` (rand), `normal_` (randn), `random_` (randint) and
-`bernoulli_` with a number p, drawing PyTorch's CPU stream in C (`_random`, src/random.c).
+"""The sampler kernels: `uniform_` (rand), `normal_` (randn), `random_` (randint),
+`bernoulli_` with a number p, and `exponential_`, `cauchy_`, `geometric_` (floating dtypes),
+drawing PyTorch's CPU stream in C (`_random`, src/random.c).
 
 reftorch's samplers are ops of the dispatch registry (see reftorch/_ops/sampling.py): a kernel
 gets the tensor to fill and params holding the `reftorch.Generator` and the sampler's
@@ -17,6 +18,10 @@ Results against the reference (and PyTorch):
                                     correctly, so it may differ in the last bits: within 2 ulp
                                     (a radius and a cosine each 1 ulp off), about 0.03% of
                                     values.
+  exponential_, cauchy_, geometric_ likewise the C library's log1p/tan/log: PyTorch's bits;
+                                    the reference's may differ in the last bit (exponential_
+                                    in about 7% of values: glibc's log1p is not correctly
+                                    rounded).
 What is declined (the reference runs): empty tensors (MIN_NUMEL); normal_ on fewer than
 16 elements or a non-contiguous tensor (PyTorch's one-at-a-time path, whose cached second
 value lives in the generator), or of float16/bfloat16; uniform_ bounds whose dtype values are
@@ -63,6 +68,9 @@ def register(registrar):
     registrar.kernel("normal_", "cpu", NORMAL_DTYPES, normal_kernel)
     registrar.kernel("random_", "cpu", RANDOM_DTYPES, random_kernel)
     registrar.kernel("bernoulli_", "cpu", BERNOULLI_DTYPES, bernoulli_kernel)
+    registrar.kernel("exponential_", "cpu", UNIFORM_DTYPES, exponential_kernel)
+    registrar.kernel("cauchy_", "cpu", UNIFORM_DTYPES, cauchy_kernel)
+    registrar.kernel("geometric_", "cpu", UNIFORM_DTYPES, geometric_kernel)
 
 
 # --- kernels --------------------------------------------------------------------------------
@@ -108,6 +116,40 @@ def bernoulli_kernel(out, inputs, dtypes, params):
     if start is None or p is None:
         return NotImplemented
     _run(_random.bernoulli, out, start, params["generator"], p)
+    return out
+
+
+def exponential_kernel(out, inputs, dtypes, params):
+    """exponential_(lambd): -1/lambd * log1p(-u), the C library's log1p (PyTorch's values)."""
+    lambd = _finite_float(params["lambd"])
+    if lambd is None or not lambd > 0:
+        return NotImplemented
+    return _transform(out, params, _random.EXPONENTIAL, -1.0 / lambd, 0.0)
+
+
+def cauchy_kernel(out, inputs, dtypes, params):
+    """cauchy_(median, sigma): fma(tan(pi (u - 1/2)), sigma, median), the C library's tan."""
+    median, sigma = _finite_float(params["median"]), _finite_float(params["sigma"])
+    if median is None or sigma is None:
+        return NotImplemented
+    return _transform(out, params, _random.CAUCHY, sigma, median)
+
+
+def geometric_kernel(out, inputs, dtypes, params):
+    """geometric_(p) into a floating tensor: ceil(log(u) / log1p(-p)), the C library's log
+    and log1p. (Integer tensors are left to the reference: casting a huge count to a small
+    integer type is where C and NumPy part ways.)"""
+    p = _finite_float(params["p"])
+    if p is None or not 0 < p < 1:
+        return NotImplemented
+    return _transform(out, params, _random.GEOMETRIC, p, 0.0)
+
+
+def _transform(out, params, kind, a, b):
+    start = _dense_start(out)
+    if start is None:
+        return NotImplemented
+    _run(_random.transform, out, start, params["generator"], kind, a, b)
     return out
 
 

@@ -615,6 +615,42 @@ static void bernoulli_job(const stream_t *s, int type, char *out, size_t count, 
     }
 }
 
+/* The samplers that map one float64 uniform each through the C library, as PyTorch's CPU
+ * kernels do (the reference rounds these functions correctly instead, so it can differ in
+ * the last bits; through here the values are PyTorch's):
+ *   exponential_(lambda)      -1/lambda * log1p(-u)            (a = -1/lambda)
+ *   cauchy_(median, sigma)    fma(tan(pi (u - 1/2)), sigma, median)   (a = sigma, b = median)
+ *   geometric_(p)             ceil(log(u) / log1p(-p))         (a = p)
+ * then rounded to the dtype (float16/bfloat16 through float32, as C++ casts them). */
+enum { SAMPLE_EXPONENTIAL, SAMPLE_CAUCHY, SAMPLE_GEOMETRIC, N_SAMPLES };
+
+static void transform_job(const stream_t *s, int type, char *out, size_t count, int kind,
+                          double a, double b)
+{
+    uint32_t words[2 * CHUNK];
+    double values[CHUNK];
+    const double geometric_scale = kind == SAMPLE_GEOMETRIC ? log1p(-a) : 0.0;
+    for (size_t done = 0; done < count; done += CHUNK) {
+        size_t n = count - done < CHUNK ? count - done : CHUNK;
+        draw_words(s, words, 2 * n);
+        for (size_t i = 0; i < n; i++) {
+            const double u = unit_double(words[2 * i], words[2 * i + 1]);
+            values[i] = kind == SAMPLE_EXPONENTIAL ? a * log1p(-u)
+                        : kind == SAMPLE_CAUCHY    ? fma(tan(PI * (u - 0.5)), a, b)
+                                                   : ceil(log(u) / geometric_scale);
+        }
+        char *dst = out + done * (size_t)TYPE_SIZES[type];
+        for (size_t i = 0; i < n; i++) {
+            switch (type) {
+            case T_F64: ((double *)dst)[i] = values[i]; break;
+            case T_F32: ((float *)dst)[i] = (float)values[i]; break;
+            case T_F16: ((uint16_t *)dst)[i] = float_to_f16((float)values[i]); break;
+            default: ((uint16_t *)dst)[i] = float_to_bf16((float)values[i]); break;
+            }
+        }
+    }
+}
+
 /* The normal transform runs on several threads from this many elements: where one thread
  * takes about 150 us (single-thread cost on a 2-core x86-64: float32 2.7 ns per element with
  * AVX2, float64 35-60 ns, the C library's log, cos and sin), so that starting the parallel
@@ -865,6 +901,41 @@ static PyObject *py_bernoulli(PyObject *self, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
+/* transform(engine, type, out, start, count, kind, a, b): a float64 sampler (kind one of
+ * EXPONENTIAL, CAUCHY, GEOMETRIC; a and b its numbers, see transform_job) into floating
+ * `out` elements [start, start + count). */
+static PyObject *py_transform(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 8, "transform(engine, type, out, start, count, kind, a, b)") < 0)
+        return NULL;
+    long kind = PyLong_Check(args[5]) ? PyLong_AsLong(args[5]) : -1;
+    if (kind < 0 || kind >= N_SAMPLES) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "kind must be EXPONENTIAL, CAUCHY or GEOMETRIC");
+        return NULL;
+    }
+    double a, b;
+    if (parse_double(args[6], "a", &a) < 0 || parse_double(args[7], "b", &b) < 0) return NULL;
+    if (kind == SAMPLE_GEOMETRIC && !(a > 0.0 && a < 1.0)) {
+        PyErr_SetString(PyExc_ValueError, "geometric p must lie in (0, 1)");
+        return NULL;
+    }
+    target_t T;
+    if (parse_target(args, &T) < 0) return NULL;
+    if (T.type != T_F32 && T.type != T_F64 && T.type != T_F16 && T.type != T_BF16) {
+        PyBuffer_Release(&T.view);
+        return PyErr_Format(PyExc_ValueError, "transform() fills floating types, not %s",
+                            TYPE_NAMES[T.type]);
+    }
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    transform_job(&T.stream, T.type, T.data, T.count, (int)kind, a, b);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&T.view);
+    Py_RETURN_NONE;
+}
+
 /* draw(engine, out): fill a uint32 buffer with raw words (tests and the layout check). */
 static PyObject *py_draw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -920,6 +991,9 @@ static PyObject *py_set_direct(PyObject *self, PyObject *arg)
 }
 
 static PyMethodDef METHODS[] = {
+    {"transform", (PyCFunction)(void (*)(void))py_transform, METH_FASTCALL,
+     "transform(engine, type, out, start, count, kind, a, b): exponential_, cauchy_ or "
+     "geometric_ values from float64 uniforms through the C library; see src/random.c."},
     {"uniform", (PyCFunction)(void (*)(void))py_uniform, METH_FASTCALL,
      "uniform(engine, type, out, start, count, low, span, high, low_value): count "
      "uniforms into out from element start (F32, F64, F16, BF16): fma(u, span, low) in the "
@@ -966,7 +1040,10 @@ PyMODINIT_FUNC PyInit__random(void)
             return NULL;
         }
     }
-    if (PyModule_AddIntConstant(m, "NORMAL_PARALLEL_MIN_F32", NORMAL_PARALLEL_MIN_F32) < 0 ||
+    if (PyModule_AddIntConstant(m, "EXPONENTIAL", SAMPLE_EXPONENTIAL) < 0 ||
+        PyModule_AddIntConstant(m, "CAUCHY", SAMPLE_CAUCHY) < 0 ||
+        PyModule_AddIntConstant(m, "GEOMETRIC", SAMPLE_GEOMETRIC) < 0 ||
+        PyModule_AddIntConstant(m, "NORMAL_PARALLEL_MIN_F32", NORMAL_PARALLEL_MIN_F32) < 0 ||
         PyModule_AddIntConstant(m, "NORMAL_PARALLEL_MIN_F64", NORMAL_PARALLEL_MIN_F64) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -22,8 +22,9 @@ by observing its output:
 Values are written in PyTorch's iteration order: memory order for dense tensors (dimensions
 sorted by decreasing stride), which for a contiguous tensor is its logical order.
 
-uniform_, normal_, random_ and bernoulli_ (with a number p) are ops of the dispatch registry,
-so that plugins may fill cpu tensors in their own code (see "the dispatch point" below).
+uniform_, normal_, random_, bernoulli_ (with a number p), exponential_, cauchy_ and geometric_
+are ops of the dispatch registry, so that plugins may fill cpu tensors in their own code (see
+"the dispatch point" below).
 
 The reference is vectorized: NumPy produces the draws and transforms them; no loop runs over
 the elements of a tensor. Where PyTorch calls the C library's log, log1p, sin, cos, tan or exp
@@ -139,7 +140,8 @@ def _store(self, values, target=None):
 
 # --- the dispatch point: plugins may fill a tensor from the generator -----------------------
 #
-# uniform_, normal_, random_ and bernoulli_ with a number p are ops of the dispatch registry,
+# uniform_, normal_, random_, bernoulli_ with a number p, exponential_, cauchy_ and geometric_
+# are ops of the dispatch registry,
 # keyed by the tensor's dtype, so that a plugin can fill a cpu tensor in its own code. A
 # kernel registered with `registrar.kernel("uniform_", "cpu", dtypes, fn)` is called as
 #     fn(self, (), (dtype, dtype, dtype), params)
@@ -329,19 +331,26 @@ NORMAL = _declare_sampler("normal_", _normal_fill, {"mean": 0, "std": 1})
 
 # --- distributions through a float64 uniform ------------------------------------------------
 
-def _float64_sampler(name, kernel, transform, check=None):
-    """An in-place sampler that maps float64 uniforms through `transform(u, *params)`."""
-    def sampler(self, *params, generator=None):
-        if check is not None:
-            check(*params)
+def _float64_sampler(name, kernel, transform, check, numbers):
+    """An in-place sampler op that maps float64 uniforms through `transform(u, *numbers)`;
+    `numbers` names them (with their defaults) for the op's params."""
+    def values(self, generator, **params):
+        u = _unit_uniform(generator, self.numel(), D.float64)
+        with np.errstate(all="ignore"):
+            return _cast(transform(u, **params), self.dtype)
+    values.__doc__ = f"{name}: float64 uniforms through {transform.__name__}."
+    op = _declare_sampler(name, values, numbers)
+
+    def sampler(self, *args, generator=None):
+        check(*args)
         if kernel is not None:
             _require_floating(self, kernel)
         _check_writable(self)
-        u = _unit_uniform(generator_or_default(generator), self.numel(), D.float64)
-        with np.errstate(all="ignore"):
-            values = transform(u, *params)
-        return _fill(self, name, _cast(values, self.dtype))
+        params = {"generator": generator_or_default(generator), **numbers,
+                  **dict(zip(numbers, args))}
+        return _sample(self, op, params)
     sampler.__name__ = name
+    sampler.op = op
     return sampler
 
 
@@ -382,9 +391,11 @@ def _cauchy(u, median=0.0, sigma=1.0):
     return _fma(_libm("tan", math.pi * (u - 0.5)), sigma, median)
 
 
-exponential_ = _float64_sampler("exponential_", "exponential_cpu", _exponential, _check_lambda)
-geometric_ = _float64_sampler("geometric_", None, _geometric, _check_geometric)
-cauchy_ = _float64_sampler("cauchy_", "cauchy_cpu", _cauchy, _check_sigma)
+exponential_ = _float64_sampler("exponential_", "exponential_cpu", _exponential, _check_lambda,
+                                {"lambd": 1.0})
+geometric_ = _float64_sampler("geometric_", None, _geometric, _check_geometric, {"p": 0.5})
+cauchy_ = _float64_sampler("cauchy_", "cauchy_cpu", _cauchy, _check_sigma,
+                           {"median": 0.0, "sigma": 1.0})
 
 
 def log_normal_(self, mean=1, std=2, *, generator=None):
