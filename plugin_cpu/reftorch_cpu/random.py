@@ -1,6 +1,6 @@
 """The sampler kernels: `uniform_` (rand), `normal_` (randn), `random_` (randint),
-`bernoulli_` with a number p, and `exponential_`, `cauchy_`, `geometric_` (floating dtypes),
-drawing PyTorch's CPU stream in C (`_random`, src/random.c).
+`bernoulli_` with a number p, and `exponential_`, `cauchy_`, `geometric_`, `log_normal_`
+(floating dtypes), drawing PyTorch's CPU stream in C (`_random`, src/random.c).
 
 reftorch's samplers are ops of the dispatch registry (see reftorch/_ops/sampling.py): a kernel
 gets the tensor to fill and params holding the `reftorch.Generator` and the sampler's
@@ -18,13 +18,14 @@ Results against the reference (and PyTorch):
                                     correctly, so it may differ in the last bits: within 2 ulp
                                     (a radius and a cosine each 1 ulp off), about 0.03% of
                                     values.
-  exponential_, cauchy_, geometric_ likewise the C library's log1p/tan/log: PyTorch's bits;
+  exponential_, cauchy_, geometric_, log_normal_, normal_ on fewer than 16 or non-contiguous
+                                    elements (the one-at-a-time path): likewise the C
+                                    library's log1p/tan/log/sin/cos/exp: PyTorch's bits;
                                     the reference's may differ in the last bit (exponential_
                                     in about 7% of values: glibc's log1p is not correctly
                                     rounded).
-What is declined (the reference runs): empty tensors (MIN_NUMEL); normal_ on fewer than
-16 elements or a non-contiguous tensor (PyTorch's one-at-a-time path, whose cached second
-value lives in the generator), or of float16/bfloat16; uniform_ bounds whose dtype values are
+What is declined (the reference runs): empty tensors (MIN_NUMEL); normal_ of
+float16/bfloat16; a non-dense tensor (a strided view); uniform_ bounds whose dtype values are
 not finite; anything not a dense cpu tensor of a supported dtype.
 
 Speed: drawing runs mt19937 itself over NumPy's state in place ("direct" mode: the twist and
@@ -71,6 +72,7 @@ def register(registrar):
     registrar.kernel("exponential_", "cpu", UNIFORM_DTYPES, exponential_kernel)
     registrar.kernel("cauchy_", "cpu", UNIFORM_DTYPES, cauchy_kernel)
     registrar.kernel("geometric_", "cpu", UNIFORM_DTYPES, geometric_kernel)
+    registrar.kernel("log_normal_", "cpu", UNIFORM_DTYPES, log_normal_kernel)
 
 
 # --- kernels --------------------------------------------------------------------------------
@@ -88,14 +90,36 @@ def uniform_kernel(out, inputs, dtypes, params):
 
 
 def normal_kernel(out, inputs, dtypes, params):
-    """normal_(mean, std): PyTorch's 16-block Box-Muller path (contiguous, >= 16 elements)."""
-    count = _numel(out)
-    if count < max(MIN_NUMEL, 16) or not _on_cpu(out) or not out.is_contiguous():
+    """normal_(mean, std): PyTorch's 16-block Box-Muller path (contiguous, >= 16 elements),
+    else its one-at-a-time path (any dense layout, in memory order)."""
+    mean, std = _finite_float(params["mean"]), _finite_float(params["std"])
+    if mean is None or std is None or not _on_cpu(out):
         return NotImplemented
+    if _numel(out) < 16 or not out.is_contiguous():
+        return _scalar_normals(out, params["generator"], mean, std, False)
+    _run(_random.normal, out, out._offset, params["generator"], mean, std)
+    return out
+
+
+def log_normal_kernel(out, inputs, dtypes, params):
+    """log_normal_(mean, std): exp of the one-at-a-time normals, the C library's exp."""
     mean, std = _finite_float(params["mean"]), _finite_float(params["std"])
     if mean is None or std is None:
         return NotImplemented
-    _run(_random.normal, out, out._offset, params["generator"], mean, std)
+    return _scalar_normals(out, params["generator"], mean, std, True)
+
+
+def _scalar_normals(out, generator, mean, std, take_exp):
+    """The one-at-a-time sampler into a dense `out`, its waiting sine normal kept in the
+    generator as the reference keeps it."""
+    start = _dense_start(out)
+    if start is None:
+        return NotImplemented
+    engine = generator.engine_for_drawing()
+    with engine.lock:
+        generator.next_double_normal = _random.scalar_normal(
+            engine, TYPES[out.dtype], _buffer(out), start, _numel(out), mean, std, take_exp,
+            generator.next_double_normal)
     return out
 
 
@@ -158,12 +182,16 @@ def _transform(out, params, kind, a, b):
 def _run(entry, out, start, generator, *numbers):
     """Call the C entry point on out's elements [start, start + numel), drawing from the
     generator's engine under its lock (NumPy's own draws take it too)."""
+    engine = generator.engine_for_drawing()
+    with engine.lock:
+        entry(engine, TYPES[out.dtype], _buffer(out), start, _numel(out), *numbers)
+
+
+def _buffer(out):
     array = out._storage.array
     if out.dtype is D.bfloat16:
         array = array.view(np.uint16)   # NumPy exports no buffer of ml_dtypes' bfloat16
-    engine = generator.engine_for_drawing()
-    with engine.lock:
-        entry(engine, TYPES[out.dtype], array, start, _numel(out), *numbers)
+    return array
 
 
 def _numel(t):

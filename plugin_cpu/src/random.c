@@ -651,6 +651,47 @@ static void transform_job(const stream_t *s, int type, char *out, size_t count, 
     }
 }
 
+/* PyTorch's one-at-a-time float64 normal sampler (normal_ on fewer than 16 elements or a
+ * non-contiguous tensor, and log_normal_): each pair of float64 uniforms (u1, u2) gives
+ * r cos(theta) now and r sin(theta) next, r = sqrt(-2 log1p(-u2)), theta = 2 pi u1, the
+ * sine waiting in the generator (*cached, when *has_cached) for the next call. Each normal
+ * n becomes fma(n, std, mean) (n itself for 0 and 1, as the reference skips the step), then
+ * exp of that for log_normal_, rounded to the dtype (float16/bfloat16 through float32). */
+static void scalar_normal_job(const stream_t *s, int type, char *out, size_t count,
+                              double mean, double std, int take_exp, int *has_cached,
+                              double *cached)
+{
+    const int plain = mean == 0.0 && std == 1.0;
+    uint32_t words[4];
+    double pending = 0.0;
+    int have_pending = 0;
+    if (*has_cached) {
+        pending = *cached, have_pending = 1, *has_cached = 0;
+    }
+    for (size_t i = 0; i < count; i++) {
+        double n;
+        if (have_pending) {
+            n = pending, have_pending = 0;
+        } else {
+            draw_words(s, words, 4);
+            const double u1 = unit_double(words[0], words[1]);
+            const double u2 = unit_double(words[2], words[3]);
+            const double r = sqrt(-2.0 * log1p(-u2)), theta = 2.0 * PI * u1;
+            n = r * cos(theta);
+            pending = r * sin(theta), have_pending = 1;
+        }
+        double v = plain ? n : fma(n, std, mean);
+        if (take_exp) v = exp(v);
+        switch (type) {
+        case T_F64: ((double *)out)[i] = v; break;
+        case T_F32: ((float *)out)[i] = (float)v; break;
+        case T_F16: ((uint16_t *)out)[i] = float_to_f16((float)v); break;
+        default: ((uint16_t *)out)[i] = float_to_bf16((float)v); break;
+        }
+    }
+    if (have_pending) *cached = pending, *has_cached = 1;
+}
+
 /* The normal transform runs on several threads from this many elements: where one thread
  * takes about 150 us (single-thread cost on a 2-core x86-64: float32 2.7 ns per element with
  * AVX2, float64 35-60 ns, the C library's log, cos and sin), so that starting the parallel
@@ -936,6 +977,42 @@ static PyObject *py_transform(PyObject *self, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
+/* scalar_normal(engine, type, out, start, count, mean, std, take_exp, cached) -> the value
+ * left waiting (a float) or None: see scalar_normal_job; cached is the generator's waiting
+ * value or None. */
+static PyObject *py_scalar_normal(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 9, "scalar_normal(engine, type, out, start, count, mean, std, "
+                              "take_exp, cached)") < 0)
+        return NULL;
+    double mean, std, cached = 0.0;
+    if (parse_double(args[5], "mean", &mean) < 0 || parse_double(args[6], "std", &std) < 0)
+        return NULL;
+    const int take_exp = PyObject_IsTrue(args[7]);
+    if (take_exp < 0) return NULL;
+    int has_cached = args[8] != Py_None;
+    if (has_cached) {
+        cached = PyFloat_AsDouble(args[8]);
+        if (cached == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    target_t T;
+    if (parse_target(args, &T) < 0) return NULL;
+    if (T.type != T_F32 && T.type != T_F64 && T.type != T_F16 && T.type != T_BF16) {
+        PyBuffer_Release(&T.view);
+        return PyErr_Format(PyExc_ValueError, "scalar_normal() fills floating types, not %s",
+                            TYPE_NAMES[T.type]);
+    }
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    scalar_normal_job(&T.stream, T.type, T.data, T.count, mean, std, take_exp, &has_cached,
+                      &cached);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&T.view);
+    if (has_cached) return PyFloat_FromDouble(cached);
+    Py_RETURN_NONE;
+}
+
 /* draw(engine, out): fill a uint32 buffer with raw words (tests and the layout check). */
 static PyObject *py_draw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -991,6 +1068,10 @@ static PyObject *py_set_direct(PyObject *self, PyObject *arg)
 }
 
 static PyMethodDef METHODS[] = {
+    {"scalar_normal", (PyCFunction)(void (*)(void))py_scalar_normal, METH_FASTCALL,
+     "scalar_normal(engine, type, out, start, count, mean, std, take_exp, cached): PyTorch's "
+     "one-at-a-time float64 normals (exp of them for log_normal_); returns the value left "
+     "waiting or None."},
     {"transform", (PyCFunction)(void (*)(void))py_transform, METH_FASTCALL,
      "transform(engine, type, out, start, count, kind, a, b): exponential_, cauchy_ or "
      "geometric_ values from float64 uniforms through the C library; see src/random.c."},

@@ -22,8 +22,8 @@ by observing its output:
 Values are written in PyTorch's iteration order: memory order for dense tensors (dimensions
 sorted by decreasing stride), which for a contiguous tensor is its logical order.
 
-uniform_, normal_, random_, bernoulli_ (with a number p), exponential_, cauchy_ and geometric_
-are ops of the dispatch registry, so that plugins may fill cpu tensors in their own code (see
+uniform_, normal_, random_, bernoulli_ (with a number p), exponential_, cauchy_, geometric_ and
+log_normal_ are ops of the dispatch registry, so that plugins may fill cpu tensors in their own code (see
 "the dispatch point" below).
 
 The reference is vectorized: NumPy produces the draws and transforms them; no loop runs over
@@ -140,8 +140,8 @@ def _store(self, values, target=None):
 
 # --- the dispatch point: plugins may fill a tensor from the generator -----------------------
 #
-# uniform_, normal_, random_, bernoulli_ with a number p, exponential_, cauchy_ and geometric_
-# are ops of the dispatch registry,
+# uniform_, normal_, random_, bernoulli_ with a number p, exponential_, cauchy_, geometric_ and
+# log_normal_ are ops of the dispatch registry,
 # keyed by the tensor's dtype, so that a plugin can fill a cpu tensor in its own code. A
 # kernel registered with `registrar.kernel("uniform_", "cpu", dtypes, fn)` is called as
 #     fn(self, (), (dtype, dtype, dtype), params)
@@ -404,8 +404,17 @@ def log_normal_(self, mean=1, std=2, *, generator=None):
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
     _check_writable(self)
-    normals = _fma(_scalar_normals(generator_or_default(generator), self.numel()), std, mean)
-    return _fill(self, "log_normal_", _cast(_libm("exp", normals), self.dtype))
+    params = {"generator": generator_or_default(generator), "mean": mean, "std": std}
+    return _sample(self, LOG_NORMAL, params)
+
+
+def _log_normal_fill(self, generator, mean, std):
+    """log_normal_: exp of the one-at-a-time sampler's normals times std plus mean."""
+    normals = _fma(_scalar_normals(generator, self.numel()), std, mean)
+    return _cast(_libm("exp", normals), self.dtype)
+
+
+LOG_NORMAL = _declare_sampler("log_normal_", _log_normal_fill, {"mean": 1, "std": 2})
 
 
 # --- bernoulli --------------------------------------------------------------------------------
