@@ -333,7 +333,14 @@ def _coords(index_shape, dim, index):
     return tuple(grids)
 
 
+def _index_bounds(a, index, dim):
+    """gather/scatter: every index value in [0, a.shape[dim]) (a 0-dim a has size 1)."""
+    if index.size:
+        _bounds(index, a.shape[dim] if a.ndim else 1, dim)
+
+
 def _gather_kernel(a, index, dim):
+    _index_bounds(a, index, dim)
     a1, i1 = np.atleast_1d(a), np.atleast_1d(index)
     result = a1[_coords(i1.shape, dim, i1)]
     return result.reshape(index.shape)
@@ -358,8 +365,9 @@ def _check_gather_shapes(fn, self, dim, index, src=None):
             raise RuntimeError(f"Expected index {list(index._shape)} to be no larger than "
                                f"self {list(self._shape)} apart from dimension {dim} and to be "
                                f"no larger size than src {list(src._shape)}")
-    size = self._shape[dim] if self.ndim else 1
-    _bounds(index._host_array(), size, dim)
+    # The indices' values are checked by whichever kernel runs (_index_bounds below for the
+    # reference's; a plugin's checks its own): a second pass over them here cost as much as
+    # a plugin's whole gather.
 
 
 def gather(input, dim, index, *, sparse_grad=False, out=None):
@@ -372,6 +380,7 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
 
 
 def _scatter_kernel(a, index, src, dim, reduce=None):
+    _index_bounds(a, index, dim)
     out = np.atleast_1d(a.copy())
     i1 = np.atleast_1d(index)
     if i1.size == 0:
@@ -481,6 +490,7 @@ def _identity(reduce, dtype):
 
 
 def _scatter_reduce_kernel(a, index, src, dim, reduce, include_self=True):
+    _index_bounds(a, index, dim)
     out = np.atleast_1d(a.copy())
     i1 = np.atleast_1d(index)
     where = _coords(i1.shape, dim, i1)
@@ -895,19 +905,24 @@ def masked_scatter_(self, mask, source):
 # --- take / put -------------------------------------------------------------------------------
 
 def _take_kernel(a, index):
+    _flat_bounds(index, a.size)
     return a.reshape(-1)[index]
 
 
 TAKE = structured.declare("take", _take_kernel, family="indexing")
 
 
-def _check_flat_index(fn, self, index):
+def _check_flat_index(fn, self, index, values=True):
+    """index is an int64 tensor; with `values`, all of them in [-n, n) (n = self.numel())."""
     _check_tensor(index, fn, "index")
     if index.dtype is not D.int64:
         raise RuntimeError(f"{fn}(): Expected a long tensor for index, but got "
                            f"{index.dtype.scalar_name}")
-    n = self.numel()
-    values = index._host_array()
+    if values:
+        _flat_bounds(index._host_array(), self.numel())
+
+
+def _flat_bounds(values, n):
     bad = (values < -n) | (values >= n)
     if bad.any():
         raise IndexError(f"out of range: tried to access index {int(values[bad].flat[0])} on "
@@ -916,7 +931,8 @@ def _check_flat_index(fn, self, index):
 
 def take(input, index):
     """input viewed as 1-D, read at `index` (negative counts from the end)."""
-    _check_flat_index("take", input, index)
+    # the values are checked by the kernel that runs (the reference's: _take_kernel)
+    _check_flat_index("take", input, index, values=False)
     return structured.run(TAKE, (input, index), {}, dtype=input.dtype)
 
 
