@@ -567,15 +567,13 @@ def _check_vector_index(fn, self, dim, index, name="index_select"):
     if index.ndim > 1:
         raise IndexError(f"{name}(): Index is supposed to be a vector")
     _check_index_dtype(index, name, allow_int32=True)
-    size = self._shape[dim] if self.ndim else 1
-    values = index._host_array()
     if fn == "index_select":
+        size = self._shape[dim] if self.ndim else 1
+        values = index._host_array()
         if ((values < 0) | (values >= size)).any():
             raise IndexError("index out of range in self")
-        return
-    # index_add reports a RuntimeError, index_copy and index_fill an IndexError.
-    _bounds(values, size, dim, negative_ok=not fn.startswith("index_add"),
-            error=RuntimeError if fn.startswith("index_add") else IndexError)
+    # index_add/index_copy/index_fill: the values are checked by the kernel that runs (the
+    # reference's _index_write_kernel; a plugin's checks its own)
 
 
 def index_select(input, dim, index, *, out=None):
@@ -587,6 +585,13 @@ def index_select(input, dim, index, *, out=None):
 
 
 def _index_write_kernel(a, index, source, dim, mode, alpha=1):
+    # index_add reports a bad index as a RuntimeError, index_copy and index_fill (which also
+    # take negative ones) as an IndexError
+    size = a.shape[dim] if a.ndim else 1
+    if mode == "add":
+        _bounds(index, size, dim)
+    else:
+        _bounds(index, size, dim, negative_ok=True, error=IndexError)
     out = np.atleast_1d(a.copy())
     where = _along(dim, np.atleast_1d(index), out.ndim)
     src = np.asarray(source)
