@@ -142,6 +142,12 @@ class Size(tuple):
                                 f"(item {len(values)} is '{type(s).__name__}')") from None
         return super().__new__(cls, values)
 
+    @classmethod
+    def _of(cls, sizes):
+        """A Size of a tuple of Python ints known to be valid (a tensor's own shape), without
+        Size()'s per-item conversion: tensors hand out their shape on every `.shape`."""
+        return tuple.__new__(cls, sizes)
+
     def numel(self):
         n = 1
         for s in self:

@@ -165,7 +165,7 @@ class Tensor:
 
     @property
     def shape(self):
-        return Size(self._shape)
+        return Size._of(self._shape)
 
     @property
     def ndim(self):
@@ -219,7 +219,7 @@ class Tensor:
 
     def size(self, dim=None):
         if dim is None:
-            return Size(self._shape)
+            return Size._of(self._shape)
         return self._shape[wrap_dim(dim, len(self._shape))]
 
     def stride(self, dim=None):
