@@ -156,7 +156,7 @@ class Size(tuple):
 
     def __getitem__(self, key):
         item = tuple.__getitem__(self, key)
-        return Size(item) if isinstance(key, slice) else item
+        return Size._of(item) if isinstance(key, slice) else item   # our items: ints already
 
     def __add__(self, other):
         return Size(tuple(self) + tuple(other))
