@@ -518,7 +518,8 @@ def test_normalization_schedules_agree(dtype):
 
 
 def test_batch_norm_functional_training_and_gradients():
-    """F.batch_norm in training (running stats bumped), and its composed backward."""
+    """F.batch_norm in training (running stats bumped), and its backward (the declared
+    native_batch_norm_backward: a second C call)."""
     x0 = tensor((6, 4, 5, 5), F64, 28, loc=1.0)
     w0, b0 = tensor((4,), F64, 29), tensor((4,), F64, 30)
 
@@ -532,9 +533,76 @@ def test_batch_norm_functional_training_and_gradients():
         (y * y.detach()).sum().backward()
         return y.detach(), x.grad, w.grad, b.grad, rm, rv
     got, expected, ran = both(run)
-    assert ran == 1
+    assert ran == 2
     for g, e in zip(arrays(got), arrays(expected)):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+
+
+def _bn_backward_inputs(shape, dtype, layout, seed=40):
+    x = tensor(shape, dtype, seed, layout, loc=0.5)
+    with reftorch.plugins.use_reference_kernels():
+        _, mean, rstd = reftorch.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
+    return x, tensor(shape, dtype, seed + 1, layout), mean, rstd
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True)],
+                         ids=str)
+@pytest.mark.parametrize("affine", [True, False], ids=["weight", "no weight"])
+def test_batch_norm_backward_kernel(dtype, layout, mask, affine):
+    """native_batch_norm_backward in C (sums in double, one rounding) against the reference's
+    NumPy formula: within a few ulp of the magnitudes; masked gradients are None; an input
+    whose spatial dims are not one unit-stride run (transposed, strided, channels last) is
+    declined."""
+    from reftorch._ops.nn_normalization import batch_norm_backward
+    x, g, mean, rstd = _bn_backward_inputs((3, 5, 7, 9), dtype, layout)
+    weight = tensor((5,), dtype, 42) if affine else None
+    got, expected, ran = both(lambda: batch_norm_backward(g, x, weight, mean, rstd, mask))
+    assert ran == (0 if layout in ("transposed", "strided", "channels_last") else 1)
+    eps = np.finfo(dtype.numpy_dtype).eps
+    for m, gt, ex in zip(mask, got, expected):
+        assert (gt is None) == (not m) and (ex is None) == (not m)
+        if m:
+            scale = np.abs(ex.numpy()).max() + 1
+            np.testing.assert_allclose(gt.numpy(), ex.numpy(), rtol=0, atol=64 * eps * scale)
+
+
+def test_batch_norm_backward_threads_and_buffers():
+    """Bitwise the same on 1, 2 and 3 threads; the C entry refuses buffers too small for its
+    shape and mismatched element types."""
+    from reftorch._ops.nn_normalization import batch_norm_backward
+    x, g, mean, rstd = _bn_backward_inputs((4, 37, 9, 11), F32, "contiguous")
+    previous = _pool.set_num_threads(1)
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            _pool.set_num_threads(threads)
+            results.append([t.numpy() for t in
+                            batch_norm_backward(g, x, None, mean, rstd, (True, True, True))])
+    finally:
+        _pool.set_num_threads(previous)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert a.tobytes() == b.tobytes()
+    xs = np.zeros(2 * 3 * 4, np.float32)
+    args = [xs, 0, (12, 4), xs, 0, (2, 3, 4), (12, 4), None, 0, np.zeros(3, np.float32),
+            np.ones(3, np.float32), np.zeros(24, np.float32), np.zeros(3, np.float32), None]
+    _pool.batch_norm_backward(*args)
+    for position, bad in ((0, xs[:-1]), (9, np.zeros(2, np.float32)), (11, np.zeros(23, np.float32)),
+                          (12, np.zeros(2, np.float32))):
+        wrong = list(args)
+        wrong[position] = bad
+        with pytest.raises((ValueError, IndexError)):
+            _pool.batch_norm_backward(*wrong)
+    wrong = list(args)
+    wrong[10] = np.ones(3, np.float64)
+    with pytest.raises(TypeError):
+        _pool.batch_norm_backward(*wrong)
+    wrong = list(args)
+    wrong[5] = (0, 3, 4)
+    with pytest.raises(ValueError, match="no elements"):
+        _pool.batch_norm_backward(*wrong)
 
 
 GN_CASES = {"groups 2 affine": (2, True), "groups 1": (1, False), "groups = channels": (6, True),
@@ -745,7 +813,7 @@ def test_registered_kernels():
                if device == "cpu"}
     for op in ("max_pool2d_with_indices", "avg_pool2d", "avg_pool2d_backward",
                "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "native_batch_norm",
-               "native_group_norm"):
+               "native_batch_norm_backward", "native_group_norm"):
         assert op in kernels
     assert pooling.MIN_NUMEL["pool"] >= 1
     declared = reftorch._dispatch.find_op("max_pool2d_with_indices_backward") is not None

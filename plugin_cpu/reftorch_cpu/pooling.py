@@ -7,11 +7,14 @@ and float64 on cpu:
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward
     native_batch_norm               (output, save_mean, save_invstd); training mode updates
                                     running_mean / running_var in place, as the reference
+    native_batch_norm_backward      (grad_input, grad_weight, grad_bias), training mode
     native_group_norm               (output, mean (N, group), rstd (N, group))
 
 The max-pool backward kernel takes PyTorch's inputs (grad_output, self, indices) or
-reftorch's (grad_output, indices) with an `input_shape` param. Batch / group norm backward
-are compositions of reftorch ops (their derivative rows), so they have no kernel here.
+reftorch's (grad_output, indices) with an `input_shape` param. Batch norm's training-mode
+backward is the declared native_batch_norm_backward (below: per channel, sums in double);
+its evaluation-mode backward and group norm's are compositions of reftorch ops (their
+derivative rows), so they have no kernel here.
 
 Layouts: pooling inputs are (C, H, W) or (N, C, H, W) at any strides (transposed, sliced,
 channels-last): the C loops take four strides; rows with unit stride along W run
@@ -73,6 +76,7 @@ def register(registrar):
     registrar.kernel("adaptive_avg_pool2d_backward", "cpu", DTYPES,
                      adaptive_avg_pool2d_backward_kernel)
     registrar.kernel("native_batch_norm", "cpu", DTYPES, batch_norm_kernel)
+    registrar.kernel("native_batch_norm_backward", "cpu", DTYPES, batch_norm_backward_kernel)
     registrar.kernel("native_group_norm", "cpu", DTYPES, group_norm_kernel)
     registrar.kernel("max_pool2d_with_indices_backward", "cpu", DTYPES,
                      max_pool2d_backward_kernel)
@@ -241,6 +245,37 @@ def batch_norm_kernel(out, inputs, dtypes, params):
     if not training:   # evaluation saves no statistics (empty, as the reference's)
         save_mean, save_rstd = Tensor._empty((0,), dtype), Tensor._empty((0,), dtype)
     return result, save_mean, save_rstd
+
+
+def batch_norm_backward_kernel(out, inputs, dtypes, params):
+    """native_batch_norm_backward (training mode): (grad_input, grad_weight, grad_bias) in
+    one C pass pair per channel (sums in double), None where output_mask says so."""
+    if len(inputs) != 5:
+        return NotImplemented
+    grad, x, weight, mean, rstd = inputs
+    if not _norm_input(x) or not _cpu_float(grad) or grad._shape != x._shape:
+        return NotImplemented
+    dtype, channels = x._storage.dtype, x._shape[1]
+    if grad._storage.dtype is not dtype or \
+            not all(_parameter(p, dtype, channels) for p in (weight, mean, rstd)) or \
+            mean is None or rstd is None:
+        return NotImplemented
+    x_planes, g_planes = _norm_planes(x), _norm_planes(grad)
+    if x_planes is None or g_planes is None:
+        return NotImplemented
+    (N, C, L), x_strides = x_planes
+    if N * L == 0:
+        return NotImplemented
+    mask = params["output_mask"]
+    grad_input = Tensor._empty(x._shape, dtype) if mask[0] else None
+    grad_weight = Tensor._empty((C,), dtype) if mask[1] else None
+    grad_bias = Tensor._empty((C,), dtype) if mask[2] else None
+    _P.batch_norm_backward(grad._storage.array, grad._offset, g_planes[1], x._storage.array,
+                           x._offset, (N, C, L), x_strides, *_buffer(weight),
+                           mean._storage.array[mean._offset:], rstd._storage.array[rstd._offset:],
+                           *(None if t is None else t._storage.array
+                             for t in (grad_input, grad_weight, grad_bias)))
+    return grad_input, grad_weight, grad_bias
 
 
 def group_norm_kernel(out, inputs, dtypes, params):

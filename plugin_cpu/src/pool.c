@@ -15,6 +15,8 @@
  *   batch_norm(x, x_off, (A, B, L), (sA, sB), weight, w_off, bias, b_off, running_mean,
  *              rm_off, running_var, rv_off, training, momentum, eps, out, (oA, oB),
  *              save_mean, save_rstd)
+ *   batch_norm_backward(grad, g_off, (gA, gB), x, x_off, (A, B, L), (sA, sB), weight, w_off,
+ *                       mean, rstd, out, grad_weight, grad_bias)
  *   group_norm(x, x_off, (A, B, L), (sA, sB), groups, weight, w_off, bias, b_off, eps, out,
  *              (oA, oB), mean, rstd)
  *
@@ -881,6 +883,113 @@ static void normalize(const norm_t *n, const kernels_t *k, int type, ptrdiff_t s
     FOR_BLOCKS(planes, n->L, par, k->apply(n, lo, hi));
 }
 
+/* batch_norm_backward: training-mode gradients of batch norm for channels [lo, hi). Per
+ * channel c, with x_hat = (x - mean) * rstd (in the element type, as the reference) and
+ * sums over the channel's N x L elements in double:
+ *   grad_bias = sum g,  grad_weight = sum g x_hat,
+ *   grad_input = rstd (w g - w sum g / count - x_hat w sum g x_hat / count)
+ * (w = weight[c], or 1), the last in double, rounded once. */
+typedef struct {
+    const char *g, *x, *w, *mean, *rstd;
+    ptrdiff_t N, C, L, gN, gC, xN, xC;
+    char *out, *grad_weight, *grad_bias;
+    int type;
+} bn_backward_t;
+
+#define DEFINE_BN_BACKWARD(T, SFX)                                                           \
+    static void bn_backward_##SFX(const bn_backward_t *b, ptrdiff_t lo, ptrdiff_t hi)        \
+    {                                                                                        \
+        for (ptrdiff_t c = lo; c < hi; c++) {                                                \
+            const T m = ((const T *)b->mean)[c], r = ((const T *)b->rstd)[c];               \
+            const double w = b->w ? (double)((const T *)b->w)[c] : 1.0;                      \
+            double sg = 0, sgx = 0;                                                          \
+            for (ptrdiff_t n = 0; n < b->N; n++) {                                           \
+                const T *g = (const T *)b->g + n * b->gN + c * b->gC;                        \
+                const T *x = (const T *)b->x + n * b->xN + c * b->xC;                        \
+                for (ptrdiff_t l = 0; l < b->L; l++) {                                       \
+                    const T xh = (x[l] - m) * r;                                             \
+                    sg += (double)g[l];                                                      \
+                    sgx += (double)g[l] * (double)xh;                                        \
+                }                                                                            \
+            }                                                                                \
+            if (b->grad_bias) ((T *)b->grad_bias)[c] = (T)sg;                                \
+            if (b->grad_weight) ((T *)b->grad_weight)[c] = (T)sgx;                           \
+            if (!b->out) continue;                                                           \
+            const double count = (double)(b->N * b->L);                                      \
+            const double mean_g = w * sg / count, mean_gx = w * sgx / count;                 \
+            for (ptrdiff_t n = 0; n < b->N; n++) {                                           \
+                const T *g = (const T *)b->g + n * b->gN + c * b->gC;                        \
+                const T *x = (const T *)b->x + n * b->xN + c * b->xC;                        \
+                T *o = (T *)b->out + (n * b->C + c) * b->L;                                  \
+                for (ptrdiff_t l = 0; l < b->L; l++) {                                       \
+                    const T xh = (x[l] - m) * r;                                             \
+                    o[l] = (T)((double)r * (w * (double)g[l] - mean_g - (double)xh * mean_gx)); \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }
+DEFINE_BN_BACKWARD(float, f32)
+DEFINE_BN_BACKWARD(double, f64)
+
+/* batch_norm_backward(grad, g_off, g_strides, x, x_off, shape, x_strides, weight, w_off,
+ *                     mean, rstd, out, grad_weight, grad_bias): training-mode batch norm
+ * gradients of an (N, C, L) input whose L elements are unit-stride (g_strides, x_strides:
+ * the (N, C) strides), given the forward's saved mean and rstd (C each). out (a contiguous
+ * (N, C, L) buffer), grad_weight and grad_bias (C each) may each be None (not wanted);
+ * weight None means 1. */
+static PyObject *py_batch_norm_backward(PyObject *self, PyObject *const *args,
+                                        Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 14) {
+        PyErr_Format(PyExc_TypeError, "batch_norm_backward() takes 14 arguments (grad, g_off, "
+                     "g_strides, x, x_off, shape, x_strides, weight, w_off, mean, rstd, out, "
+                     "grad_weight, grad_bias), got %zd", nargs);
+        return NULL;
+    }
+    long long shape[3], gst[2], xst[2];
+    if (parse_ints(args[5], "shape", 3, 0, shape) < 0 ||
+        parse_dims(args[2], "g_strides", 2, gst, NULL) < 0 ||
+        parse_dims(args[6], "x_strides", 2, xst, NULL) < 0)
+        return NULL;
+    int type = float_kind_of(args[3], "x");
+    if (type < 0) return NULL;
+    const long long N = shape[0], C = shape[1], L = shape[2];
+    const long long gs[3] = {gst[0], gst[1], 1}, xs[3] = {xst[0], xst[1], 1};
+    const long long os[3] = {C * L, L, 1};
+    held_t h = {.held = 0};
+    char *g, *x, *w, *mean, *rstd, *out, *gw, *gb;
+    if (operand(&h, args[0], args[1], 3, shape, gs, 0, type, 0, "grad", &g) < 0 ||
+        operand(&h, args[3], args[4], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
+        contiguous_operand(&h, args[7], args[8], C, 0, type, 1, "weight", &w) < 0 ||
+        contiguous_operand(&h, args[9], NULL, C, 0, type, 0, "mean", &mean) < 0 ||
+        contiguous_operand(&h, args[10], NULL, C, 0, type, 0, "rstd", &rstd) < 0 ||
+        operand(&h, args[11], NULL, 3, shape, os, 1, type, 1, "out", &out) < 0 ||
+        contiguous_operand(&h, args[12], NULL, C, 1, type, 1, "grad_weight", &gw) < 0 ||
+        contiguous_operand(&h, args[13], NULL, C, 1, type, 1, "grad_bias", &gb) < 0) {
+        release_all(&h);
+        return NULL;
+    }
+    if (N * L == 0) {
+        PyErr_SetString(PyExc_ValueError, "batch statistics of no elements");
+        release_all(&h);
+        return NULL;
+    }
+    bn_backward_t b = {.g = g, .x = x, .w = w, .mean = mean, .rstd = rstd, .N = N, .C = C,
+                       .L = L, .gN = gs[0], .gC = gs[1], .xN = xs[0], .xC = xs[1], .out = out,
+                       .grad_weight = gw, .grad_bias = gb, .type = type};
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    const int par = parallel_ok((double)(N * C * L));
+    if (type == T_F32)
+        FOR_BLOCKS(C, N * L, par, bn_backward_f32(&b, lo, hi));
+    else
+        FOR_BLOCKS(C, N * L, par, bn_backward_f64(&b, lo, hi));
+    Py_END_ALLOW_THREADS
+    release_all(&h);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -1068,6 +1177,10 @@ static PyMethodDef METHODS[] = {
     {"adaptive_avg_pool2d_backward",
      (PyCFunction)(void (*)(void))py_adaptive_avg_pool2d_backward, METH_FASTCALL,
      "adaptive_avg_pool2d_backward(grad, g_off, (A, B, OH, OW), g_strides, (H, W), out)"},
+    {"batch_norm_backward", (PyCFunction)(void (*)(void))py_batch_norm_backward, METH_FASTCALL,
+     "batch_norm_backward(grad, g_off, g_strides, x, x_off, shape, x_strides, weight, w_off, "
+     "mean, rstd, out, grad_weight, grad_bias): training-mode batch norm gradients; see "
+     "src/pool.c."},
     {"batch_norm", (PyCFunction)(void (*)(void))py_batch_norm, METH_FASTCALL,
      "batch_norm(x, x_off, (N, C, L), (sN, sC), weight, w_off, bias, b_off, running_mean, "
      "rm_off, running_var, rv_off, training, momentum, eps, out, (oN, oC), save_mean, "

@@ -88,6 +88,40 @@ NATIVE_BATCH_NORM = structured.declare(
     params={"training": False, "momentum": 0.1, "eps": 1e-5}, dtypes=FLOATING)
 
 
+def batch_norm_backward_kernel(grad, x, weight, save_mean, save_invstd, output_mask):
+    """Reference kernel of `native_batch_norm_backward` (training mode): with x_hat the input
+    normalized by the saved statistics and g_hat = grad * weight, the input's gradient
+    rstd (g_hat - mean(g_hat) - x_hat mean(g_hat x_hat)) over each channel's elements, the
+    weight's sum(grad x_hat) and the bias's sum(grad); None where output_mask says so."""
+    dims = (0,) + tuple(range(2, x.ndim))
+    channel = (1, -1) + (1,) * (x.ndim - 2)
+    rstd = save_invstd.reshape(channel)
+    x_hat = (x - save_mean.reshape(channel)) * rstd
+    g_hat = grad if weight is None else grad * weight.reshape(channel)
+    grad_input = None
+    if output_mask[0]:
+        grad_input = rstd * (g_hat - g_hat.mean(dims, keepdims=True)
+                             - x_hat * (g_hat * x_hat).mean(dims, keepdims=True))
+    grad_weight = (grad * x_hat).sum(dims) if output_mask[1] else None
+    grad_bias = grad.sum(dims) if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
+
+
+# PyTorch's op for batch norm's first-order backward (training mode, float32/float64 here),
+# declared so that a plugin can serve it in one pass; a backward being differentiated
+# (create_graph) uses the composition in autograd/derivatives/nn_normalization.py instead.
+NATIVE_BATCH_NORM_BACKWARD = structured.declare(
+    "native_batch_norm_backward", batch_norm_backward_kernel, family="nn",
+    params={"output_mask": (True, True, True)}, dtypes=(D.float32, D.float64))
+
+
+def batch_norm_backward(grad, input, weight, save_mean, save_invstd, output_mask):
+    """(grad_input, grad_weight, grad_bias) of training-mode batch norm, None where masked."""
+    return structured.run(NATIVE_BATCH_NORM_BACKWARD,
+                          (grad, input, weight, save_mean, save_invstd),
+                          {"output_mask": tuple(bool(m) for m in output_mask)})
+
+
 def _check_channels(name, t, channels):
     if t is not None and t.numel() != channels:
         raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")

@@ -9,13 +9,14 @@ the two means accounting for the statistics' own dependence on x. Weight and bia
 are sums of g * x_hat and g over everything but the parameter's axes. Batch norm in
 evaluation mode normalizes with the running statistics, constants: dx = g_hat * rstd.
 
-First-order backward reads the statistics the forward op saved. When the backward itself is
+First-order backward reads the statistics the forward op saved (batch norm in training mode
+runs as its own op there, `native_batch_norm_backward`, which a plugin can serve). When the backward itself is
 being differentiated (grad mode on: create_graph=True) it recomputes them from x with
 differentiable reftorch ops, so that double backward sees how they depend on x.
 """
 from __future__ import annotations
 
-from ._table import derivative, torch
+from ._table import derivative, not_differentiable, torch
 
 
 def _compute(t):
@@ -42,12 +43,24 @@ def _sum_over(t, dims):
     return t.sum(dims) if dims else t
 
 
+# Called only in a first-order backward (grad mode off); create_graph uses the composition.
+not_differentiable("native_batch_norm_backward")
+
+
 @derivative("native_batch_norm", "NativeBatchNormBackward0",
             inputs=("input", "weight", "bias", "running_mean", "running_var"),
             saves=("input", "weight", "running_mean", "running_var", "result1", "result2",
                    "training", "eps"),
             outputs=("result0", "result1", "result2"), nondifferentiable_outputs=(1, 2))
 def _batch_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
+    needs = ctx.needs_input_grad
+    if ctx.training and not torch.is_grad_enabled() and \
+            ctx.input.dtype in (torch.float32, torch.float64) and grad.dtype is ctx.input.dtype:
+        # a first-order backward: the one op (which a plugin serves in one pass)
+        from ..._ops.nn_normalization import batch_norm_backward
+        grads = batch_norm_backward(grad, ctx.input, ctx.weight, ctx.result1, ctx.result2,
+                                    needs[:3])
+        return grads + (None, None)
     x, g, weight = _compute(ctx.input), _compute(grad), _compute(ctx.weight)
     dims = [0] + list(range(2, x.dim()))
     channel = (1, -1) + (1,) * (x.dim() - 2)
@@ -58,7 +71,6 @@ def _batch_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
         rstd = torch.rsqrt(_compute(ctx.running_var) + ctx.eps).reshape(channel)
     x_hat = (x - mean) * rstd
     g_hat = g if weight is None else g * weight.reshape(channel)
-    needs = ctx.needs_input_grad
     grad_input = None
     if needs[0]:
         grad_input = normalized_input_grad(g_hat, x_hat, rstd, dims) if ctx.training \
