@@ -111,12 +111,13 @@ def convolution_kernel(out, inputs, dtypes, params):
     if len(stride) != 2 or min(x._strides) < 0:
         return NotImplemented
     if params.get("transposed"):
-        plain = _as_plain_convolution(weight, stride, padding, dilation,
-                                      params["output_padding"])
-        if plain is None or _col2im_moves_less(x, weight, stride, padding, dilation,
-                                               params["output_padding"]):
+        output_padding = params["output_padding"]
+        plain = None if _col2im_moves_less(x, weight, stride, padding, dilation,
+                                           output_padding) \
+            else _as_plain_convolution(weight, stride, padding, dilation, output_padding)
+        if plain is None:
             return _transposed_by_col2im(x, weight, bias, stride, padding, dilation,
-                                         params["output_padding"], dtype)
+                                         output_padding, dtype)
         (w_array, w_offset, w_strides), padding = plain
         o, wc, kh, kw = weight._shape[1], weight._shape[0], weight._shape[2], weight._shape[3]
     else:
@@ -192,14 +193,13 @@ def _transposed_by_col2im(x, weight, bias, stride, padding, dilation, output_pad
     if k_stride is None:              # (C_out, K, K) must collapse: a small copy makes it so
         weight = weight.contiguous()
         k_stride = 1
-    if iw > 1 and ih > 1 and x._strides[2] != iw * x._strides[3]:
-        x = x.contiguous()              # its spatial dims must collapse into one stride
+    x, position_stride = _flat_positions(x)
     rows, positions = c_out * kernel[0] * kernel[1], ih * iw
     cols = Tensor._empty((n, rows, positions), dtype)
     _gemm.gemm((n, rows, positions, c_in), cols._storage.array, 0, (rows * positions, positions, 1),
                weight._storage.array, weight._offset, (0, k_stride, weight._strides[0]),
                x._storage.array, x._offset,
-               (x._strides[0], x._strides[1], x._strides[3] if iw > 1 else x._strides[2]),
+               (x._strides[0], x._strides[1], position_stride),
                1.0, 0.0, None, 0, (0, 0, 0))
     result = Tensor._empty((n, c_out) + out_size, dtype)
     bias_args = (None, 0, 0) if bias is None else \
@@ -232,14 +232,22 @@ def weight_grad_kernel(out, inputs, dtypes, params):
         return NotImplemented
     if n * o * out_size[0] * out_size[1] * c * kernel[0] * kernel[1] < MIN_FLOPS:
         return NotImplemented
-    if out_size[0] > 1 and out_size[1] > 1 and grad._strides[2] != out_size[1] * grad._strides[3]:
-        grad = grad.contiguous()         # its spatial dims must collapse into one stride
+    grad, _ = _flat_positions(grad)
     result = Tensor._empty(tuple(weight_shape), dtype)
     _gemm.conv2d_weight_grad(result._storage.array, result._offset, x._storage.array,
                              x._offset, tuple(x._shape), tuple(x._strides),
                              grad._storage.array, grad._offset, tuple(grad._strides), o, kernel,
                              out_size, tuple(stride), tuple(padding), tuple(dilation))
     return result
+
+
+def _flat_positions(t):
+    """t (N, C, H, W), copied to row-major if its H x W positions do not form one strided
+    run, and the stride of that run (the C code walks the positions as one dim)."""
+    h, w = t._shape[2:]
+    if h > 1 and w > 1 and t._strides[2] != w * t._strides[3]:
+        t = t.contiguous()
+    return t, (t._strides[3] if w > 1 else t._strides[2])
 
 
 def _output_size(size, kernel, stride, padding, dilation):

@@ -115,11 +115,8 @@ def _scalar_normals(out, generator, mean, std, take_exp):
     start = _dense_start(out)
     if start is None:
         return NotImplemented
-    engine = generator.engine_for_drawing()
-    with engine.lock:
-        generator.next_double_normal = _random.scalar_normal(
-            engine, TYPES[out.dtype], _buffer(out), start, _numel(out), mean, std, take_exp,
-            generator.next_double_normal)
+    generator.next_double_normal = _run(_random.scalar_normal, out, start, generator, mean,
+                                        std, take_exp, generator.next_double_normal)
     return out
 
 
@@ -181,10 +178,10 @@ def _transform(out, params, kind, a, b):
 
 def _run(entry, out, start, generator, *numbers):
     """Call the C entry point on out's elements [start, start + numel), drawing from the
-    generator's engine under its lock (NumPy's own draws take it too)."""
+    generator's engine under its lock (NumPy's own draws take it too); its return value."""
     engine = generator.engine_for_drawing()
     with engine.lock:
-        entry(engine, TYPES[out.dtype], _buffer(out), start, _numel(out), *numbers)
+        return entry(engine, TYPES[out.dtype], _buffer(out), start, _numel(out), *numbers)
 
 
 def _buffer(out):

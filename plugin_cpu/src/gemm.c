@@ -452,6 +452,24 @@ static int run_gemm(int type, const gemm_args *g, int isa)
 
 /* ---- entry points ---------------------------------------------------------------------- */
 
+/* Run the product without the GIL, then release the operands' buffers; -1 (MemoryError set)
+ * when the packing buffers could not be allocated. */
+static int run_and_release(int type, const gemm_args *g, Py_buffer *views, int nviews)
+{
+    int status;
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    status = run_gemm(type, g, g_isa);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+    if (status < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+
 static PyObject *py_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -513,13 +531,7 @@ static PyObject *py_gemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_ValueError, "out must have unit column stride");
         goto fail;
     }
-    g_calls++;
-    int status = 0;
-    Py_BEGIN_ALLOW_THREADS
-    status = run_gemm(types[0], &g, g_isa);
-    Py_END_ALLOW_THREADS
-    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
-    if (status < 0) return PyErr_NoMemory();
+    if (run_and_release(types[0], &g, views, nviews) < 0) return NULL;
     Py_RETURN_NONE;
 fail:
     for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
@@ -593,20 +605,6 @@ static int conv_buffers(PyObject *const *bufs, const char *const *names, int n,
     return n;
 }
 
-static int run_and_release(int type, const gemm_args *g, Py_buffer *views, int nviews)
-{
-    int status;
-    g_calls++;
-    Py_BEGIN_ALLOW_THREADS
-    status = run_gemm(type, g, g_isa);
-    Py_END_ALLOW_THREADS
-    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
-    if (status < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
-}
 
 /* conv2d(out, out_offset, x, x_offset, x_shape, x_strides, w, w_offset, w_strides,
  *        out_channels, kernel, out_size, stride, padding, dilation, bias, bias_offset,

@@ -893,7 +893,6 @@ typedef struct {
     const char *g, *x, *w, *mean, *rstd;
     ptrdiff_t N, C, L, gN, gC, xN, xC;
     char *out, *grad_weight, *grad_bias;
-    int type;
 } bn_backward_t;
 
 #define DEFINE_BN_BACKWARD(T, SFX)                                                           \
@@ -977,7 +976,7 @@ static PyObject *py_batch_norm_backward(PyObject *self, PyObject *const *args,
     }
     bn_backward_t b = {.g = g, .x = x, .w = w, .mean = mean, .rstd = rstd, .N = N, .C = C,
                        .L = L, .gN = gs[0], .gC = gs[1], .xN = xs[0], .xC = xs[1], .out = out,
-                       .grad_weight = gw, .grad_bias = gb, .type = type};
+                       .grad_weight = gw, .grad_bias = gb};
     g_calls++;
     Py_BEGIN_ALLOW_THREADS
     const int par = parallel_ok((double)(N * C * L));

@@ -508,6 +508,20 @@ static void store_hits(char *out, int type, const uint8_t *hits, size_t n)
 #undef STORE
 }
 
+/* n float64 values stored as the floating `type` (float16/bfloat16 through float32, as C++
+ * casts them). */
+static void store_doubles(char *out, int type, const double *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (type) {
+        case T_F64: ((double *)out)[i] = v[i]; break;
+        case T_F32: ((float *)out)[i] = (float)v[i]; break;
+        case T_F16: ((uint16_t *)out)[i] = float_to_f16((float)v[i]); break;
+        default: ((uint16_t *)out)[i] = float_to_bf16((float)v[i]); break;
+        }
+    }
+}
+
 /* ---- the jobs (run without the GIL) ------------------------------------------------------ */
 
 /* Elements per chunk of the sequential samplers: its words are drawn into a buffer on the
@@ -639,15 +653,7 @@ static void transform_job(const stream_t *s, int type, char *out, size_t count, 
                         : kind == SAMPLE_CAUCHY    ? fma(tan(PI * (u - 0.5)), a, b)
                                                    : ceil(log(u) / geometric_scale);
         }
-        char *dst = out + done * (size_t)TYPE_SIZES[type];
-        for (size_t i = 0; i < n; i++) {
-            switch (type) {
-            case T_F64: ((double *)dst)[i] = values[i]; break;
-            case T_F32: ((float *)dst)[i] = (float)values[i]; break;
-            case T_F16: ((uint16_t *)dst)[i] = float_to_f16((float)values[i]); break;
-            default: ((uint16_t *)dst)[i] = float_to_bf16((float)values[i]); break;
-            }
-        }
+        store_doubles(out + done * (size_t)TYPE_SIZES[type], type, values, n);
     }
 }
 
@@ -663,31 +669,29 @@ static void scalar_normal_job(const stream_t *s, int type, char *out, size_t cou
 {
     const int plain = mean == 0.0 && std == 1.0;
     uint32_t words[4];
-    double pending = 0.0;
+    double values[CHUNK], pending = 0.0;
     int have_pending = 0;
     if (*has_cached) {
         pending = *cached, have_pending = 1, *has_cached = 0;
     }
-    for (size_t i = 0; i < count; i++) {
-        double n;
-        if (have_pending) {
-            n = pending, have_pending = 0;
-        } else {
-            draw_words(s, words, 4);
-            const double u1 = unit_double(words[0], words[1]);
-            const double u2 = unit_double(words[2], words[3]);
-            const double r = sqrt(-2.0 * log1p(-u2)), theta = 2.0 * PI * u1;
-            n = r * cos(theta);
-            pending = r * sin(theta), have_pending = 1;
+    for (size_t done = 0; done < count; done += CHUNK) {
+        const size_t n = count - done < CHUNK ? count - done : CHUNK;
+        for (size_t i = 0; i < n; i++) {
+            double normal;
+            if (have_pending) {
+                normal = pending, have_pending = 0;
+            } else {
+                draw_words(s, words, 4);
+                const double u1 = unit_double(words[0], words[1]);
+                const double u2 = unit_double(words[2], words[3]);
+                const double r = sqrt(-2.0 * log1p(-u2)), theta = 2.0 * PI * u1;
+                normal = r * cos(theta);
+                pending = r * sin(theta), have_pending = 1;
+            }
+            const double v = plain ? normal : fma(normal, std, mean);
+            values[i] = take_exp ? exp(v) : v;
         }
-        double v = plain ? n : fma(n, std, mean);
-        if (take_exp) v = exp(v);
-        switch (type) {
-        case T_F64: ((double *)out)[i] = v; break;
-        case T_F32: ((float *)out)[i] = (float)v; break;
-        case T_F16: ((uint16_t *)out)[i] = float_to_f16((float)v); break;
-        default: ((uint16_t *)out)[i] = float_to_bf16((float)v); break;
-        }
+        store_doubles(out + done * (size_t)TYPE_SIZES[type], type, values, n);
     }
     if (have_pending) *cached = pending, *has_cached = 1;
 }
