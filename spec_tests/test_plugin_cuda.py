@@ -16,7 +16,6 @@ Run the GPU part on a machine with an NVIDIA GPU and driver:
 from __future__ import annotations
 
 import ctypes
-import enum
 import gc
 import os
 import re
@@ -26,7 +25,6 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -40,6 +38,8 @@ reftorch_cuda = pytest.importorskip(
 from reftorch_cuda import nvrtc as N  # noqa: E402
 from reftorch_cuda import ops as O  # noqa: E402
 from reftorch_cuda.device import CUDABackend  # noqa: E402
+
+from spec_tests.cuda_emulator import EmulatedDriver  # noqa: E402
 
 try:
     from cuda.bindings import nvrtc as _bindings_nvrtc  # noqa: F401
@@ -84,13 +84,13 @@ def plugin():
 
 @pytest.fixture(scope="module")
 def compiled():
-    """The elementwise program for each arch, compiled once per test session."""
+    """Each kernel program compiled for each arch, once per test module."""
     cache = {}
 
-    def get(arch):
-        if arch not in cache:
-            cache[arch] = O.ELEMENTWISE.compile(arch)
-        return cache[arch]
+    def get(arch, program=O.ELEMENTWISE):
+        if (arch, program) not in cache:
+            cache[arch, program] = program.compile(arch)
+        return cache[arch, program]
     return get
 
 
@@ -98,18 +98,22 @@ def compiled():
 
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_every_instantiation_compiles(compiled, arch):
-    program = compiled(arch)
-    assert program.kind == "cubin" and program.arch == arch
-    assert program.image.startswith(b"\x7fELF")
-    assert set(program.lowered) == set(O.ELEMENTWISE.name_expressions)
-    assert len(O.ELEMENTWISE.name_expressions) == 4 * 4 + 5
-    names = list(program.lowered.values())
+@pytest.mark.parametrize("program", O.PROGRAMS, ids=lambda p: p.filename)
+def test_every_instantiation_compiles(compiled, arch, program):
+    result = compiled(arch, program)
+    assert result.kind == "cubin" and result.arch == arch
+    assert result.image.startswith(b"\x7fELF")
+    assert set(result.lowered) == set(program.name_expressions)
+    names = list(result.lowered.values())
     assert len(set(names)) == len(names)
     for name in names:
-        assert name.startswith("_Z") and name.encode() in program.image
-    assert "-arch=" + arch in program.options
-    assert "--fmad=false" in program.options and "--ftz=false" in program.options
+        assert name.startswith("_Z") and name.encode() in result.image
+    assert "-arch=" + arch in result.options
+    assert "--fmad=false" in result.options and "--ftz=false" in result.options
+
+
+def test_elementwise_program_instantiates_every_dtype_and_width():
+    assert len(O.ELEMENTWISE.name_expressions) == 4 * 4 + 5
 
 
 @needs_nvrtc
@@ -328,189 +332,13 @@ def test_kernels_decline_what_they_do_not_handle():
     assert O.copy_kernel(a, (b,), (f64, f64, f32), {}) is NotImplemented
 
 
-# --- an emulated driver -----------------------------------------------------------------------
-
-class EmulatedDriver:
-    """Just enough of cuda.bindings.driver, on host memory, to run the plugin's host side.
-
-    Allocations are NumPy byte buffers (filled with garbage, as device memory is), every
-    copy is bounds-checked against them, and cuLaunchKernel decodes the kernel parameters
-    from raw memory with the C layout of Geometry<N> (written out here independently of the
-    plugin's ctypes struct) and does the kernel's work with NumPy.
-    """
-
-    class CUresult(enum.IntEnum):
-        CUDA_SUCCESS = 0
-        CUDA_ERROR_INVALID_VALUE = 1
-        CUDA_ERROR_INSUFFICIENT_DRIVER = 35
-        CUDA_ERROR_NO_DEVICE = 100
-        CUDA_ERROR_INVALID_DEVICE = 101
-        CUDA_ERROR_INVALID_CONTEXT = 201
-        CUDA_ERROR_NOT_FOUND = 500
-
-    class CUdevice_attribute(enum.IntEnum):
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
-
-    STORAGE = {"float": np.float32, "double": np.float64, "rt_float16": np.float16,
-               "rt_bfloat16": ml_dtypes.bfloat16}
-    WORDS = {"unsigned char": 1, "unsigned short": 2, "unsigned int": 4,
-             "unsigned long long": 8, "rt_bytes16": 16}
-
-    def __init__(self, lowered, count=2, capability=(9, 0)):
-        self.lowered = lowered            # lowered name -> name expression
-        self.count, self.capability = count, capability
-        self.memory = {}                  # address -> uint8 buffer
-        self.current = None
-        self.launches = []                # name expressions, in launch order
-        self.max_dims = int(re.search(r"#define RT_MAX_DIMS (\d+)",
-                                      (ROOT / "plugin_cuda/reftorch_cuda/kernels/"
-                                       "elementwise.cu").read_text()).group(1))
-
-    OK = (CUresult.CUDA_SUCCESS,)
-
-    def _fail(self, name):
-        return (self.CUresult[name],)
-
-    def cuInit(self, flags):
-        return self.OK
-
-    def cuDeviceGetCount(self):
-        return (self.CUresult.CUDA_SUCCESS, self.count)
-
-    def cuDeviceGet(self, index):
-        if not 0 <= index < self.count:
-            return (self.CUresult.CUDA_ERROR_INVALID_DEVICE, None)
-        return (self.CUresult.CUDA_SUCCESS, index)
-
-    def cuDevicePrimaryCtxRetain(self, dev):
-        return (self.CUresult.CUDA_SUCCESS, ("context", dev))
-
-    def cuCtxSetCurrent(self, ctx):
-        self.current = ctx
-        return self.OK
-
-    def cuCtxSynchronize(self):
-        return self.OK if self.current else self._fail("CUDA_ERROR_INVALID_CONTEXT")
-
-    def cuDeviceGetName(self, length, dev):
-        return (self.CUresult.CUDA_SUCCESS, f"Emulated GPU {dev}".encode().ljust(length, b"\0"))
-
-    def cuDeviceGetAttribute(self, attribute, dev):
-        major = attribute == self.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-        return (self.CUresult.CUDA_SUCCESS, self.capability[0 if major else 1])
-
-    def cuGetErrorName(self, err):
-        return (self.CUresult.CUDA_SUCCESS, self.CUresult(err).name.encode())
-
-    def cuGetErrorString(self, err):
-        return (self.CUresult.CUDA_SUCCESS, b"emulated")
-
-    # memory
-    def cuMemAlloc(self, nbytes):
-        if nbytes <= 0 or self.current is None:
-            return (self.CUresult.CUDA_ERROR_INVALID_VALUE, 0)
-        buffer = np.full(nbytes, 0xA5, dtype=np.uint8)
-        self.memory[buffer.ctypes.data] = buffer
-        return (self.CUresult.CUDA_SUCCESS, buffer.ctypes.data)
-
-    def cuMemFree(self, ptr):
-        if self.memory.pop(int(ptr), None) is None:
-            return self._fail("CUDA_ERROR_INVALID_VALUE")
-        return self.OK
-
-    def _inside(self, ptr, nbytes):
-        for base, buffer in self.memory.items():
-            if base <= ptr and ptr + nbytes <= base + buffer.size:
-                return True
-        return False
-
-    def cuMemcpyHtoD(self, dst, src, nbytes):
-        if not self._inside(dst, nbytes):
-            return self._fail("CUDA_ERROR_INVALID_VALUE")
-        ctypes.memmove(dst, src, nbytes)
-        return self.OK
-
-    def cuMemcpyDtoH(self, dst, src, nbytes):
-        if not self._inside(src, nbytes):
-            return self._fail("CUDA_ERROR_INVALID_VALUE")
-        ctypes.memmove(dst, src, nbytes)
-        return self.OK
-
-    def cuMemcpyDtoD(self, dst, src, nbytes):
-        if not (self._inside(dst, nbytes) and self._inside(src, nbytes)):
-            return self._fail("CUDA_ERROR_INVALID_VALUE")
-        ctypes.memmove(dst, src, nbytes)
-        return self.OK
-
-    def cuMemsetD8(self, dst, value, nbytes):
-        if not self._inside(dst, nbytes):
-            return self._fail("CUDA_ERROR_INVALID_VALUE")
-        ctypes.memset(dst, value, nbytes)
-        return self.OK
-
-    # kernels
-    def cuModuleLoadData(self, image):
-        if not bytes(image[:4]) == b"\x7fELF":
-            return (self.CUresult.CUDA_ERROR_INVALID_VALUE, None)
-        return (self.CUresult.CUDA_SUCCESS, ("module", len(image)))
-
-    def cuModuleGetFunction(self, module, name):
-        if name.decode() not in self.lowered:
-            return (self.CUresult.CUDA_ERROR_NOT_FOUND, None)
-        return (self.CUresult.CUDA_SUCCESS, name.decode())
-
-    def _geometry(self, address, operands):
-        dims = self.max_dims
-        raw = ctypes.string_at(address, 16 + 8 * dims * (operands + 1))
-        numel, ndim = struct.unpack_from("<qi", raw)
-        sizes = np.frombuffer(raw, "<i8", dims, 16)
-        strides = np.frombuffer(raw, "<i8", operands * dims, 16 + 8 * dims).reshape(operands, -1)
-        assert 1 <= ndim <= dims and numel == int(np.prod(sizes[:ndim])) > 0
-        return tuple(sizes[:ndim]), [tuple(s[:ndim]) for s in strides]
-
-    def _view(self, ptr, dtype, shape, strides):
-        dtype = np.dtype(dtype)
-        for base, buffer in self.memory.items():
-            if base <= ptr < base + buffer.size:
-                # NumPy refuses views that reach outside the buffer: a bounds check.
-                return np.ndarray(shape, dtype, buffer=buffer, offset=ptr - base,
-                                  strides=[s * dtype.itemsize for s in strides])
-        raise AssertionError(f"pointer {ptr:#x} is not device memory")
-
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        assert self.current is not None and (gy, gz, by, bz, shared, extra) == (1, 1, 1, 1, 0, 0)
-        assert 1 <= gx <= 65535 and bx == 256 and isinstance(params, int)
-        expression = self.lowered[f]
-        self.launches.append(expression)
-        binary = re.fullmatch(r"binary_kernel<(.+), (\w+)Op>", expression)
-        operands = 3 if binary else 2   # (geometry, out, a, b, alpha) or (geometry, dst, src)
-        slots = (ctypes.c_void_p * (operands + 1 + bool(binary))).from_address(params)
-        shape, strides = self._geometry(slots[0], operands)
-        pointers = [ctypes.c_uint64.from_address(slots[k]).value for k in range(1, operands + 1)]
-        if binary:
-            storage = self.STORAGE[binary.group(1)]
-            compute = np.float64 if storage is np.float64 else np.float32
-            alpha = compute(ctypes.c_double.from_address(slots[4]).value)
-            out, a, b = (self._view(p, storage, shape, s) for p, s in zip(pointers, strides))
-            x, y = a.astype(compute), b.astype(compute)
-            with np.errstate(all="ignore"):
-                value = {"Add": lambda: x + alpha * y, "Sub": lambda: x - alpha * y,
-                         "Mul": lambda: x * y, "Div": lambda: x / y}[binary.group(2)]()
-                out[...] = value.astype(storage)
-        else:
-            word = re.fullmatch(r"copy_kernel<(.+)>", expression).group(1)
-            void = np.dtype((np.void, self.WORDS[word]))
-            dst, src = (self._view(p, void, shape, s) for p, s in zip(pointers, strides))
-            dst[...] = src
-        return self.OK
-
-
 @pytest.fixture
 def emulated(compiled):
     """Swap in a cuda backend running on the emulated driver (2 devices, sm_90)."""
-    program = compiled("sm_90")
-    emulator = EmulatedDriver({v: k for k, v in program.lowered.items()})
+    lowered = {}
+    for program in O.PROGRAMS:
+        lowered.update({v: k for k, v in compiled("sm_90", program).lowered.items()})
+    emulator = EmulatedDriver(lowered)
     previous = _storage._BACKENDS["cuda"]
     _storage._BACKENDS["cuda"] = CUDABackend(driver_module=emulator)
     try:

@@ -191,13 +191,19 @@ class Driver:
         return found
 
     def launch(self, index, program, name_expression, numel, args):
-        """Run a grid-stride kernel over `numel` elements; `args` are ctypes objects, one per
-        kernel parameter, in order (the driver copies them when the launch is issued)."""
-        function = self.function(index, program, name_expression)
+        """Run a grid-stride kernel over `numel` elements (1-D grid of BLOCK threads)."""
         blocks = max(1, min((numel + BLOCK - 1) // BLOCK, MAX_BLOCKS))
+        self.launch_grid(index, program, name_expression, (blocks, 1, 1), (BLOCK, 1, 1), 0,
+                         args)
+
+    def launch_grid(self, index, program, name_expression, grid, block, shared_bytes, args):
+        """Launch one kernel with an explicit configuration: `grid` and `block` are 3-tuples,
+        `shared_bytes` the dynamic shared memory; `args` are ctypes objects, one per kernel
+        parameter, in order (the driver copies them when the launch is issued)."""
+        function = self.function(index, program, name_expression)
         pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         self.activate(index)
-        self.check(self.cu.cuLaunchKernel(function, blocks, 1, 1, BLOCK, 1, 1, 0, 0,
+        self.check(self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, 0,
                                           ctypes.addressof(pointers), 0),
                    f"cuLaunchKernel({name_expression})")
 
