@@ -45,7 +45,7 @@ def run(driver, expression, grid, block, shared, params):
 # --- parameter decoding -----------------------------------------------------------------------
 
 def max_dims():
-    source = (KERNELS_DIR / "elementwise.cu").read_text()
+    source = (KERNELS_DIR / "common.cuh").read_text()
     return int(re.search(r"#define RT_MAX_DIMS (\d+)", source).group(1))
 
 
@@ -68,6 +68,11 @@ def geometry(address, operands):
 
 def pointer(address):
     return ctypes.c_uint64.from_address(address).value
+
+
+def compute_type(storage):
+    """The kernels' computation type: double for double, float for the rest."""
+    return np.float64 if storage is np.float64 else np.float32
 
 
 def grid_stride(grid, block):
@@ -104,3 +109,91 @@ def copy(driver, match, grid, block, shared, params):
     void = np.dtype((np.void, WORDS[match.group(1)]))
     dst, src = (driver.view(pointer(p[k + 1]), void, shape, s) for k, s in enumerate(strides))
     dst[...] = src
+
+
+# --- unary.cu ---------------------------------------------------------------------------------
+# The formulas of unary.cu's Op structs, operation for operation, in the computation type c
+# (NumPy keeps Python-float constants in the array's type, as the kernels cast them).
+
+SQRT2, SQRT_2_OVER_PI, SQRT_2PI, CUBIC = 1.4142135623730951, 0.7978845608028654, \
+    2.5066282746310002, 0.044715
+
+
+def _erf(x):
+    from reftorch._ops.special_pointwise import _erf as erf64
+    return erf64(x.astype(np.float64))
+
+
+def _gelu_erf(x):
+    return ((0.5 * x).astype(np.float64) * (1.0 + _erf(x.astype(np.float64) / SQRT2))
+            ).astype(x.dtype)
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x * x * x)))
+
+
+UNARY = {
+    "Neg": np.negative, "Abs": np.abs, "Exp": np.exp, "Expm1": np.expm1, "Log": np.log,
+    "Log1p": np.log1p, "Sqrt": np.sqrt, "Sin": np.sin, "Cos": np.cos, "Tanh": np.tanh,
+    "Rsqrt": lambda x: 1 / np.sqrt(x),
+    "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "Relu": lambda x: np.where(np.isnan(x), x, np.where(x > 0, x, 0)).astype(x.dtype),
+    "Silu": lambda x: x / (1 + np.exp(-x)),
+    "GeluErf": _gelu_erf, "GeluTanh": _gelu_tanh,
+}
+
+
+def _gelu_erf_backward(g, x, p):
+    cdf = 0.5 * (1 + _erf(x * (1 / SQRT2)).astype(x.dtype))
+    pdf = np.exp(-0.5 * x * x) * (1 / SQRT_2PI)
+    return g * (cdf + x * pdf)
+
+
+def _gelu_tanh_backward(g, x, p):
+    t = np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x * x * x))
+    d_inner = SQRT_2_OVER_PI * (1 + (3 * CUBIC) * x * x)
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
+
+
+def _silu_backward(g, x, p):
+    s = 1 / (1 + np.exp(-x))
+    return g * (s * (1 + x * (1 - s)))
+
+
+GRAD = {
+    "TanhBackward": lambda g, y, p: g * (1 - y * y),
+    "SigmoidBackward": lambda g, y, p: g * (y * (1 - y)),
+    "ThresholdBackward": lambda g, x, p: np.where(x <= p, 0, g).astype(g.dtype),
+    "SiluBackward": _silu_backward,
+    "GeluErfBackward": _gelu_erf_backward, "GeluTanhBackward": _gelu_tanh_backward,
+}
+
+
+@emulates(r"unary_kernel<(.+), (\w+)Op>")
+def unary(driver, match, grid, block, shared, params):
+    grid_stride(grid, block)
+    assert shared == 0
+    p = slots(params, 3)      # (geometry, out, x)
+    shape, strides = geometry(p[0], 2)
+    storage = STORAGE[match.group(1)]
+    out, x = (driver.view(pointer(p[k + 1]), storage, shape, s) for k, s in enumerate(strides))
+    with np.errstate(all="ignore"):
+        value = UNARY[match.group(2)](x.astype(compute_type(storage)))
+        out[...] = value.astype(storage)
+
+
+@emulates(r"grad_kernel<(.+), (\w+)Op>")
+def grad(driver, match, grid, block, shared, params):
+    grid_stride(grid, block)
+    assert shared == 0
+    p = slots(params, 5)      # (geometry, out, grad, v, double parameter)
+    shape, strides = geometry(p[0], 3)
+    storage = STORAGE[match.group(1)]
+    compute = compute_type(storage)
+    parameter = compute(ctypes.c_double.from_address(p[4]).value)
+    out, g, v = (driver.view(pointer(p[k + 1]), storage, shape, s)
+                 for k, s in enumerate(strides))
+    with np.errstate(all="ignore"):
+        value = GRAD[match.group(2)](g.astype(compute), v.astype(compute), parameter)
+        out[...] = value.astype(storage)

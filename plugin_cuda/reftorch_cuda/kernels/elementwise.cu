@@ -1,111 +1,11 @@
-// Strided elementwise kernels of the reftorch CUDA plugin, compiled at run time by NVRTC.
+// Strided elementwise kernels of the reftorch CUDA plugin, compiled at run time by NVRTC
+// after the shared prelude common.cuh (Geometry, element_offsets, the 16-bit types, Arith).
 //
-// Every kernel walks a coalesced loop geometry (see reftorch_plugins.geometry): one shape and
-// one stride list per operand, strides in elements, operand 0 is the output. Linear index i in
-// [0, numel) is split row-major (last dim fastest) into per-dim indices, and each operand's
-// element offset is the dot product of those indices with its strides. All index arithmetic is
-// 64-bit, and the grid-stride loop only visits i < numel, so no access is out of bounds as long
-// as the host built the geometry from tensors that fit their storages.
-//
-// The file includes no header: NVRTC as shipped in wheels has no cuda_fp16.h / cuda_bf16.h, so
-// the two 16-bit float types are plain 16-bit storage here with explicit conversions. They are
-// computed in float (PyTorch's "opmath") and rounded once, to nearest even, when stored.
+// The grid-stride loop only visits i < numel, so no access is out of bounds as long as the
+// host built the geometry from tensors that fit their storages.
 //
 // Templates are instantiated by NVRTC name expressions, e.g. "binary_kernel<float, AddOp>";
 // the host asks for the lowered (mangled) names after compiling.
-
-#define RT_MAX_DIMS 16
-
-typedef long long rt_int64;
-
-// The loop geometry, passed to each kernel by value. The host builds the identical layout with
-// ctypes (reftorch_cuda.ops.geometry_struct); the static_asserts pin the size both sides use.
-template <int N>
-struct Geometry {
-    rt_int64 numel;                      // number of elements of the output
-    int ndim;                            // 1 <= ndim <= RT_MAX_DIMS
-    int unused;                          // explicit padding
-    rt_int64 sizes[RT_MAX_DIMS];
-    rt_int64 strides[N][RT_MAX_DIMS];    // strides[k][d]: operand k, dim d, in elements
-};
-static_assert(sizeof(Geometry<2>) == 16 + 8 * RT_MAX_DIMS * 3, "Geometry<2> layout");
-static_assert(sizeof(Geometry<3>) == 16 + 8 * RT_MAX_DIMS * 4, "Geometry<3> layout");
-
-// Element offsets of linear index i for every operand.
-template <int N>
-__device__ __forceinline__ void element_offsets(const Geometry<N>& g, rt_int64 i,
-                                                rt_int64 (&offset)[N]) {
-#pragma unroll
-    for (int k = 0; k < N; ++k) offset[k] = 0;
-#pragma unroll 1  // a rolled loop: 64-bit division is long code, and ndim is usually 1 or 2
-    for (int d = g.ndim - 1; d > 0; --d) {
-        const rt_int64 size = g.sizes[d];
-        const rt_int64 rest = i / size;
-        const rt_int64 index = i - rest * size;
-#pragma unroll
-        for (int k = 0; k < N; ++k) offset[k] += index * g.strides[k][d];
-        i = rest;
-    }
-    // What is left of i is the index in dim 0 (i < numel, so it is below sizes[0]).
-#pragma unroll
-    for (int k = 0; k < N; ++k) offset[k] += i * g.strides[k][0];
-}
-
-// --- 16-bit floating point types -----------------------------------------------------------
-
-struct __align__(2) rt_float16 { unsigned short bits; };
-struct __align__(2) rt_bfloat16 { unsigned short bits; };
-
-__device__ __forceinline__ float to_float(rt_float16 h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
-    return f;
-}
-
-__device__ __forceinline__ rt_float16 float16_from_float(float f) {
-    rt_float16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
-    return h;
-}
-
-__device__ __forceinline__ float to_float(rt_bfloat16 b) {
-    // bfloat16 is the high half of a float32.
-    return __uint_as_float(((unsigned int)b.bits) << 16);
-}
-
-__device__ __forceinline__ rt_bfloat16 bfloat16_from_float(float f) {
-    unsigned int u = __float_as_uint(f);
-    rt_bfloat16 b;
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        b.bits = (unsigned short)((u >> 16) | 0x0040u);  // NaN stays a (quiet) NaN
-        return b;
-    }
-    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-    b.bits = (unsigned short)(u >> 16);
-    return b;
-}
-
-// How a storage type is loaded into its computation type and stored back.
-template <typename T>
-struct Arith {
-    typedef T type;
-    static __device__ __forceinline__ T load(T v) { return v; }
-    static __device__ __forceinline__ T store(T v) { return v; }
-};
-
-template <>
-struct Arith<rt_float16> {
-    typedef float type;
-    static __device__ __forceinline__ float load(rt_float16 v) { return to_float(v); }
-    static __device__ __forceinline__ rt_float16 store(float v) { return float16_from_float(v); }
-};
-
-template <>
-struct Arith<rt_bfloat16> {
-    typedef float type;
-    static __device__ __forceinline__ float load(rt_bfloat16 v) { return to_float(v); }
-    static __device__ __forceinline__ rt_bfloat16 store(float v) { return bfloat16_from_float(v); }
-};
 
 // --- binary arithmetic ---------------------------------------------------------------------
 // `alpha` is already in the computation type. The host compiles with --fmad=false, so

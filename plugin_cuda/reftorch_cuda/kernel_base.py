@@ -1,0 +1,166 @@
+"""What every kernel wrapper of the plugin shares: programs (.cu files after the common
+prelude), the loop geometry as the C struct `Geometry<N>`, and the checks and launch of an
+elementwise pass.
+
+An elementwise wrapper declines (returns NotImplemented, so the copy-to-cpu fallback runs)
+for anything it does not handle exactly: tensors on other devices, more dims than the kernel
+geometry holds after coalescing, or outputs that overlap their inputs in a way one elementwise
+pass cannot write safely. Dtype checks are each wrapper's own.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from reftorch._ops.copy import empty_like_layout
+from reftorch._promotion import broadcast_shapes
+from reftorch._tensor import Tensor
+from reftorch_plugins.ctypes_table import CUDA_TYPES
+from reftorch_plugins.geometry import elementwise_geometry
+
+from . import nvrtc
+from .device import CUDAStorage
+
+PRELUDE = "common.cuh"   # put in front of every program's source (see kernels/common.cuh)
+
+# Storage types by dtype name. float32/float64 are the shared table's C types; the 16-bit
+# floats are the kernels' own storage types (NVRTC wheels ship no cuda_fp16.h / cuda_bf16.h).
+FLOAT_TYPES = {"float32": CUDA_TYPES["float32"], "float64": CUDA_TYPES["float64"],
+               "float16": "rt_float16", "bfloat16": "rt_bfloat16"}
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: drivers key loaded kernels on it
+class Program:
+    """A .cu file of the package and the template instantiations to compile from it."""
+    filename: str
+    name_expressions: tuple
+
+    def source(self):
+        """The prelude, then the file: NVRTC sees one translation unit (its log's line numbers
+        count from the prelude's first line, as the CompileError listing does)."""
+        return _read_source(PRELUDE) + "\n" + _read_source(self.filename)
+
+    def compile(self, arch, cache=None, options=nvrtc.DEFAULT_OPTIONS):
+        return nvrtc.compile(self.source(), self.filename, arch=arch, options=options,
+                             name_expressions=self.name_expressions, cache=cache)
+
+
+@functools.lru_cache(maxsize=None)
+def _read_source(filename):
+    return resources.files(__package__).joinpath("kernels", filename).read_text()
+
+
+# --- the kernel geometry, laid out as the C struct Geometry<N> -------------------------------
+
+@functools.lru_cache(maxsize=None)
+def max_dims():
+    """RT_MAX_DIMS, read from the kernel prelude so the two sides cannot disagree."""
+    return int(re.search(r"#define RT_MAX_DIMS (\d+)", _read_source(PRELUDE)).group(1))
+
+
+@functools.lru_cache(maxsize=None)
+def geometry_type(operands):
+    """ctypes twin of `template <int N> struct Geometry` for N = `operands`."""
+    dims = max_dims()
+
+    class Geometry(ctypes.Structure):
+        _fields_ = [("numel", ctypes.c_int64), ("ndim", ctypes.c_int32),
+                    ("unused", ctypes.c_int32), ("sizes", ctypes.c_int64 * dims),
+                    ("strides", (ctypes.c_int64 * dims) * operands)]
+    Geometry.__name__ = f"Geometry{operands}"
+    return Geometry
+
+
+def geometry_struct(shape, operand_strides):
+    g = geometry_type(len(operand_strides))()
+    numel = 1
+    for d, size in enumerate(shape):
+        g.sizes[d] = size
+        numel *= size
+    for k, strides in enumerate(operand_strides):
+        for d, stride in enumerate(strides):
+            g.strides[k][d] = stride
+    g.numel = numel
+    g.ndim = len(shape)
+    return g
+
+
+def pointer(t):
+    """A tensor's device address as a kernel pointer argument."""
+    return ctypes.c_uint64(t.data_ptr())
+
+
+# --- checks shared by the kernels -------------------------------------------------------------
+
+def on_one_cuda_device(tensors):
+    storages = [t._storage for t in tensors]
+    if not all(isinstance(s, CUDAStorage) for s in storages):
+        return False
+    return all(s._driver is storages[0]._driver and s._index == storages[0]._index
+               for s in storages)
+
+
+def _span(t):
+    """[first, last] element of t's storage that t touches."""
+    last = t._offset + sum((n - 1) * s for n, s in zip(t._shape, t._strides))
+    return t._offset, last
+
+
+def writable(out, inputs, shape, strides):
+    """Whether one elementwise pass may write `out` while reading `inputs`: out has no two
+    elements at one address, and each input is either out itself (same elements, same order)
+    or memory out does not touch."""
+    if any(stride == 0 and size > 1 for size, stride in zip(shape, strides[0])):
+        return False
+    first, last = _span(out)
+    for t, t_strides in zip(inputs, strides[1:]):
+        if t._storage is not out._storage:
+            continue
+        if t._offset == out._offset and t_strides == strides[0]:
+            continue
+        t_first, t_last = _span(t)
+        if t_first <= last and first <= t_last:
+            return False
+    return True
+
+
+def new_output(inputs, shape, dtype):
+    """A new result tensor; it keeps the layout of an input of the full shape when dense."""
+    for t in inputs:
+        if t._shape == shape:
+            return empty_like_layout(t, dtype=dtype)
+    return Tensor._empty(shape, dtype, inputs[0].device)
+
+
+def all_of_dtype(tensors, dtype):
+    return all(t.dtype is dtype for t in tensors)
+
+
+# --- one elementwise pass ---------------------------------------------------------------------
+
+def run_elementwise(program, expression, out, inputs, result_dtype, extra_args=()):
+    """Launch `expression` as `kernel(Geometry<1 + len(inputs)>, out, inputs..., extra_args...)`
+    over the broadcast of `inputs` into `out` (or a new tensor of `result_dtype`). Returns the
+    result, or NotImplemented when the tensors are not on one cuda device, the geometry has too
+    many dims, or `out` cannot be written in one pass. Dtypes are the caller's to check."""
+    if not on_one_cuda_device(inputs if out is None else (*inputs, out)):
+        return NotImplemented
+    shape = broadcast_shapes(*(t._shape for t in inputs))
+    if out is not None and (out._shape != shape or out.dtype is not result_dtype):
+        return NotImplemented
+    target = out if out is not None else new_output(inputs, shape, result_dtype)
+    geo_shape, strides = elementwise_geometry(target, inputs)
+    if len(geo_shape) > max_dims():
+        return NotImplemented
+    if out is not None and not writable(out, inputs, geo_shape, strides):
+        return NotImplemented
+    numel = target.numel()
+    if numel:
+        storage = target._storage
+        args = (geometry_struct(geo_shape, strides), pointer(target),
+                *(pointer(t) for t in inputs), *extra_args)
+        storage._driver.launch(storage._index, program, expression, numel, args)
+    return target

@@ -1,0 +1,6 @@
+"""(Kernels of this family come in the next commits.)"""
+PROGRAMS = ()
+
+
+def register_kernels(registrar):
+    pass

@@ -1,0 +1,237 @@
+"""reftorch-cuda's kernels against the cpu reference: unary math and activations with their
+backward ops, comparisons, where, clamp, dtype conversions, reductions and softmax.
+
+Every launch test runs twice (the `device_kind` fixture of test_plugin_cuda): on a real GPU
+when there is one, and on the emulated driver, which re-does each kernel's work with NumPy from
+the parameter bytes the plugin hands to cuLaunchKernel. The emulation computes with NumPy's
+functions, as the reference does, so emulated results must equal the reference exactly; on a
+GPU, CUDA's exp/log/tanh/sin/cos/erf are not correctly rounded (nor are NumPy's), so results
+are compared within the few ulp that ULPS below gives each op.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reftorch
+from reftorch import plugins
+from reftorch._ops import nn_activation as A
+import reftorch.nn.functional as F
+
+pytest.importorskip("reftorch_cuda", reason="reftorch-cuda is not installed")
+from spec_tests import test_plugin_cuda as base  # noqa: E402
+
+# The launch fixtures and value helpers of test_plugin_cuda (pytest finds fixtures by name).
+kernel_cache_dir, plugin, compiled = base.kernel_cache_dir, base.plugin, base.compiled
+emulated, device_kind = base.emulated, base.device_kind
+FLOATS, values, host, reference = base.FLOATS, base.values, base.host, base.reference
+
+
+# --- comparing results ------------------------------------------------------------------------
+
+def finfo(dtype_name):
+    import ml_dtypes
+    return ml_dtypes.finfo(getattr(ml_dtypes, dtype_name)) if dtype_name == "bfloat16" \
+        else np.finfo(dtype_name)
+
+
+def assert_close(got, expected, gpu, ulps=0, abs_eps=0.0, scale=None, err_msg=""):
+    """Shape, then dtype, then values. Emulated (gpu False): bit for bit (NaN where NaN, -0.0
+    where -0.0). On a GPU: within `ulps` units in the last place of the expected value, plus
+    `abs_eps` machine epsilons times `scale` (for formulas that cancel)."""
+    assert got.device.type == "cuda", err_msg
+    assert got.shape == expected.shape, err_msg
+    assert got.dtype is expected.dtype, err_msg
+    g, e = host(got), host(expected)
+    if not gpu or (ulps == 0 and abs_eps == 0):
+        np.testing.assert_array_equal(g, e, err_msg=err_msg)
+        np.testing.assert_array_equal(np.signbit(g), np.signbit(e), err_msg=err_msg)
+        return
+    info = finfo(expected.dtype.name)
+    eps, tiny = float(info.eps), float(info.smallest_subnormal)
+    allowed = ulps * np.maximum(np.abs(e) * eps, tiny)
+    if scale is not None:
+        allowed = allowed + abs_eps * eps * scale
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=err_msg)
+    finite = np.isfinite(e)
+    np.testing.assert_array_equal(g[~finite & ~np.isnan(e)], e[~finite & ~np.isnan(e)],
+                                  err_msg=err_msg)
+    assert np.all(np.abs(g - e)[finite] <= allowed[finite]), (
+        err_msg, np.max((np.abs(g - e) / np.maximum(allowed, 1e-300))[finite]))
+
+
+def is_gpu(device_kind):
+    return device_kind is None
+
+
+# Layouts of one input, applied the same way to the cpu and the cuda tensor.
+UNARY_LAYOUTS = {
+    "contiguous": lambda x: x,
+    "transposed": lambda x: x.t(),
+    "strided_slice": lambda x: x[1::2, 1:],
+    "broadcast": lambda x: x[:1].expand(6, 5),
+    "zero_dim": lambda x: x[2, 3],
+    "empty": lambda x: x[:0],
+}
+
+
+# --- unary math and activations ---------------------------------------------------------------
+
+# op -> (function, GPU tolerance in ulp for 32/64-bit, in ulp for the 16-bit types). CUDA's
+# float functions are within 1-2 ulp of the exact value (CUDA C Programming Guide, "Mathematical
+# Functions": expf 2, logf 1, tanhf 2, sinf/cosf 2, erf 2), NumPy's SIMD float32 exp/log within
+# 2-3: their sum, plus one rounding per extra operation in sigmoid/silu. A 16-bit result is
+# rounded from a float whose error is far below its own ulp: at most 1 ulp apart.
+UNARY = {
+    "neg": (reftorch.neg, 0, 0),
+    "abs": (reftorch.abs, 0, 0),
+    "sqrt": (reftorch.sqrt, 0, 0),
+    "rsqrt": (reftorch.rsqrt, 0, 0),
+    "relu": (reftorch.relu, 0, 0),
+    "exp": (reftorch.exp, 4, 1),
+    "expm1": (reftorch.expm1, 4, 1),
+    "log": (reftorch.log, 4, 1),
+    "log1p": (reftorch.log1p, 4, 1),
+    "sin": (reftorch.sin, 4, 1),
+    "cos": (reftorch.cos, 4, 1),
+    "tanh": (reftorch.tanh, 4, 1),
+    "sigmoid": (reftorch.sigmoid, 6, 1),
+    "silu": (F.silu, 6, 1),
+    "gelu": (F.gelu, 4, 1),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), 6, 1),
+}
+# Where 1 + tanh(..) cancels (gelu's tanh form for x << 0), an absolute error of a few eps |x|
+# is the reference's own rounding error: allowed on top of the ulps.
+CANCELLING = {"gelu_tanh": 4.0}
+
+
+def ulps_for(table_entry, dtype_name):
+    return table_entry[1] if dtype_name in ("float32", "float64") else table_entry[2]
+
+
+@pytest.mark.parametrize("op", UNARY)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_unary_ops_match_the_cpu_reference(device_kind, dtype_name, op):
+    fn = UNARY[op][0]
+    plugins.reset_fallbacks()
+    for seed, (layout, arrange) in enumerate(UNARY_LAYOUTS.items()):
+        x = values((6, 5), dtype_name, seed)
+        expected = reference(fn, arrange(x))
+        got = fn(arrange(x.cuda()))
+        assert_close(got, expected, is_gpu(device_kind), ulps_for(UNARY[op], dtype_name),
+                     CANCELLING.get(op, 0.0), 1 + np.abs(host(arrange(x))), err_msg=layout)
+    assert plugins.fallbacks() == {}
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_unary_in_place_and_out(device_kind, dtype_name):
+    x = values((4, 7), dtype_name, 11)
+    plugins.reset_fallbacks()
+    got = x.cuda().t()
+    reftorch.relu_(got)  # in place through a transposed view
+    assert_close(got, reference(lambda t: reftorch.relu(t), x.t()), False)
+    out = reftorch.empty(0, dtype=x.dtype).cuda()
+    reftorch.neg(x.cuda().t(), out=out)
+    assert_close(out, reference(reftorch.neg, x.t()), False)
+    y = x.cuda()
+    y.abs_()
+    assert_close(y, reference(reftorch.abs, x), False)
+    assert plugins.fallbacks() == {}
+
+
+def test_unary_overlapping_out_declines(device_kind):
+    x = values((10,), "float32", 4)
+    got = x.cuda()
+    plugins.reset_fallbacks()
+    reftorch.neg(got[:-1], out=got[1:])  # reads what it writes, shifted: not one pass
+    expected = x.clone()
+    with plugins.use_reference_kernels():
+        reftorch.neg(expected[:-1], out=expected[1:])
+    np.testing.assert_array_equal(host(got), host(expected))
+    assert plugins.fallbacks() == {("neg", "cuda", reftorch.float32): 1}
+
+
+def test_unary_kernels_decline_what_they_do_not_handle():
+    from reftorch_cuda import ops_unary as U
+    f32, f64 = reftorch.float32, reftorch.float64
+    a = reftorch.ones(2)
+    exp = U.unary_kernel("exp")
+    assert exp(None, (a,), (f32, f32, f32), {}) is NotImplemented  # not on cuda
+    assert exp(None, (a,), (f64, f64, f64), {}) is NotImplemented  # mixed dtypes
+    ints = reftorch.ones(2, dtype=reftorch.int64)
+    assert exp(None, (ints,), (reftorch.int64,) * 3, {}) is NotImplemented
+    assert U.unary_kernel("gelu")(None, (a,), (f32,) * 3, {"approximate": "x"}) \
+        is NotImplemented
+    threshold = U.grad_kernel("threshold_backward")
+    assert threshold(None, (a, a), (f32,) * 3, {"threshold": 2**60}) is NotImplemented
+
+
+# --- the activations' backward ops ------------------------------------------------------------
+
+GRAD = {  # op -> (function of (grad, v), ulps 32/64-bit, ulps 16-bit)
+    "tanh_backward": (A.tanh_backward, 0, 0),
+    "sigmoid_backward": (A.sigmoid_backward, 0, 0),
+    "threshold_backward": (lambda g, x: A.threshold_backward(g, x, 0.25), 0, 0),
+    "silu_backward": (A.silu_backward, 6, 1),
+    "gelu_backward": (A.gelu_backward, 6, 1),
+    "gelu_backward_tanh": (lambda g, x: A.gelu_backward(g, x, approximate="tanh"), 8, 1),
+}
+# gelu/silu derivatives cross 0 (and 1 + tanh cancels): an absolute error of a few eps
+# (1 + x^2) |g| is the reference's own rounding error there.
+GRAD_CANCELLING = {"silu_backward": 4.0, "gelu_backward": 4.0, "gelu_backward_tanh": 4.0}
+
+PAIR_LAYOUTS = {
+    "contiguous": lambda g, v: (g, v),
+    "transposed": lambda g, v: (g.t(), v.t()),
+    "one_transposed": lambda g, v: (g.t(), v.t().contiguous()),
+    "broadcast": lambda g, v: (g[:1], v),
+    "strided_slices": lambda g, v: (g[::2, 1:], v[1::2, :-1]),
+    "zero_dim": lambda g, v: (g[1, 1], v[2, 2]),
+    "empty": lambda g, v: (g[:0], v[:0]),
+}
+
+
+@pytest.mark.parametrize("op", GRAD)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_backward_ops_match_the_cpu_reference(device_kind, dtype_name, op):
+    fn = GRAD[op][0]
+    plugins.reset_fallbacks()
+    for seed, (layout, arrange) in enumerate(PAIR_LAYOUTS.items()):
+        g, v = values((6, 5), dtype_name, seed), values((6, 5), dtype_name, seed + 50)
+        if op in ("tanh_backward", "sigmoid_backward"):
+            v = reference(reftorch.tanh, v)  # an output of the forward, in [-1, 1]
+        a, b = arrange(g, v)
+        expected = reference(fn, a, b)
+        got = fn(*arrange(g.cuda(), v.cuda()))
+        scale = np.abs(host(a)) * (1 + host(b) ** 2)
+        assert_close(got, expected, is_gpu(device_kind), ulps_for(GRAD[op], dtype_name),
+                     GRAD_CANCELLING.get(op, 0.0), scale, err_msg=layout)
+    assert plugins.fallbacks() == {}
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "sigmoid", "gelu", "silu"])
+def test_autograd_calls_the_backward_kernels(emulated, activation):
+    fn = {"relu": F.relu, "tanh": reftorch.tanh, "sigmoid": reftorch.sigmoid,
+          "gelu": F.gelu, "silu": F.silu}[activation]
+    x = values((5, 3), "float32", 7)
+    x.requires_grad_(True)
+    expected_grad = None
+    with plugins.use_reference_kernels():
+        fn(x).backward(reftorch.ones(5, 3))
+        expected_grad = x.grad
+    xc = x.detach().cuda().requires_grad_(True)
+    emulated.launches.clear()
+    fn(xc).backward(reftorch.ones(5, 3).cuda())
+    names = {"relu": "ThresholdBackward", "tanh": "TanhBackward", "sigmoid": "SigmoidBackward",
+             "gelu": "GeluErfBackward", "silu": "SiluBackward"}
+    assert f"grad_kernel<float, {names[activation]}Op>" in emulated.launches
+    np.testing.assert_array_equal(host(xc.grad), host(expected_grad))
+
+
+def test_unary_program_instantiates_what_is_registered():
+    from reftorch_cuda import ops_unary as U
+    assert len(U.UNARY.name_expressions) == (16 + 6) * 4
+    assert len(set(U.UNARY.name_expressions)) == len(U.UNARY.name_expressions)
+    for op in list(U.UNARY_OPS) + list(U.GRAD_OPS):
+        for name in FLOATS:
+            assert plugins.serving(op, "cuda", getattr(reftorch, name)) == "cuda"
