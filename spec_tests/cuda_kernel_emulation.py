@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS_DIR = ROOT / "plugin_cuda/reftorch_cuda/kernels"
 STORAGE = {"float": np.float32, "double": np.float64, "rt_float16": np.float16,
            "rt_bfloat16": ml_dtypes.bfloat16}
+INTS = {"bool": np.bool_, "unsigned char": np.uint8, "signed char": np.int8, "short": np.int16,
+        "int": np.int32, "long long": np.int64}
 WORDS = {"unsigned char": 1, "unsigned short": 2, "unsigned int": 4,
          "unsigned long long": 8, "rt_bytes16": 16}
 
@@ -197,3 +199,93 @@ def grad(driver, match, grid, block, shared, params):
     with np.errstate(all="ignore"):
         value = GRAD[match.group(2)](g.astype(compute), v.astype(compute), parameter)
         out[...] = value.astype(storage)
+
+
+# --- select.cu --------------------------------------------------------------------------------
+
+COMPARE = {"Eq": np.equal, "Ne": np.not_equal, "Lt": np.less, "Le": np.less_equal,
+           "Gt": np.greater, "Ge": np.greater_equal}
+
+
+def _elementwise_views(driver, params, operand_types):
+    """Views of (out, inputs...) for a kernel(Geometry<N>, pointers...) launch."""
+    p = slots(params, len(operand_types) + 1)
+    shape, strides = geometry(p[0], len(operand_types))
+    return [driver.view(pointer(p[k + 1]), t, shape, s)
+            for k, (t, s) in enumerate(zip(operand_types, strides))]
+
+
+@emulates(r"compare_kernel<(.+), (\w+)Op>")
+def compare(driver, match, grid, block, shared, params):
+    grid_stride(grid, block)
+    assert shared == 0
+    storage = {**STORAGE, **INTS}[match.group(1)]
+    out, a, b = _elementwise_views(driver, params, (np.bool_, storage, storage))
+    out[...] = COMPARE[match.group(2)](a, b)
+
+
+@emulates(r"where_kernel<(.+)>")
+def where(driver, match, grid, block, shared, params):
+    grid_stride(grid, block)
+    assert shared == 0
+    void = np.dtype((np.void, WORDS[match.group(1)]))
+    out, condition, a, b = _elementwise_views(driver, params, (void, np.bool_, void, void))
+    out[...] = np.where(condition, a, b)
+
+
+def _maximum(a, b):
+    """np.maximum as select.cu's rt_maximum: NaN from either side, b on ties."""
+    return np.where(np.isnan(a), a, np.where(np.isnan(b) | ~(a > b), b, a))
+
+
+def _minimum(a, b):
+    return np.where(np.isnan(a), a, np.where(np.isnan(b) | ~(a < b), b, a))
+
+
+@emulates(r"clamp_kernel<(.+)>")
+def clamp(driver, match, grid, block, shared, params):
+    grid_stride(grid, block)
+    assert shared == 0
+    storage = STORAGE[match.group(1)]
+    out, x, low, high = _elementwise_views(driver, params, (storage,) * 4)
+    c = compute_type(storage)
+    out[...] = _minimum(_maximum(x.astype(c), low.astype(c)), high.astype(c)).astype(storage)
+
+
+@emulates(r"bound_kernel<(.+), (Maximum|Minimum)Op>")
+def bound(driver, match, grid, block, shared, params):
+    grid_stride(grid, block)
+    assert shared == 0
+    storage = STORAGE[match.group(1)]
+    out, x, b = _elementwise_views(driver, params, (storage,) * 3)
+    c = compute_type(storage)
+    fn = _maximum if match.group(2) == "Maximum" else _minimum
+    out[...] = fn(x.astype(c), b.astype(c)).astype(storage)
+
+
+# --- cast.cu ----------------------------------------------------------------------------------
+
+INT_RANGES = {np.uint8: (0, 255), np.int8: (-128, 127), np.int16: (-32768, 32767),
+              np.int32: (-2**31, 2**31 - 1), np.int64: (-2**63, 2**63 - 1)}
+
+
+@emulates(r"cast_kernel<(.+), (.+)>")
+def cast(driver, match, grid, block, shared, params):
+    """NumPy's conversion where it is defined; a float-to-integer element whose truncation
+    does not fit (or NaN) sets the flag (its output element is then unspecified: 0 here)."""
+    grid_stride(grid, block)
+    assert shared == 0
+    types = {**STORAGE, **INTS}
+    dst_type, src_type = types[match.group(1)], types[match.group(2)]
+    out, src = _elementwise_views(driver, params, (dst_type, src_type))
+    flag_address = pointer(slots(params, 4)[3])  # (geometry, out, src, flag)
+    value = src
+    if dst_type in INT_RANGES and src_type in STORAGE.values():
+        wide = src.astype(np.float64)
+        lowest, highest = INT_RANGES[dst_type]
+        defined = (wide > float(lowest) - 1) & (wide < float(highest) + 1)
+        if not defined.all():
+            driver.view(flag_address, np.uint32, (1,), (1,))[0] = 1
+        value = np.where(defined, wide, 0)
+    with np.errstate(all="ignore"):
+        out[...] = value.astype(dst_type)

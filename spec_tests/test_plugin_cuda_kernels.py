@@ -60,6 +60,22 @@ def assert_close(got, expected, gpu, ulps=0, abs_eps=0.0, scale=None, err_msg=""
         err_msg, np.max((np.abs(g - e) / np.maximum(allowed, 1e-300))[finite]))
 
 
+def plain(t):
+    """A tensor's values as NumPy, bfloat16 widened to float32 (exactly), so that NumPy's
+    comparisons treat NaN as equal to NaN and see signed zeros."""
+    a = t.cpu()._np
+    return a.astype(np.float32) if t.dtype is reftorch.bfloat16 else a
+
+
+def assert_same_values(got, expected, err_msg=""):
+    """Same shape, dtype and values, bit for bit up to NaN payloads (-0.0 is not 0.0)."""
+    assert got.shape == expected.shape and got.dtype is expected.dtype, err_msg
+    g, e = plain(got), plain(expected)
+    np.testing.assert_array_equal(g, e, err_msg=err_msg)
+    if g.dtype.kind in "fc":
+        np.testing.assert_array_equal(np.signbit(g.real), np.signbit(e.real), err_msg=err_msg)
+
+
 def is_gpu(device_kind):
     return device_kind is None
 
@@ -235,3 +251,170 @@ def test_unary_program_instantiates_what_is_registered():
     for op in list(U.UNARY_OPS) + list(U.GRAD_OPS):
         for name in FLOATS:
             assert plugins.serving(op, "cuda", getattr(reftorch, name)) == "cuda"
+
+
+# --- comparisons, where, clamp ----------------------------------------------------------------
+
+COMPARE = {name: getattr(reftorch, name) for name in ("eq", "ne", "lt", "le", "gt", "ge")}
+COMPARE_DTYPES = FLOATS + ["int32", "int64", "bool"]
+
+
+def some_values(shape, dtype_name, seed):
+    """values() for float dtypes; small integers (with repeats, so == is often true) else."""
+    if dtype_name in FLOATS:
+        x = values(shape, dtype_name, seed)
+        x.reshape(-1)[-3:] = x.reshape(-1)[:3]  # some equal pairs across the two inputs' seeds
+        return x
+    rng = np.random.default_rng(seed)
+    return reftorch.tensor(rng.integers(-3, 3, shape)).to(getattr(reftorch, dtype_name))
+
+
+@pytest.mark.parametrize("op", COMPARE)
+@pytest.mark.parametrize("dtype_name", COMPARE_DTYPES)
+def test_comparisons_match_the_cpu_reference(device_kind, dtype_name, op):
+    fn = COMPARE[op]
+    plugins.reset_fallbacks()
+    for seed, (layout, arrange) in enumerate(PAIR_LAYOUTS.items()):
+        x, y = some_values((6, 5), dtype_name, seed), some_values((6, 5), dtype_name, seed)
+        y = y.flip(0) if dtype_name in FLOATS else y.flip(1)  # equal and unequal pairs
+        a, b = arrange(x, y)
+        expected = reference(fn, a, b)
+        got = fn(*arrange(x.cuda(), y.cuda()))
+        assert_close(got, expected, False, err_msg=layout)
+    if dtype_name in ("float32", "float64", "int64"):
+        x = some_values((6, 5), dtype_name, 3)
+        assert_close(fn(x.cuda(), 0.5 if dtype_name != "int64" else 1),
+                     reference(lambda t: fn(t, 0.5 if dtype_name != "int64" else 1), x),
+                     False, err_msg="python scalar")
+    assert plugins.fallbacks() == {}
+
+
+TRIPLE_LAYOUTS = {
+    "contiguous": lambda c, a, b: (c, a, b),
+    "transposed": lambda c, a, b: (c.t(), a.t(), b.t()),
+    "broadcast": lambda c, a, b: (c[:, :1], a[:1], b),
+    "strided_slices": lambda c, a, b: (c[::2, 1:], a[1::2, :-1], b[::2, :-1]),
+    "zero_dim": lambda c, a, b: (c, a[0, 0], b[1, 1]),
+    "empty": lambda c, a, b: (c[:0], a[:0], b[:0]),
+}
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS + ["int64", "int16", "bool", "complex64",
+                                                 "complex128"])
+def test_where_matches_the_cpu_reference(device_kind, dtype_name):
+    dtype = getattr(reftorch, dtype_name)
+    plugins.reset_fallbacks()
+    for seed, (layout, arrange) in enumerate(TRIPLE_LAYOUTS.items()):
+        condition = values((6, 5), "float32", seed) > 0
+        a = values((6, 5), "float32", seed + 1).to(dtype)
+        b = values((6, 5), "float32", seed + 2).to(dtype)
+        args = arrange(condition, a, b)
+        expected = reference(reftorch.where, *args)
+        got = reftorch.where(*arrange(condition.cuda(), a.cuda(), b.cuda()))
+        assert_same_values(got, expected, err_msg=layout)
+    assert plugins.fallbacks() == {}
+
+
+CLAMP = {
+    "clamp_scalars": lambda x, lo, hi: reftorch.clamp(x, -1.5, 2.0),
+    "clamp_tensors": lambda x, lo, hi: reftorch.clamp(x, lo, hi),
+    "clamp_min": lambda x, lo, hi: reftorch.clamp(x, min=lo),
+    "clamp_max_scalar": lambda x, lo, hi: x.clamp(max=0.25),
+    "clamp_inverted": lambda x, lo, hi: reftorch.clamp(x, hi, lo),  # low > high gives high
+}
+
+
+@pytest.mark.parametrize("op", CLAMP)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_clamp_matches_the_cpu_reference(device_kind, dtype_name, op):
+    fn = CLAMP[op]
+    if "scalar" in op and dtype_name in ("float16", "bfloat16"):
+        pytest.skip("a Python bound of a 16-bit tensor arrives as float32: the fallback")
+    plugins.reset_fallbacks()
+    for seed, (layout, arrange) in enumerate(TRIPLE_LAYOUTS.items()):
+        x = values((6, 5), dtype_name, seed)
+        low, high = values((6, 5), dtype_name, seed + 7), values((6, 5), dtype_name, seed + 8)
+        low, high = reftorch.minimum(low, high), reftorch.maximum(low, high)
+        args = arrange(x, low, high)
+        expected = reference(fn, *args)
+        got = fn(*arrange(x.cuda(), low.cuda(), high.cuda()))
+        assert_close(got, expected, False, err_msg=layout)
+    assert plugins.fallbacks() == {}
+
+
+def test_clamp_in_place_and_nan_bounds(device_kind):
+    x = values((5, 4), "float32", 9)
+    got = x.cuda().t()
+    plugins.reset_fallbacks()
+    got.clamp_(-1.0, float("nan"))  # a NaN bound gives NaN everywhere, as np.minimum does
+    assert_close(got, reference(lambda t: reftorch.clamp(t, -1.0, float("nan")), x.t()), False)
+    assert plugins.fallbacks() == {}
+
+
+# --- dtype conversions ------------------------------------------------------------------------
+
+INTS = ["bool", "uint8", "int8", "int16", "int32", "int64"]
+
+
+def in_range_values(shape, src_name, dst_name, seed):
+    """Values whose conversion NumPy defines: truncations that fit an integer destination."""
+    x = values(shape, "float64", seed)
+    if src_name in INTS:
+        x = x * 10 if src_name != "bool" else x
+    elif dst_name in INTS and dst_name != "bool":
+        x = reftorch.nan_to_num(x, 0.0, 0.0, 0.0)
+        # inside int8 even after rounding to the source dtype (bfloat16 has 0.5 steps here)
+        x = x.clamp(-0.9, 200.9) if dst_name == "uint8" else x.clamp(-120.9, 120.9)
+    if src_name in INTS and src_name not in ("bool",):
+        x = reftorch.nan_to_num(x, 0.0, 0.0, 0.0).clamp(-120, 120)
+    return x.to(getattr(reftorch, src_name))
+
+
+CAST_PAIRS = ([(s, d) for s in FLOATS for d in FLOATS + INTS if s != d]
+              + [(s, d) for s in INTS for d in FLOATS])
+
+
+@pytest.mark.parametrize("src_name,dst_name", CAST_PAIRS, ids=lambda p: p)
+def test_conversions_match_the_cpu_reference(device_kind, src_name, dst_name):
+    dst = getattr(reftorch, dst_name)
+    plugins.reset_fallbacks()
+    for seed, (layout, arrange) in enumerate(UNARY_LAYOUTS.items()):
+        x = arrange(in_range_values((6, 5), src_name, dst_name, seed))
+        expected = reference(lambda t: t.to(dst), x)
+        got = x.cuda().to(dst)
+        assert_same_values(got, expected, err_msg=layout)
+        # into a strided destination
+        target = reftorch.zeros(*reversed(expected.shape), dtype=dst).cuda().t()
+        target.copy_(x.cuda())
+        assert_same_values(target, expected, err_msg=layout)
+    assert plugins.fallbacks() == {}
+
+
+def test_undefined_float_to_integer_conversions_decline(device_kind):
+    x = reftorch.tensor([1.5, -2.5, float("nan"), 3e9, -7.9])
+    plugins.reset_fallbacks()
+    with np.errstate(invalid="ignore"):
+        got = x.cuda().to(reftorch.int32)  # NaN and 3e9: NumPy's (the platform's) result
+        expected = reference(lambda t: t.to(reftorch.int32), x)
+    np.testing.assert_array_equal(got.cpu()._np, expected._np)
+    assert plugins.fallbacks() == {("copy_", "cuda", reftorch.float32): 1}
+    plugins.reset_fallbacks()
+    edges = reftorch.tensor([255.9, -0.9, 0.0], dtype=reftorch.float64)
+    got = edges.cuda().to(reftorch.uint8)  # all defined: served
+    np.testing.assert_array_equal(got.cpu()._np, np.array([255, 0, 0], np.uint8))
+    assert plugins.fallbacks() == {}
+    got = reftorch.tensor([256.0, 1.0]).cuda().to(reftorch.uint8)
+    assert plugins.fallbacks() == {("copy_", "cuda", reftorch.float32): 1}
+
+
+def test_fill_and_zero_stay_on_the_device(device_kind):
+    x = values((4, 6), "float16", 2).cuda()
+    plugins.reset_fallbacks()
+    x.t()[1:].fill_(2.5)
+    x[:, ::2].zero_()
+    expected = values((4, 6), "float16", 2)
+    with plugins.use_reference_kernels():
+        expected.t()[1:].fill_(2.5)
+        expected[:, ::2].zero_()
+    assert_close(x, expected, False)
+    assert plugins.fallbacks() == {}

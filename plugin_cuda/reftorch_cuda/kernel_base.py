@@ -30,6 +30,12 @@ PRELUDE = "common.cuh"   # put in front of every program's source (see kernels/c
 # floats are the kernels' own storage types (NVRTC wheels ship no cuda_fp16.h / cuda_bf16.h).
 FLOAT_TYPES = {"float32": CUDA_TYPES["float32"], "float64": CUDA_TYPES["float64"],
                "float16": "rt_float16", "bfloat16": "rt_bfloat16"}
+# bool and the integer types, as built-in C++ types (NVRTC has no <cstdint> without headers).
+INT_TYPES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short",
+             "int32": "int", "int64": "long long"}
+# Kernels that move elements without looking at them use one word type per element width.
+WORDS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long",
+         16: "rt_bytes16"}
 
 
 @dataclass(frozen=True, eq=False)  # hashed by identity: drivers key loaded kernels on it

@@ -8,7 +8,7 @@ an elementwise pass cannot write safely.
 
 This module holds add/sub/mul/div and the same-dtype copy (kernels/elementwise.cu), the list
 of every program (`PROGRAMS`) and `register_kernels`; the other op families live in
-ops_unary.py, ops_cast.py, ops_reduce.py and ops_softmax.py, and what they all share in
+ops_unary.py, ops_select.py, ops_cast.py, ops_reduce.py and ops_softmax.py, and what they all share in
 kernel_base.py.
 """
 from __future__ import annotations
@@ -17,19 +17,16 @@ import ctypes
 
 from reftorch import _dtype as D
 
-from . import ops_cast, ops_reduce, ops_softmax, ops_unary
-from .kernel_base import (FLOAT_TYPES, Program, all_of_dtype, geometry_struct, geometry_type,
-                          max_dims, on_one_cuda_device, pointer, run_elementwise,
-                          writable)
+from . import ops_cast, ops_reduce, ops_select, ops_softmax, ops_unary
+from .kernel_base import (FLOAT_TYPES, WORDS, Program, all_of_dtype, geometry_struct,
+                          geometry_type, max_dims, on_one_cuda_device, pointer,
+                          run_elementwise, writable)
 from reftorch_plugins.geometry import elementwise_geometry
 
 __all__ = ["PROGRAMS", "ELEMENTWISE", "register_kernels", "binary_kernel", "copy_kernel",
            "geometry_struct", "geometry_type", "max_dims"]
 
 BINARY_OPS = {"add": "AddOp", "sub": "SubOp", "mul": "MulOp", "div": "DivOp"}
-# A same-dtype copy moves bytes: one instantiation per element width.
-COPY_WORDS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
-              8: "unsigned long long", 16: "rt_bytes16"}
 
 
 def binary_expression(op_name, dtype_name):
@@ -37,14 +34,15 @@ def binary_expression(op_name, dtype_name):
 
 
 def copy_expression(itemsize):
-    return f"copy_kernel<{COPY_WORDS[itemsize]}>"
+    """A same-dtype copy moves bytes: one instantiation per element width."""
+    return f"copy_kernel<{WORDS[itemsize]}>"
 
 
 ELEMENTWISE = Program("elementwise.cu", tuple(
     [binary_expression(op, name) for op in BINARY_OPS for name in FLOAT_TYPES]
-    + [copy_expression(width) for width in COPY_WORDS]))
-PROGRAMS = (ELEMENTWISE, *ops_unary.PROGRAMS, *ops_cast.PROGRAMS, *ops_reduce.PROGRAMS,
-            *ops_softmax.PROGRAMS)
+    + [copy_expression(width) for width in WORDS]))
+PROGRAMS = (ELEMENTWISE, *ops_unary.PROGRAMS, *ops_select.PROGRAMS, *ops_cast.PROGRAMS,
+            *ops_reduce.PROGRAMS, *ops_softmax.PROGRAMS)
 
 
 # --- kernels ----------------------------------------------------------------------------------
@@ -83,7 +81,7 @@ def copy_kernel(out, inputs, dtypes, params):
         return NotImplemented
     if src.dtype is not out.dtype:
         return ops_cast.cast(out, src)
-    if src.dtype.itemsize not in COPY_WORDS:
+    if src.dtype.itemsize not in WORDS:
         return NotImplemented
     numel = out.numel()
     if numel == 0:
@@ -111,7 +109,7 @@ def register_kernels(registrar):
     floats = [D.by_name(name) for name in FLOAT_TYPES]
     for op_name in BINARY_OPS:
         registrar.kernel(op_name, "cuda", floats, binary_kernel(op_name))
-    copyable = [d for d in D.ALL_DTYPES if d.itemsize in COPY_WORDS]
+    copyable = [d for d in D.ALL_DTYPES if d.itemsize in WORDS]
     registrar.kernel("copy_", "cuda", copyable, copy_kernel)
-    for module in (ops_unary, ops_cast, ops_reduce, ops_softmax):
+    for module in (ops_unary, ops_select, ops_reduce, ops_softmax):
         module.register_kernels(registrar)

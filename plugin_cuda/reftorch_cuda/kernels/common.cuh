@@ -106,6 +106,9 @@ struct Arith<rt_bfloat16> {
     static __device__ __forceinline__ rt_bfloat16 store(float v) { return bfloat16_from_float(v); }
 };
 
+// A 16-byte word (complex128), for kernels that move elements without looking at them.
+struct __align__(16) rt_bytes16 { unsigned long long low, high; };
+
 // The elementwise kernels' loop: every linear index below g.numel, once, over a 1-D grid of
 // any size (the host caps the grid; each thread strides by the grid's thread count).
 #define RT_GRID_STRIDE_LOOP(i, n)                                                           \

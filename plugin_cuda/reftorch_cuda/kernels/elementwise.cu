@@ -48,9 +48,8 @@ binary_kernel(const Geometry<3> g, T* out, const T* a, const T* b, double alpha)
 }
 
 // --- strided copy --------------------------------------------------------------------------
-// A same-dtype copy only moves bytes, so it is instantiated per element width, not per dtype.
-
-struct __align__(16) rt_bytes16 { unsigned long long low, high; };
+// A same-dtype copy only moves bytes, so it is instantiated per element width, not per dtype
+// (word types: unsigned char ... unsigned long long, rt_bytes16).
 
 template <typename W>
 __global__ void __launch_bounds__(256)
