@@ -289,3 +289,64 @@ def cast(driver, match, grid, block, shared, params):
         value = np.where(defined, wide, 0)
     with np.errstate(all="ignore"):
         out[...] = value.astype(dst_type)
+
+
+# --- reduce.cu --------------------------------------------------------------------------------
+
+def geometry_allowing_empty(address, operands):
+    """Decode `Geometry<operands>` as `geometry` does, allowing numel 0 (an empty reduction)."""
+    dims = max_dims()
+    raw = ctypes.string_at(address, 16 + 8 * dims * (operands + 1))
+    numel, ndim = struct.unpack_from("<qi", raw)
+    sizes = np.frombuffer(raw, "<i8", dims, 16)
+    strides = np.frombuffer(raw, "<i8", operands * dims, 16 + 8 * dims).reshape(operands, -1)
+    assert 1 <= ndim <= dims and numel == int(np.prod(sizes[:ndim])) >= 0
+    return tuple(sizes[:ndim]), [tuple(s[:ndim]) for s in strides]
+
+
+REDUCE_THREADS = 256
+REDUCERS = {  # (identity, combine)
+    "Sum": (0.0, np.add), "Mean": (0.0, np.add),
+    "Amax": (-np.inf, lambda a, b: _maximum(a, b)), "Amin": (np.inf, lambda a, b: _minimum(a, b)),
+}
+
+
+def _block_reduce(values, identity, combine):
+    """reduce.cu's order over the last axis: thread t combines elements t, t + 256, ... in
+    turn, then the tree partial[t] = combine(partial[t], partial[t + s]), s = 128, ..., 1."""
+    n = values.shape[-1]
+    padded = -(-n // REDUCE_THREADS) * REDUCE_THREADS
+    pad = np.full(values.shape[:-1] + (padded - n,), identity, values.dtype)
+    chunks = np.concatenate([values, pad], axis=-1).reshape(
+        values.shape[:-1] + (-1, REDUCE_THREADS))
+    partial = np.full(values.shape[:-1] + (REDUCE_THREADS,), identity, values.dtype)
+    for k in range(chunks.shape[-2]):  # one step per 256 elements: the threads' loops
+        partial = combine(partial, chunks[..., k, :])
+    s = REDUCE_THREADS // 2
+    while s:
+        partial = np.concatenate([combine(partial[..., :s], partial[..., s:2 * s]),
+                                  partial[..., s:]], axis=-1)
+        s //= 2
+    return partial[..., 0]
+
+
+@emulates(r"reduce_kernel<(.+), (\w+)Op>")
+def reduce(driver, match, grid, block, shared, params):
+    assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
+    p = slots(params, 4)      # (outer geometry, inner geometry, out, in)
+    outer_shape, (out_strides, in_strides) = geometry(p[0], 2)
+    inner_shape, (inner_strides,) = geometry_allowing_empty(p[1], 1)
+    storage = STORAGE[match.group(1)]
+    c = compute_type(storage)
+    out = driver.view(pointer(p[2]), storage, outer_shape, out_strides)
+    n = int(np.prod(inner_shape))
+    source = driver.view(pointer(p[3]), storage, outer_shape + inner_shape,
+                         in_strides + inner_strides) if n else \
+        np.zeros(outer_shape + (0,), storage)
+    values = source.astype(c).reshape(outer_shape + (n,))
+    identity, combine = REDUCERS[match.group(2)]
+    with np.errstate(all="ignore"):
+        total = _block_reduce(values, c(identity), combine)
+        if match.group(2) == "Mean":
+            total = total / c(n)
+        out[...] = total.astype(storage)

@@ -418,3 +418,115 @@ def test_fill_and_zero_stay_on_the_device(device_kind):
         expected[:, ::2].zero_()
     assert_close(x, expected, False)
     assert plugins.fallbacks() == {}
+
+
+# --- reductions -------------------------------------------------------------------------------
+
+def finite_values(shape, dtype_name, seed):
+    rng = np.random.default_rng(seed)
+    return reftorch.tensor((rng.standard_normal(shape) * 3).astype(np.float32)).to(
+        getattr(reftorch, dtype_name))
+
+
+# (input layout from a (6, 5, 300) tensor, dims, keepdim)
+REDUCE_CASES = {
+    "all": (lambda x: x, None, False),
+    "last_dim": (lambda x: x, (-1,), False),
+    "first_dim_keepdim": (lambda x: x, (0,), True),
+    "two_dims": (lambda x: x, (0, 2), False),
+    "middle_dim": (lambda x: x, (1,), True),
+    "transposed": (lambda x: x.transpose(0, 2), (0,), False),
+    "strided_slice": (lambda x: x[::2, 1:, ::3], (2,), False),
+    "broadcast": (lambda x: x[:, :1].expand(6, 5, 300), (1, 2), False),
+    "zero_dim": (lambda x: x[1, 2, 3], None, False),
+    "zero_dim_dim0": (lambda x: x[1, 2, 3], (0,), True),
+    "empty_reduced": (lambda x: x[:, :0], (1,), False),
+    "empty_kept": (lambda x: x[:0], (2,), False),
+}
+REDUCE = {
+    "sum": lambda x, dim, keepdim: x.sum() if dim is None else x.sum(dim, keepdim=keepdim),
+    "mean": lambda x, dim, keepdim: x.mean() if dim is None else x.mean(dim, keepdim=keepdim),
+    "amax": lambda x, dim, keepdim: x.amax(() if dim is None else dim, keepdim=keepdim),
+    "amin": lambda x, dim, keepdim: x.amin(() if dim is None else dim, keepdim=keepdim),
+    "max": lambda x, dim, keepdim: x.max() if dim is None else x.amax(dim, keepdim=keepdim),
+}
+
+
+def accumulator_eps(dtype_name):
+    return float(np.finfo(np.float64 if dtype_name == "float64" else np.float32).eps)
+
+
+def assert_sum_close(got, expected, x, dims, mean, err_msg):
+    """The kernel and NumPy add in different orders: each is within (terms in sequence) eps of
+    the exact sum of |x| (the kernel: n / 256 sequential terms and an 8-level tree; NumPy:
+    pairwise, log2(n) levels), divided by n for a mean, plus the final rounding to the output
+    dtype."""
+    assert got.shape == expected.shape and got.dtype is expected.dtype, err_msg
+    g, e = host(got), host(expected)
+    magnitude = np.abs(host(x))
+    axes = None if dims is None or x.ndim == 0 else tuple(d % x.ndim for d in dims)
+    n = max(1, magnitude.size // max(1, e.size)) if x.ndim else 1
+    total = np.sum(magnitude, axis=axes, keepdims=got.ndim == x.ndim and x.ndim > 0)
+    total = total.reshape(e.shape) if total.size == e.size else total
+    steps = n / 256 + 8 + np.log2(n + 1) + 1
+    allowed = steps * accumulator_eps(got.dtype.name) * total / (n if mean else 1)
+    allowed = allowed + float(finfo(got.dtype.name).eps) * np.abs(e)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=err_msg)
+    assert np.all(np.abs(g - e)[~np.isnan(e)] <= allowed[~np.isnan(e)]), err_msg
+
+
+@pytest.mark.parametrize("op", REDUCE)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_reductions_match_the_cpu_reference(device_kind, dtype_name, op):
+    fn = REDUCE[op]
+    base_x = finite_values((6, 5, 300), dtype_name, 1)
+    plugins.reset_fallbacks()
+    for case, (arrange, dims, keepdim) in REDUCE_CASES.items():
+        x = arrange(base_x)
+        if op in ("amax", "amin", "max") and x.numel() == 0:
+            continue  # no identity: the reference raises before any kernel
+        if op == "max" and dims is not None:
+            continue
+        expected = reference(fn, x, dims, keepdim)
+        got = fn(arrange(base_x.cuda()), dims, keepdim)
+        if op in ("sum", "mean"):
+            assert_sum_close(got, expected, x, dims, op == "mean", case)
+        else:
+            assert_close(got, expected, False, err_msg=case)
+    assert plugins.fallbacks() == {}
+
+
+@pytest.mark.parametrize("op", ["amax", "amin", "sum"])
+def test_reductions_propagate_nan_and_inf(device_kind, op):
+    x = finite_values((4, 600), "float32", 2)
+    x[1, 377] = float("nan")
+    x[2, 5] = float("inf")
+    x[3, 0] = float("-inf")
+    expected = reference(lambda t: getattr(t, op)(1), x)
+    got = getattr(x.cuda(), op)(1)
+    g, e = host(got), host(expected)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
+    np.testing.assert_array_equal(np.isinf(g), np.isinf(e))
+    np.testing.assert_array_equal(g[np.isinf(e)], e[np.isinf(e)])
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_sum_order_is_the_blocks_and_does_not_depend_on_the_launch(device_kind, dtype_name):
+    """The sum is reduce.cu's fixed order exactly (modelled in NumPy by the emulation's
+    _block_reduce): on a GPU this checks the device code's order bit for bit."""
+    from spec_tests.cuda_kernel_emulation import _block_reduce
+    x = finite_values((3, 70001), dtype_name, 3)
+    wide = host(x).astype(np.float64 if dtype_name == "float64" else np.float32)
+    model = _block_reduce(wide, wide.dtype.type(0), np.add)
+    first, again = x.cuda().sum(1), x.cuda().sum(1)
+    np.testing.assert_array_equal(host(first), model.astype(np.float64))
+    np.testing.assert_array_equal(host(first), host(again))
+
+
+def test_sum_with_another_dtype_declines(device_kind):
+    x = finite_values((4, 5), "float32", 4)
+    plugins.reset_fallbacks()
+    got = x.cuda().sum(1, dtype=reftorch.float64)
+    expected = reference(lambda t: t.sum(1, dtype=reftorch.float64), x)
+    np.testing.assert_array_equal(host(got), host(expected))
+    assert plugins.fallbacks() == {("sum", "cuda", reftorch.float32): 1}
