@@ -509,6 +509,8 @@ def test_memory_is_freed_when_tensors_die(emulated):
     assert len(emulated.memory) == 2
     del x, y
     gc.collect()
+    assert reftorch.cuda.memory_allocated() == 0   # the blocks wait in the cache...
+    reftorch.cuda.empty_cache()                    # ...until given back to the driver
     assert emulated.memory == {}
     assert reftorch.empty(0, device="cuda").data_ptr() == 0 and emulated.memory == {}
 

@@ -6,21 +6,27 @@ RuntimeError that says what is missing. The failure is remembered, as PyTorch do
 
 Each device index uses the driver's primary context (the one the CUDA runtime, and so
 PyTorch and CuPy, share). Every driver call's CUresult is checked; a failure raises
-`CUDAError` (a RuntimeError) naming the error and the call. All work goes to the legacy
-default stream, so copies and kernels run in the order they were issued, and copies to the
-host return when the data has arrived.
+`CUDAError` (a RuntimeError) naming the error and the call.
+
+Kernels, device copies and memsets go to the current stream of their device (see `streams`;
+the legacy default stream unless the program chose another), so they run in the order they
+were issued there. Copies to the host, and host-to-device copies unless asked to be
+non-blocking, wait for that stream before returning. Memory comes from the caching allocator
+(see `allocator`).
 """
 from __future__ import annotations
 
 import ctypes
 import threading
-import warnings
 import weakref
 
 import numpy as np
 
 from reftorch._device import device as Device
 from reftorch._storage import DeviceBackend, Storage
+
+from .allocator import Allocator
+from .streams import Streams
 
 NO_DRIVER = ("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU "
              "and installed a driver from http://www.nvidia.com/Download/index.aspx")
@@ -65,6 +71,8 @@ class Driver:
         self._functions = {}    # (index, Program, name expression) -> CUfunction
         self._archs = {}        # index -> arch string for NVRTC
         self._lock = threading.RLock()
+        self.streams = Streams(self)
+        self.allocator = Allocator(self)
 
     @classmethod
     def start(cls, cu=None):
@@ -131,6 +139,21 @@ class Driver:
             attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
         return major, minor
 
+    def attribute(self, index, name):
+        """One CU_DEVICE_ATTRIBUTE_* value of device `index`."""
+        attribute = getattr(self.cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        return self.check(self.cu.cuDeviceGetAttribute(attribute, self.handle(index)),
+                          "cuDeviceGetAttribute")
+
+    def total_memory(self, index):
+        return int(self.check(self.cu.cuDeviceTotalMem(self.handle(index)), "cuDeviceTotalMem"))
+
+    def mem_get_info(self, index):
+        """(free, total) bytes of device `index`, as the driver sees them."""
+        self.activate(index)
+        free, total = self.check(self.cu.cuMemGetInfo(), "cuMemGetInfo")
+        return int(free), int(total)
+
     def arch(self, index):
         """What to compile for device `index`: its own `sm_XY` when NVRTC knows it, else PTX
         for the newest older architecture NVRTC knows (the driver compiles that on load)."""
@@ -140,33 +163,74 @@ class Driver:
         return found
 
     def synchronize(self, index):
+        """Wait for all work on every stream of device `index`."""
         self.activate(index)
         self.check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        self.streams.collect()
+
+    def stream(self, index):
+        """The raw current stream of device `index` (with its context made current)."""
+        self.activate(index)
+        return self.streams.current(index).raw
 
     # --- memory -----------------------------------------------------------------------------
     def alloc(self, index, nbytes):
+        """A block of at least `nbytes` from the caching allocator, for the current stream."""
+        return self.allocator.malloc(index, nbytes, self.streams.current(index))
+
+    def try_alloc(self, index, nbytes):
+        """cuMemAlloc: the address, or None when the device is out of memory."""
         self.activate(index)
-        return int(self.check(self.cu.cuMemAlloc(nbytes), "cuMemAlloc"))
+        result = self.cu.cuMemAlloc(nbytes)
+        if result[0] == self.cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            return None
+        return int(self.check(result, "cuMemAlloc"))
 
     def free(self, index, ptr):
         self.activate(index)
         self.check(self.cu.cuMemFree(ptr), "cuMemFree")
 
-    def to_device(self, index, dst, host_address, nbytes):
-        self.activate(index)
-        self.check(self.cu.cuMemcpyHtoD(dst, host_address, nbytes), "cuMemcpyHtoD")
+    def to_device(self, index, dst, host_address, nbytes, keep_alive=None):
+        """Copy host memory to the device on the current stream. Blocking unless
+        `keep_alive` is given: then it is the object owning the host memory, held until the
+        copy has completed."""
+        stream = self.stream(index)
+        self.check(self.cu.cuMemcpyHtoDAsync(dst, host_address, nbytes, stream),
+                   "cuMemcpyHtoDAsync")
+        current = self.streams.current(index)
+        if keep_alive is None:
+            self.streams.synchronize(current)
+        else:
+            self.streams.keep_alive(current, keep_alive)
 
     def to_host(self, index, host_address, src, nbytes):
-        self.activate(index)
-        self.check(self.cu.cuMemcpyDtoH(host_address, src, nbytes), "cuMemcpyDtoH")
+        """Copy device memory to the host on the current stream and wait for it."""
+        stream = self.stream(index)
+        self.check(self.cu.cuMemcpyDtoHAsync(host_address, src, nbytes, stream),
+                   "cuMemcpyDtoHAsync")
+        self.streams.synchronize(self.streams.current(index))
 
     def device_copy(self, index, dst, src, nbytes):
-        self.activate(index)
-        self.check(self.cu.cuMemcpyDtoD(dst, src, nbytes), "cuMemcpyDtoD")
+        self.check(self.cu.cuMemcpyDtoDAsync(dst, src, nbytes, self.stream(index)),
+                   "cuMemcpyDtoDAsync")
+
+    def peer_copy(self, dst_index, dst, src_index, src, nbytes):
+        """Copy between two devices with cuMemcpyPeerAsync on the destination's current
+        stream, after the work queued on the source's current stream; returns when done (the
+        source block may be reused as soon as the caller lets its storage go)."""
+        src_stream = self.streams.current(src_index)
+        dst_stream = self.streams.current(dst_index)
+        ready = self.streams.marker(src_stream)
+        self.streams.wait_event(dst_stream, ready)
+        self.activate(dst_index)
+        self.check(self.cu.cuMemcpyPeerAsync(dst, self._contexts[dst_index], src,
+                                             self._contexts[src_index], nbytes, dst_stream.raw),
+                   "cuMemcpyPeerAsync")
+        self.streams.synchronize(dst_stream)
 
     def zero(self, index, dst, nbytes):
-        self.activate(index)
-        self.check(self.cu.cuMemsetD8(dst, 0, nbytes), "cuMemsetD8")
+        self.check(self.cu.cuMemsetD8Async(dst, 0, nbytes, self.stream(index)),
+                   "cuMemsetD8Async")
 
     # --- kernels ----------------------------------------------------------------------------
     def function(self, index, program, name_expression):
@@ -202,8 +266,8 @@ class Driver:
         parameter, in order (the driver copies them when the launch is issued)."""
         function = self.function(index, program, name_expression)
         pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        self.activate(index)
-        self.check(self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, 0,
+        stream = self.stream(index)
+        self.check(self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, stream,
                                           ctypes.addressof(pointers), 0),
                    f"cuLaunchKernel({name_expression})")
 
@@ -252,30 +316,41 @@ def arch_for(capability):
 
 
 class CUDAStorage(Storage):
-    """`size` elements of `dtype` in GPU memory at `ptr` (0 when empty), freed on collection."""
+    """`size` elements of `dtype` in GPU memory: a block of the caching allocator (None when
+    empty), given back to the allocator when the storage is collected."""
 
-    __slots__ = ("_driver", "_index", "_ptr", "_size", "_finalizer")
+    __slots__ = ("_driver", "_index", "_block", "_size", "_finalizer")
 
-    def __init__(self, driver, index, ptr, size, dtype, device):
+    def __init__(self, driver, index, block, size, dtype, device):
         super().__init__(dtype, device)
         self._driver = driver
         self._index = index
-        self._set_memory(ptr, size)
+        self._set_memory(block, size)
 
-    def _set_memory(self, ptr, size):
-        self._ptr = ptr
+    def _set_memory(self, block, size):
+        self._block = block
         self._size = size
-        if ptr:
-            self._finalizer = weakref.finalize(self, _free, self._driver, self._index, ptr)
+        if block is not None:
+            self._finalizer = weakref.finalize(self, self._driver.allocator.free, block)
             self._finalizer.atexit = False  # at exit the process releases everything anyway
         else:
             self._finalizer = None
+
+    @property
+    def _ptr(self):
+        return self._block.ptr if self._block is not None else 0
 
     def __len__(self):
         return self._size
 
     def data_ptr(self):
         return self._ptr
+
+    def record_stream(self, stream):
+        """Keep the memory from reuse until the work `stream` (a StreamHandle) has queued by
+        the time the storage dies has run (Tensor.record_stream)."""
+        if self._block is not None:
+            self._driver.allocator.record_stream(self._block, stream)
 
     def _check_range(self, start, count):
         if start < 0 or count < 0 or start + count > self._size:
@@ -291,20 +366,33 @@ class CUDAStorage(Storage):
                                  count * itemsize)
         return host
 
-    def write(self, start, values):
+    def write(self, start, values, non_blocking=False):
+        """Copy host values in; `non_blocking` returns once the copy is queued on the current
+        stream (the host array is kept alive until it has run)."""
         values = np.ascontiguousarray(values, dtype=self.dtype.numpy_dtype).reshape(-1)
         count = values.shape[0]
         self._check_range(start, count)
         if count:
             itemsize = self.dtype.itemsize
             self._driver.to_device(self._index, self._ptr + start * itemsize,
-                                   values.ctypes.data, count * itemsize)
+                                   values.ctypes.data, count * itemsize,
+                                   keep_alive=values if non_blocking else None)
+
+    def copy_from_peer(self, start, source, source_start, count):
+        """Copy `count` elements from another device's cuda storage (same dtype)."""
+        self._check_range(start, count)
+        source._check_range(source_start, count)
+        if count:
+            itemsize = self.dtype.itemsize
+            self._driver.peer_copy(self._index, self._ptr + start * itemsize, source._index,
+                                   source._ptr + source_start * itemsize, count * itemsize)
 
     def resize_(self, size):
         if size == self._size:
             return self
         itemsize = self.dtype.itemsize
-        ptr = self._driver.alloc(self._index, size * itemsize) if size else 0
+        block = self._driver.alloc(self._index, size * itemsize) if size else None
+        ptr = block.ptr if block is not None else 0
         keep = min(size, self._size)
         try:
             if keep:
@@ -312,21 +400,13 @@ class CUDAStorage(Storage):
             if size > keep:  # new elements read as zero, as on cpu
                 self._driver.zero(self._index, ptr + keep * itemsize, (size - keep) * itemsize)
         except BaseException:
-            if ptr:
-                _free(self._driver, self._index, ptr)
+            if block is not None:
+                self._driver.allocator.free(block)
             raise
         if self._finalizer is not None:
-            self._finalizer()  # frees the old memory now
-        self._set_memory(ptr, size)
+            self._finalizer()  # the old block goes back to the cache now
+        self._set_memory(block, size)
         return self
-
-
-def _free(driver, index, ptr):
-    try:
-        driver.free(index, ptr)
-    except Exception as exc:  # a finalizer cannot raise; say what happened instead
-        warnings.warn(f"reftorch-cuda: freeing device memory failed: {exc}", ResourceWarning,
-                      stacklevel=2)
 
 
 class CUDABackend(DeviceBackend):
@@ -420,11 +500,67 @@ class CUDABackend(DeviceBackend):
         index = self.index_of(device)
         self._init().synchronize(index)
 
+    def get_device_properties(self, device=None):
+        index = self.index_of(device)
+        driver = self._init()
+        driver.check_index(index)
+        major, minor = driver.capability(index)
+        return DeviceProperties(name=driver.name(index), major=major, minor=minor,
+                                total_memory=driver.total_memory(index),
+                                multi_processor_count=driver.attribute(
+                                    index, "MULTIPROCESSOR_COUNT"))
+
     # --- memory -----------------------------------------------------------------------------
     def allocate(self, size, dtype, device):
         driver = self._init()
         index = self.index_of(device)
         driver.check_index(index)
         nbytes = size * dtype.itemsize
-        ptr = driver.alloc(index, nbytes) if nbytes else 0
-        return CUDAStorage(driver, index, ptr, size, dtype, self.device(index))
+        block = driver.alloc(index, nbytes) if nbytes else None
+        return CUDAStorage(driver, index, block, size, dtype, self.device(index))
+
+    def mem_get_info(self, device=None):
+        index = self.index_of(device)
+        return self._init().mem_get_info(index)
+
+    def memory_stats(self, device=None):
+        """The allocator's counters for a device; empty before the driver has started (as
+        PyTorch's are before CUDA is initialised)."""
+        if not self._initialized:
+            return {}
+        index = self.index_of(device)
+        self._driver.check_index(index)
+        return self._driver.allocator.stats(index)
+
+    def reset_peak_memory_stats(self, device=None, names=None):
+        if not self._initialized:
+            return
+        index = self.index_of(device)
+        self._driver.check_index(index)
+        if names is None:
+            self._driver.allocator.reset_peak(index)
+        else:
+            self._driver.allocator.reset_peak(index, names)
+
+    def empty_cache(self):
+        if self._initialized:
+            self._driver.allocator.empty_cache()
+
+    # --- streams ------------------------------------------------------------------------------
+    def streams(self):
+        """The started driver's `Streams` (stream and event handles, current streams)."""
+        return self._init().streams
+
+
+class DeviceProperties:
+    """What `get_device_properties` reports (the fields of PyTorch's object we can fill)."""
+
+    def __init__(self, name, major, minor, total_memory, multi_processor_count):
+        self.name, self.major, self.minor = name, major, minor
+        self.total_memory = total_memory
+        self.multi_processor_count = multi_processor_count
+
+    def __repr__(self):
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
+                f"minor={self.minor}, total_memory={self.total_memory // (1 << 20)}MB, "
+                f"multi_processor_count={self.multi_processor_count})")

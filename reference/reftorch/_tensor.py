@@ -273,6 +273,15 @@ class Tensor:
         index = self._storage.device.index
         return -1 if index is None else index
 
+    def record_stream(self, stream):
+        """Tell the cuda caching allocator that `stream` uses this tensor's memory too, so
+        that the memory is not reused before the work queued there by then has run."""
+        record = getattr(self._storage, "record_stream", None)
+        if record is None:
+            raise RuntimeError(f"record_stream expects a cuda tensor, but got one on "
+                               f"{self.device}")
+        record(stream._handle)
+
     def is_contiguous(self, memory_format=None):
         return is_contiguous(self._shape, self._strides)
 
@@ -512,7 +521,7 @@ class Tensor:
 
     def copy_(self, src, non_blocking=False):
         from ._ops import copy as C
-        return C.copy_(self, src)
+        return C.copy_(self, src, non_blocking)
 
     def to(self, *args, **kwargs):
         from ._ops import copy as C
@@ -529,7 +538,7 @@ class Tensor:
             target = Device("cuda", device)
         else:
             target = Device(device)
-        return self.to(target)
+        return self.to(target, non_blocking=non_blocking)
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
         from ._legacy import tensor_type

@@ -148,13 +148,21 @@ default_generator = Generator()
 
 
 def manual_seed(seed):
-    """Seed the default generator (`torch.manual_seed`); returns it."""
-    return default_generator.manual_seed(seed)
+    """Seed the default generator and every GPU's (`torch.manual_seed`); returns the CPU
+    one."""
+    from . import cuda
+    result = default_generator.manual_seed(seed)
+    cuda.manual_seed_all(result.initial_seed())
+    return result
 
 
 def seed():
-    """Seed the default generator non-deterministically; returns the seed."""
-    return default_generator.seed()
+    """Seed the default generator (and every GPU's) non-deterministically; returns the
+    seed."""
+    from . import cuda
+    value = default_generator.seed()
+    cuda.manual_seed_all(value)
+    return value
 
 
 def initial_seed():
@@ -182,10 +190,19 @@ def fork_rng(devices=None, enabled=True, **_ignored):
         set_rng_state(saved)
 
 
-def generator_or_default(generator):
-    """The generator a sampler uses: the caller's or the default one."""
+def generator_or_default(generator, device=None):
+    """The generator a sampler filling a tensor on `device` uses: the caller's, or the
+    default one of that device type (the CPU one when `device` is None or cpu; for cuda,
+    the device's generator from reftorch.cuda)."""
+    on_cuda = device is not None and _device_type(device).type == "cuda"
     if generator is None:
+        if on_cuda:
+            from .cuda import random as cuda_random
+            return cuda_random.generator(_device_type(device).index or 0)
         return default_generator
     if not isinstance(generator, Generator):
         raise TypeError(f"generator must be a torch.Generator, not {type(generator).__name__}")
+    if device is not None and generator.device.type != _device_type(device).type:
+        raise RuntimeError(f"Expected a '{_device_type(device).type}' device type for "
+                           f"generator but found '{generator.device.type}'")
     return generator

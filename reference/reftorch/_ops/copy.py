@@ -1,7 +1,10 @@
 """Copies: `copy_`, `clone`, `to`, and moving tensors between devices.
 
 A copy within one device is a dispatched op (plugins accelerate strided copies); a copy
-between devices goes through host memory with the storage's `read`/`write`.
+between devices goes through host memory with the storage's `read`/`write`, except a dense
+same-dtype copy between two devices of one plugin type whose storages copy directly
+(`copy_from_peer`). `non_blocking` host-to-device copies ask the storage to return before
+the copy has run (`write(..., non_blocking=True)`; the storage keeps the host buffer alive).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ def _reference_copy(out, inputs, dtypes, params):
 COPY = _dispatch.declare(_dispatch.Op(name="copy_", family="copy", reference=_reference_copy))
 
 
-def copy_(dst, src):
+def copy_(dst, src, non_blocking=False):
     """Copy `src` into `dst` (broadcasting src, converting dtype, across devices)."""
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not "
@@ -47,8 +50,9 @@ def copy_(dst, src):
                        dst.device.type)
     elif dst.device.type == "cpu":
         np.copyto(dst._np, host_values(src), casting="unsafe")
-    else:
-        write_host_values(dst, host_values(src).astype(dst.dtype.numpy_dtype))
+    elif not _peer_copy(dst, src):
+        write_host_values(dst, host_values(src).astype(dst.dtype.numpy_dtype),
+                          non_blocking and src.device.type == "cpu")
     dst._bump_version()
     if tracked:
         record("copy_", (dst, original_src), dst, {}, saved)
@@ -68,12 +72,28 @@ def host_values(t):
                       strides=[s * itemsize for s in t._strides])
 
 
-def write_host_values(dst, values):
+def _peer_copy(dst, src):
+    """Copy between two devices of one plugin type directly when the storages can (same
+    dtype, both dense in the same order); False when the copy must go through the host."""
+    copy_from_peer = getattr(dst._storage, "copy_from_peer", None)
+    if (copy_from_peer is None or type(src._storage) is not type(dst._storage)
+            or src.dtype is not dst.dtype or src._strides != dst._strides
+            or not dst.is_contiguous()):
+        return False
+    copy_from_peer(dst._offset, src._storage, src._offset, dst.numel())
+    return True
+
+
+def write_host_values(dst, values, non_blocking=False):
     """Write a host array of dst's shape and dtype into a tensor on a plugin device."""
     if dst.numel() == 0:
         return
     if dst.is_contiguous():
-        dst._storage.write(dst._offset, np.array(values, order="C").reshape(-1))
+        flat = np.array(values, order="C").reshape(-1)
+        if non_blocking:
+            dst._storage.write(dst._offset, flat, non_blocking=True)
+        else:
+            dst._storage.write(dst._offset, flat)
         return
     # Non-contiguous destination: read the covered span, update it on the host, write it back.
     span = 1 + builtins.sum((n - 1) * s for n, s in zip(dst._shape, dst._strides))
@@ -107,6 +127,7 @@ def clone(t, contiguous=False):
 
 def to(t, *args, **kwargs):
     """`Tensor.to(dtype)`, `to(device, dtype)`, `to(other)`; returns `t` when nothing changes."""
+    non_blocking = kwargs.pop("non_blocking", False)
     dtype, device, copy = _parse_to_args(t, args, kwargs)
     if dtype is t.dtype and device == t.device and not copy:
         return t
@@ -114,7 +135,7 @@ def to(t, *args, **kwargs):
         else empty_like_layout(t, dtype=dtype)
     from ..autograd.grad_mode import no_grad
     with no_grad():
-        copy_(result, t)
+        copy_(result, t, non_blocking)
     return record("_to_copy", (t,), result, {})
 
 

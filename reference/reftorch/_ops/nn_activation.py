@@ -426,7 +426,7 @@ def _rrelu_training_noise(x, lower, upper, generator):
     compute = np.float64 if x.dtype is D.float64 else np.float32
     values = x.detach().contiguous()._host_array().astype(np.float64).ravel()
     negative = values <= 0
-    gen = generator_or_default(generator)
+    gen = generator_or_default(generator, x.device)
     bits = gen.random64(int(negative.sum()))
     unit = (bits & np.uint64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
     # the bounds are first converted to the computation dtype, as the kernel does; the

@@ -217,7 +217,8 @@ def uniform_(self, from_=0, to=1, *, generator=None):
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
                            f"from={from_} > to={to}")
     _check_writable(self)
-    params = {"generator": generator_or_default(generator), "low": from_, "high": to}
+    params = {"generator": generator_or_default(generator, self.device), "low": from_,
+              "high": to}
     return _sample(self, UNIFORM, params)
 
 
@@ -316,7 +317,8 @@ def normal_(self, mean=0, std=1, *, generator=None):
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     _check_writable(self)
-    params = {"generator": generator_or_default(generator), "mean": mean, "std": std}
+    params = {"generator": generator_or_default(generator, self.device), "mean": mean,
+              "std": std}
     return _sample(self, NORMAL, params)
 
 
@@ -346,7 +348,7 @@ def _float64_sampler(name, kernel, transform, check, numbers):
         if kernel is not None:
             _require_floating(self, kernel)
         _check_writable(self)
-        params = {"generator": generator_or_default(generator), **numbers,
+        params = {"generator": generator_or_default(generator, self.device), **numbers,
                   **dict(zip(numbers, args))}
         return _sample(self, op, params)
     sampler.__name__ = name
@@ -404,7 +406,8 @@ def log_normal_(self, mean=1, std=2, *, generator=None):
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
     _check_writable(self)
-    params = {"generator": generator_or_default(generator), "mean": mean, "std": std}
+    params = {"generator": generator_or_default(generator, self.device), "mean": mean,
+              "std": std}
     return _sample(self, LOG_NORMAL, params)
 
 
@@ -421,7 +424,7 @@ LOG_NORMAL = _declare_sampler("log_normal_", _log_normal_fill, {"mean": 1, "std"
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 1 where a uniform sample falls below p (a number or a tensor of them)."""
-    gen = generator_or_default(generator)
+    gen = generator_or_default(generator, self.device)
     _check_writable(self)
     if isinstance(p, Tensor):
         probs = p.detach().cpu().expand(self.shape)
@@ -513,7 +516,7 @@ def random_(self, *args, generator=None, **bounds):
     if unknown:
         raise TypeError(f"random_() got an unexpected keyword argument '{unknown.pop()}'")
     _check_writable(self)
-    gen = generator_or_default(generator)
+    gen = generator_or_default(generator, self.device)
     dtype = self.dtype
     if dtype.is_complex:
         raise RuntimeError(f"\"random_\" not implemented for '{dtype.scalar_name}'")
@@ -677,7 +680,7 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     if dtype.is_floating_point and n > (1 << DIGITS[dtype]) + 1:
         raise RuntimeError(f"n cannot be greater than 2^{DIGITS[dtype]}+1 for "
                            f"{dtype.scalar_name} dtype.")
-    gen = generator_or_default(generator)
+    gen = generator_or_default(generator, device if out is None else out.device)
     # Step i swaps position i with position i + draw_i % (n - i), for i = 0 .. n-2.
     offsets = gen.random32(max(n - 1, 0)) % np.arange(n, 1, -1, dtype=np.uint64)
     perm = shuffle_by_swaps(np.arange(n) + np.append(offsets, 0).astype(np.int64))
@@ -739,7 +742,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
                            "replacement")
     host = input.detach().cpu()
     _check_weights(host._np.reshape(-1, categories))
-    gen = generator_or_default(generator)
+    gen = generator_or_default(generator, input.device)
     if not replacement or num_samples == 1:
         indices = _multinomial_by_exponentials(host, num_samples, gen)
     else:

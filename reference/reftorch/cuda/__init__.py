@@ -8,12 +8,17 @@ Nothing here starts the driver except the calls that need it, as in PyTorch.
 """
 from __future__ import annotations
 
-from . import _storage
-from ._device import device as _Device
+from .. import _storage
+from .._device import device as _Device
 
-__all__ = ["current_device", "device", "device_count", "get_device_capability",
-           "get_device_name", "init", "is_available", "is_initialized", "set_device",
-           "synchronize"]
+__all__ = ["OutOfMemoryError", "current_device", "device", "device_count", "device_of",
+           "get_device_capability", "get_device_name", "get_device_properties", "init",
+           "is_available", "is_initialized", "set_device", "synchronize"]
+
+
+class OutOfMemoryError(RuntimeError):
+    """The device has no memory left for an allocation, even after the caching allocator
+    gave its unused blocks back (PyTorch's torch.cuda.OutOfMemoryError, a RuntimeError)."""
 
 
 class CUDANotAvailableError(RuntimeError, AssertionError):
@@ -127,6 +132,16 @@ def get_device_name(device=None):
     return name(index)
 
 
+def get_device_properties(device=None):
+    """The device's properties: `name`, `major`, `minor`, `total_memory` (bytes) and
+    `multi_processor_count`."""
+    backend = _require()
+    properties = getattr(backend, "get_device_properties", None)
+    if properties is None:
+        raise RuntimeError("the cuda backend does not report device properties")
+    return properties(_index(device))
+
+
 def get_device_capability(device=None):
     """(major, minor) compute capability of `device`."""
     backend = _require()
@@ -163,3 +178,50 @@ class device:
         if self.idx >= 0 and self.prev_idx != self.idx:
             set_device(self.prev_idx)
         return False
+
+
+class device_of(device):
+    """Context manager that makes the device of `obj` (a tensor or storage) current inside
+    the block; for an object not on a GPU it changes nothing."""
+
+    def __init__(self, obj):
+        on_cuda = obj.device.type == "cuda"
+        super().__init__(obj.device.index if on_cuda else -1)
+
+
+# The rest of the torch.cuda namespace, one module per documented section.
+from . import comm, nvtx  # noqa: E402
+from .memory import (empty_cache, max_memory_allocated, max_memory_cached,  # noqa: E402
+                     max_memory_reserved, mem_get_info, memory_allocated, memory_cached,
+                     memory_reserved, memory_stats, reset_max_memory_allocated,
+                     reset_max_memory_cached, reset_peak_memory_stats)
+from .random import (default_generators, get_rng_state, get_rng_state_all,  # noqa: E402
+                     initial_seed, manual_seed, manual_seed_all, seed, seed_all,
+                     set_rng_state, set_rng_state_all)
+from .streams import (Event, Stream, current_stream, default_stream, set_stream,  # noqa: E402
+                      stream)
+from .._legacy import CUDA_TENSOR_TYPES as _TYPES  # noqa: E402
+from .. import _dtype as _D  # noqa: E402
+
+# Legacy tensor types (torch.cuda.FloatTensor, ...): constructors and isinstance tests for
+# (dtype, cuda); the tensors they make are ordinary tensors on the current device.
+FloatTensor = _TYPES[_D.float32]
+DoubleTensor = _TYPES[_D.float64]
+HalfTensor = _TYPES[_D.float16]
+BFloat16Tensor = _TYPES[_D.bfloat16]
+ByteTensor = _TYPES[_D.uint8]
+CharTensor = _TYPES[_D.int8]
+ShortTensor = _TYPES[_D.int16]
+IntTensor = _TYPES[_D.int32]
+LongTensor = _TYPES[_D.int64]
+BoolTensor = _TYPES[_D.bool]
+
+__all__ += ["BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor",
+            "Event", "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "ShortTensor",
+            "Stream", "comm", "current_stream", "default_generators", "default_stream",
+            "empty_cache", "get_rng_state", "get_rng_state_all", "initial_seed",
+            "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_cached",
+            "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_cached",
+            "memory_reserved", "memory_stats", "nvtx", "reset_max_memory_allocated",
+            "reset_max_memory_cached", "reset_peak_memory_stats", "seed", "seed_all",
+            "set_rng_state", "set_rng_state_all", "set_stream", "stream"]

@@ -1,0 +1,225 @@
+"""The caching allocator: device memory is taken from the driver once and reused.
+
+cuMemAlloc and cuMemFree are slow (cuMemFree waits for the whole device), so, as PyTorch's
+allocator does, a freed storage gives its block back to a cache and the next allocation of a
+similar size on the same device and stream takes it from there:
+
+  * sizes are rounded up to 512 bytes; a cached block serves a request when it is at least as
+    large and less than twice as large (a big block is not wasted on a small tensor). Blocks are
+    not split or merged: simpler than PyTorch's segments, at the cost of some fragmentation;
+  * a block belongs to the stream it was allocated on, and is reused only by allocations on
+    that stream: work queued there on the old tensor runs before work queued later on the new
+    one, so no wait is needed. A block also used on other streams (`record_stream`) goes back
+    to the cache only once an event recorded on each of those streams has completed;
+  * `empty_cache()` returns the unused cached blocks to the driver; when cuMemAlloc runs out of
+    memory, the device's cache is emptied and the allocation tried once more before
+    `OutOfMemoryError` (a RuntimeError) is raised.
+
+Storages are freed by finalizers, which may run inside any allocation (the garbage collector
+runs when it likes): `free` only appends to a queue, and every other entry point first takes
+the queued blocks back under the lock.
+"""
+from __future__ import annotations
+
+import bisect
+import collections
+import threading
+
+ROUND = 512                 # every block is a multiple of this many bytes
+STAT_NAMES = ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes",
+              "allocation", "segment")
+
+
+def round_size(nbytes):
+    return max(ROUND, -(-nbytes // ROUND) * ROUND)
+
+
+class Block:
+    """`size` bytes of device memory at `ptr` on device `index`, allocated on `stream` (a
+    StreamHandle). `requested` is what the live storage asked for; `streams_used` the other
+    streams recorded on it."""
+
+    __slots__ = ("index", "ptr", "size", "stream", "requested", "streams_used")
+
+    def __init__(self, index, ptr, size, stream):
+        self.index, self.ptr, self.size, self.stream = index, ptr, size, stream
+        self.requested = 0
+        self.streams_used = set()
+
+    def __lt__(self, other):   # cached blocks are kept sorted by (size, address)
+        return (self.size, self.ptr) < (other.size, other.ptr)
+
+
+class Stat:
+    """A current value with its peak since the last reset."""
+
+    __slots__ = ("current", "peak")
+
+    def __init__(self):
+        self.current = self.peak = 0
+
+    def add(self, amount):
+        self.current += amount
+        self.peak = max(self.peak, self.current)
+
+    def reset_peak(self):
+        self.peak = self.current
+
+
+class DeviceCache:
+    """One device's cached blocks (per stream, sorted), blocks waiting on events, counters."""
+
+    def __init__(self):
+        self.free = collections.defaultdict(list)   # StreamHandle -> sorted [Block]
+        self.waiting = []                           # (events, Block) freed, still in use
+        self.stats = {name: Stat() for name in STAT_NAMES}
+        self.counts = {"num_alloc_retries": 0, "num_ooms": 0}
+
+    def cached_blocks(self):
+        return [block for blocks in self.free.values() for block in blocks]
+
+
+class Allocator:
+    """Caching allocator over a started `Driver` (all devices)."""
+
+    def __init__(self, driver):
+        self.driver = driver
+        self._devices = collections.defaultdict(DeviceCache)
+        self._returned = collections.deque()   # blocks freed by finalizers, not yet cached
+        self._lock = threading.RLock()
+
+    # --- allocation -----------------------------------------------------------------------
+    def malloc(self, index, nbytes, stream):
+        """A block of at least `nbytes` (> 0) on device `index` for use on `stream`."""
+        size = round_size(nbytes)
+        with self._lock:
+            cache = self._take_back(index)
+            block = self._from_cache(cache, size, stream) or self._new_block(cache, index, size,
+                                                                             nbytes, stream)
+            block.requested = nbytes
+            stats = cache.stats
+            stats["allocated_bytes"].add(block.size)
+            stats["active_bytes"].add(block.size)
+            stats["requested_bytes"].add(nbytes)
+            stats["allocation"].add(1)
+            return block
+
+    def _from_cache(self, cache, size, stream):
+        blocks = cache.free.get(stream)
+        if not blocks:
+            return None
+        at = bisect.bisect_left(blocks, Block(0, 0, size, None))
+        if at == len(blocks) or blocks[at].size >= 2 * size:
+            return None
+        return blocks.pop(at)
+
+    def _new_block(self, cache, index, size, nbytes, stream):
+        ptr = self.driver.try_alloc(index, size)
+        if ptr is None:  # out of memory: give the cached blocks back and try once more
+            cache.counts["num_alloc_retries"] += 1
+            self._release_cached(index, cache)
+            ptr = self.driver.try_alloc(index, size)
+        if ptr is None:
+            cache.counts["num_ooms"] += 1
+            raise self._out_of_memory(index, cache, nbytes)
+        cache.stats["reserved_bytes"].add(size)
+        cache.stats["segment"].add(1)
+        return Block(index, ptr, size, stream)
+
+    def _out_of_memory(self, index, cache, nbytes):
+        from reftorch.cuda import OutOfMemoryError
+        free, total = self.driver.mem_get_info(index)
+        allocated = cache.stats["allocated_bytes"].current
+        reserved = cache.stats["reserved_bytes"].current
+        return OutOfMemoryError(
+            f"CUDA out of memory. Tried to allocate {format_size(nbytes)}. GPU {index} has a "
+            f"total capacity of {format_size(total)} of which {format_size(free)} is free. Of "
+            f"the allocated memory {format_size(allocated)} is allocated by reftorch, and "
+            f"{format_size(reserved - allocated)} is reserved by reftorch but unallocated.")
+
+    # --- freeing --------------------------------------------------------------------------
+    def free(self, block):
+        """Give a block back (from a storage's finalizer: no lock, no driver call here)."""
+        self._returned.append(block)
+
+    def record_stream(self, block, stream):
+        """Note that `stream` uses the block too (Tensor.record_stream)."""
+        if stream is not block.stream:
+            with self._lock:
+                block.streams_used.add(stream)
+
+    def _take_back(self, index=None):
+        """Cache the blocks freed since the last call; returns device `index`'s cache."""
+        while self._returned:
+            self._uncount(self._returned.popleft())
+        for cache in list(self._devices.values()):
+            self._collect_waiting(cache)
+        return None if index is None else self._devices[index]
+
+    def _uncount(self, block):
+        cache = self._devices[block.index]
+        stats = cache.stats
+        stats["allocated_bytes"].add(-block.size)
+        stats["active_bytes"].add(-block.size)
+        stats["requested_bytes"].add(-block.requested)
+        stats["allocation"].add(-1)
+        if block.streams_used:
+            # Other streams may still be running kernels on it: wait for what they have queued.
+            events = [self.driver.streams.marker(stream) for stream in block.streams_used]
+            block.streams_used = set()
+            cache.waiting.append((events, block))
+        else:
+            bisect.insort(cache.free[block.stream], block)
+
+    def _collect_waiting(self, cache):
+        still = []
+        for events, block in cache.waiting:
+            if all(self.driver.streams.event_query(event) for event in events):
+                bisect.insort(cache.free[block.stream], block)
+            else:
+                still.append((events, block))
+        cache.waiting = still
+
+    def _release_cached(self, index, cache):
+        for block in cache.cached_blocks():
+            self.driver.free(index, block.ptr)
+            cache.stats["reserved_bytes"].add(-block.size)
+            cache.stats["segment"].add(-1)
+        cache.free.clear()
+
+    def empty_cache(self):
+        """Return every unused cached block, on every device, to the driver."""
+        with self._lock:
+            self._take_back()
+            for index, cache in list(self._devices.items()):
+                if cache.waiting:   # blocks still in use elsewhere: wait, then release them
+                    self.driver.synchronize(index)
+                    self._collect_waiting(cache)
+                self._release_cached(index, cache)
+
+    # --- statistics -----------------------------------------------------------------------
+    def stats(self, index):
+        """PyTorch's `memory_stats` keys: '<stat>.all.current|peak', plus the counters."""
+        with self._lock:
+            cache = self._take_back(index)
+            result = {}
+            for name, stat in sorted(cache.stats.items()):
+                result[f"{name}.all.current"] = stat.current
+                result[f"{name}.all.peak"] = stat.peak
+            result.update(cache.counts)
+            return result
+
+    def reset_peak(self, index, names=STAT_NAMES):
+        with self._lock:
+            cache = self._take_back(index)
+            for name in names:
+                cache.stats[name].reset_peak()
+
+
+def format_size(nbytes):
+    """Bytes as PyTorch's messages write them ('512 bytes', '1.50 KiB', '2.00 GiB')."""
+    if nbytes < 1024:
+        return f"{nbytes} bytes"
+    for unit, scale in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)):
+        if nbytes < scale * 1024 or unit == "GiB":
+            return f"{nbytes / scale:.2f} {unit}"

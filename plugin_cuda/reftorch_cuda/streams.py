@@ -1,0 +1,190 @@
+"""Streams and events on the driver API: the per-thread current stream of each device, and
+the handles behind `reftorch.cuda.Stream` / `reftorch.cuda.Event`.
+
+Each device's default stream is the legacy NULL stream (handle 0), as PyTorch's is. Created
+streams are non-blocking (CU_STREAM_NON_BLOCKING, as PyTorch's pool streams): they do not
+wait for the default stream implicitly, so work on them is ordered only by the waits the
+program asks for (`wait_stream`, `wait_event`). Kernels, device copies and memsets go to the
+current stream of their device.
+
+A handle owns its CUstream / CUevent and destroys it when no longer referenced (the driver lets
+queued work finish first). The caching allocator's blocks hold their stream's handle, so a
+stream outlives the memory cached for it and its handle value is never reused while blocks
+freed on it wait in the cache.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+
+class StreamHandle:
+    """A stream of device `index`: `raw` is the CUstream (0 for the legacy default stream)."""
+
+    __slots__ = ("index", "raw", "priority", "_finalizer", "__weakref__")
+
+    def __init__(self, index, raw, priority=0, destroy=None):
+        self.index, self.raw, self.priority = index, raw, priority
+        self._finalizer = weakref.finalize(self, destroy, raw) if destroy else None
+        if self._finalizer is not None:
+            self._finalizer.atexit = False   # the process exit releases the context anyway
+
+    @property
+    def is_default(self):
+        return self._finalizer is None
+
+    def __repr__(self):
+        return f"<StreamHandle device={self.index} cuda_stream={int(self.raw):#x}>"
+
+
+class EventHandle:
+    """A CUevent created on device `index` with `flags`."""
+
+    __slots__ = ("index", "raw", "timing", "_finalizer", "__weakref__")
+
+    def __init__(self, index, raw, timing, destroy):
+        self.index, self.raw, self.timing = index, raw, timing
+        self._finalizer = weakref.finalize(self, destroy, raw)
+        self._finalizer.atexit = False
+
+
+class Streams:
+    """The stream and event calls of one started `Driver`."""
+
+    def __init__(self, driver):
+        self.driver = driver
+        self.cu = driver.cu
+        self._defaults = {}                 # index -> StreamHandle of the NULL stream
+        self._local = threading.local()     # .current: {index: StreamHandle}, per thread
+        self._keep = []                     # (EventHandle, object) alive until the event
+        self._lock = threading.Lock()
+
+    # --- which stream ---------------------------------------------------------------------
+    def default(self, index):
+        found = self._defaults.get(index)
+        if found is None:
+            self.driver.check_index(index)
+            found = self._defaults.setdefault(index, StreamHandle(index, 0))
+        return found
+
+    def _current_table(self):
+        table = getattr(self._local, "current", None)
+        if table is None:
+            table = self._local.current = {}
+        return table
+
+    def current(self, index):
+        """This thread's current stream on device `index` (the default stream unless set)."""
+        found = self._current_table().get(index)
+        return found if found is not None else self.default(index)
+
+    def set_current(self, stream):
+        self._current_table()[stream.index] = stream
+
+    # --- streams --------------------------------------------------------------------------
+    def create(self, index, priority=0):
+        """A new non-blocking stream on device `index`; priorities are clamped to the
+        device's range (lower numbers run first), as PyTorch does."""
+        self.driver.activate(index)
+        least, greatest = self.driver.check(self.cu.cuCtxGetStreamPriorityRange(),
+                                            "cuCtxGetStreamPriorityRange")
+        priority = min(max(priority, greatest), least)
+        flags = self.cu.CUstream_flags.CU_STREAM_NON_BLOCKING
+        raw = self.driver.check(self.cu.cuStreamCreateWithPriority(flags, priority),
+                                "cuStreamCreateWithPriority")
+        return StreamHandle(index, raw, priority, destroy=self._destroyer("cuStreamDestroy",
+                                                                          index))
+
+    def _destroyer(self, call, index):
+        driver = self.driver
+
+        def destroy(raw):
+            try:
+                driver.activate(index)
+                getattr(driver.cu, call)(raw)
+            except Exception:  # a finalizer cannot raise; a leaked handle is harmless
+                pass
+        return destroy
+
+    def synchronize(self, stream):
+        self.driver.activate(stream.index)
+        self.driver.check(self.cu.cuStreamSynchronize(stream.raw), "cuStreamSynchronize")
+        self.collect()
+
+    def query(self, stream):
+        """True when all work queued on `stream` has completed."""
+        self.driver.activate(stream.index)
+        return self._ready(self.cu.cuStreamQuery(stream.raw), "cuStreamQuery")
+
+    def wait_event(self, stream, event):
+        """Future work on `stream` waits for `event` (any device may wait on any event)."""
+        self.driver.activate(stream.index)
+        self.driver.check(self.cu.cuStreamWaitEvent(stream.raw, event.raw, 0),
+                          "cuStreamWaitEvent")
+
+    # --- events ---------------------------------------------------------------------------
+    def event_create(self, index, enable_timing=False, blocking=False, interprocess=False):
+        flags = self.cu.CUevent_flags
+        value = 0 if enable_timing else int(flags.CU_EVENT_DISABLE_TIMING)
+        if blocking:
+            value |= int(flags.CU_EVENT_BLOCKING_SYNC)
+        if interprocess:
+            value |= int(flags.CU_EVENT_INTERPROCESS)
+        self.driver.activate(index)
+        raw = self.driver.check(self.cu.cuEventCreate(value), "cuEventCreate")
+        return EventHandle(index, raw, enable_timing,
+                           destroy=self._destroyer("cuEventDestroy", index))
+
+    def record(self, event, stream):
+        if event.index != stream.index:
+            raise RuntimeError(f"Event device {event.index} does not match recording stream's "
+                               f"device {stream.index}.")
+        self.driver.activate(stream.index)
+        self.driver.check(self.cu.cuEventRecord(event.raw, stream.raw), "cuEventRecord")
+
+    def event_query(self, event):
+        self.driver.activate(event.index)
+        return self._ready(self.cu.cuEventQuery(event.raw), "cuEventQuery")
+
+    def event_synchronize(self, event):
+        self.driver.activate(event.index)
+        self.driver.check(self.cu.cuEventSynchronize(event.raw), "cuEventSynchronize")
+
+    def elapsed_time(self, start, end):
+        """Milliseconds between two completed timing events."""
+        self.driver.activate(start.index)
+        return float(self.driver.check(self.cu.cuEventElapsedTime(start.raw, end.raw),
+                                       "cuEventElapsedTime"))
+
+    def marker(self, stream):
+        """A new event recorded on `stream` now (for the allocator and async copies)."""
+        event = self.event_create(stream.index)
+        self.record(event, stream)
+        return event
+
+    def _ready(self, result, call):
+        err = result[0]
+        if err == self.cu.CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        self.driver.check(result, call)
+        return True
+
+    # --- host buffers of asynchronous copies ----------------------------------------------
+    def keep_alive(self, stream, obj):
+        """Hold `obj` (a host buffer an asynchronous copy reads) until the work queued on
+        `stream` so far has completed."""
+        event = self.marker(stream)
+        with self._lock:
+            self._keep.append((event, obj))
+        self.collect()
+
+    def collect(self):
+        """Drop the host buffers whose copies have completed."""
+        with self._lock:
+            pending, self._keep = self._keep, []
+        still = [(event, obj) for event, obj in pending if not self.event_query(event)]
+        with self._lock:
+            self._keep[:0] = still
+
+    def pending_buffers(self):
+        return len(self._keep)
