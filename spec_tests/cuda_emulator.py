@@ -72,6 +72,7 @@ class EmulatedDriver:
         self.launch_streams = []          # the stream of each launch (0: legacy default)
         self.deferred = False             # queue work on created streams (see module doc)
         self.streams = {}                 # handle -> Stream
+        self.events = set()               # live (created, not destroyed) events
         self.calls = []                   # names of the memory calls made (alloc, free, ...)
         self._ids = itertools.count(1)
 
@@ -288,9 +289,14 @@ class EmulatedDriver:
     def cuEventCreate(self, flags):
         if self.current is None:
             return (self.CUresult.CUDA_ERROR_INVALID_CONTEXT, None)
-        return (self.CUresult.CUDA_SUCCESS, Event(self._device(), int(flags)))
+        event = Event(self._device(), int(flags))
+        self.events.add(event)
+        return (self.CUresult.CUDA_SUCCESS, event)
 
     def cuEventDestroy(self, event):
+        if event not in self.events:
+            return self._fail("CUDA_ERROR_INVALID_HANDLE")
+        self.events.remove(event)
         return self.OK
 
     def cuEventRecord(self, event, handle):

@@ -232,6 +232,19 @@ def test_stream_on_another_device_switches_the_device(emulated):
     assert cuda.current_stream(1) == cuda.default_stream(1)
 
 
+def test_dead_streams_and_events_are_destroyed_later(emulated):
+    s = cuda.Stream()
+    raw = s._handle.raw
+    events = [s.record_event() for _ in range(5)]
+    assert len(emulated.events) == 5
+    del s, events
+    collect()
+    assert raw in emulated.streams                    # finalizers make no driver calls...
+    cuda.Stream()
+    cuda.synchronize()                                # ...the next stream calls do
+    assert raw not in emulated.streams and emulated.events == set()
+
+
 def test_priority_is_clamped_to_the_device_range(emulated):
     assert cuda.Stream(priority=-100).priority == -5
     assert cuda.Stream(priority=3).priority == 0

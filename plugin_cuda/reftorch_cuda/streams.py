@@ -10,10 +10,14 @@ current stream of their device.
 A handle owns its CUstream / CUevent and destroys it when no longer referenced (the driver lets
 queued work finish first). The caching allocator's blocks hold their stream's handle, so a
 stream outlives the memory cached for it and its handle value is never reused while blocks
-freed on it wait in the cache.
+freed on it wait in the cache. Handles die in finalizers, which the garbage collector may run
+between any two driver calls; switching the current context there would send the caller's
+next call to the wrong device, so a finalizer only queues the handle, and the next stream or
+event call destroys it.
 """
 from __future__ import annotations
 
+import collections
 import threading
 import weakref
 
@@ -57,6 +61,7 @@ class Streams:
         self._defaults = {}                 # index -> StreamHandle of the NULL stream
         self._local = threading.local()     # .current: {index: StreamHandle}, per thread
         self._keep = []                     # (EventHandle, object) alive until the event
+        self._doomed = collections.deque()  # (driver call, index, raw) of dead handles
         self._lock = threading.Lock()
 
     # --- which stream ---------------------------------------------------------------------
@@ -85,6 +90,7 @@ class Streams:
     def create(self, index, priority=0):
         """A new non-blocking stream on device `index`; priorities are clamped to the
         device's range (lower numbers run first), as PyTorch does."""
+        self._destroy_doomed()
         self.driver.activate(index)
         least, greatest = self.driver.check(self.cu.cuCtxGetStreamPriorityRange(),
                                             "cuCtxGetStreamPriorityRange")
@@ -96,15 +102,20 @@ class Streams:
                                                                           index))
 
     def _destroyer(self, call, index):
-        driver = self.driver
+        doomed = self._doomed
 
-        def destroy(raw):
-            try:
-                driver.activate(index)
-                getattr(driver.cu, call)(raw)
-            except Exception:  # a finalizer cannot raise; a leaked handle is harmless
-                pass
+        def destroy(raw):   # a finalizer: no driver call here (see the module docstring)
+            doomed.append((call, index, raw))
         return destroy
+
+    def _destroy_doomed(self):
+        while self._doomed:
+            call, index, raw = self._doomed.popleft()
+            try:
+                self.driver.activate(index)
+                getattr(self.cu, call)(raw)
+            except Exception:  # a handle the driver no longer knows: nothing left to free
+                pass
 
     def synchronize(self, stream):
         self.driver.activate(stream.index)
@@ -130,6 +141,7 @@ class Streams:
             value |= int(flags.CU_EVENT_BLOCKING_SYNC)
         if interprocess:
             value |= int(flags.CU_EVENT_INTERPROCESS)
+        self._destroy_doomed()
         self.driver.activate(index)
         raw = self.driver.check(self.cu.cuEventCreate(value), "cuEventCreate")
         return EventHandle(index, raw, enable_timing,
@@ -179,7 +191,8 @@ class Streams:
         self.collect()
 
     def collect(self):
-        """Drop the host buffers whose copies have completed."""
+        """Drop the host buffers whose copies have completed (and destroy dead handles)."""
+        self._destroy_doomed()
         with self._lock:
             pending, self._keep = self._keep, []
         still = [(event, obj) for event, obj in pending if not self.event_query(event)]
