@@ -179,15 +179,23 @@ def set_rng_state(new_state):
 
 @contextlib.contextmanager
 def fork_rng(devices=None, enabled=True, **_ignored):
-    """Run a block and restore the default generator's state afterwards."""
+    """Run a block and restore the default generator's state afterwards, and those of the
+    GPUs in `devices` (default: every GPU, once CUDA is initialised; None before, so that
+    forking never starts the driver)."""
     if not enabled:
         yield
         return
+    from . import cuda
+    if devices is None:
+        devices = range(cuda.device_count()) if cuda.is_initialized() else ()
     saved = get_rng_state()
+    saved_cuda = [(d, cuda.get_rng_state(d)) for d in devices]
     try:
         yield
     finally:
         set_rng_state(saved)
+        for d, state in saved_cuda:
+            cuda.set_rng_state(state, d)
 
 
 def generator_or_default(generator, device=None):
