@@ -350,3 +350,47 @@ def reduce(driver, match, grid, block, shared, params):
         if match.group(2) == "Mean":
             total = total / c(n)
         out[...] = total.astype(storage)
+
+
+# --- softmax.cu -------------------------------------------------------------------------------
+
+def _row_views(driver, params, storage, operands):
+    """(n, views of shape rows + (n,)) for softmax.cu's (Geometry<k> rows, int64 n,
+    int64 step[k], pointer[k]) parameters."""
+    p = slots(params, 2 + 2 * operands)
+    shape, strides = geometry(p[0], operands)
+    n = ctypes.c_int64.from_address(p[1]).value
+    steps = [ctypes.c_int64.from_address(p[2 + k]).value for k in range(operands)]
+    assert n >= 1
+    return n, [driver.view(pointer(p[2 + operands + k]), storage, shape + (n,),
+                           strides[k] + (steps[k],)) for k in range(operands)]
+
+
+@emulates(r"softmax_kernel<(.+), (true|false)>")
+def softmax(driver, match, grid, block, shared, params):
+    assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
+    storage = STORAGE[match.group(1)]
+    c = compute_type(storage)
+    n, (out, x) = _row_views(driver, params, storage, 2)
+    wide = x.astype(c)
+    with np.errstate(all="ignore"):
+        m = _block_reduce(wide, c(-np.inf), REDUCERS["Amax"][1])[..., None]
+        total = _block_reduce(np.exp(wide - m), c(0), np.add)[..., None]
+        if match.group(2) == "true":
+            value = (wide - m) - np.log(total)
+        else:
+            value = np.exp(wide - m) / total
+        out[...] = value.astype(storage)
+
+
+@emulates(r"softmax_backward_kernel<(.+), (true|false)>")
+def softmax_backward(driver, match, grid, block, shared, params):
+    assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
+    storage = STORAGE[match.group(1)]
+    c = compute_type(storage)
+    n, (out, grad, y) = _row_views(driver, params, storage, 3)
+    g, v = grad.astype(c), y.astype(c)
+    log = match.group(2) == "true"
+    with np.errstate(all="ignore"):
+        total = _block_reduce(g if log else g * v, c(0), np.add)[..., None]
+        out[...] = (g - np.exp(v) * total if log else v * (g - total)).astype(storage)

@@ -530,3 +530,79 @@ def test_sum_with_another_dtype_declines(device_kind):
     expected = reference(lambda t: t.sum(1, dtype=reftorch.float64), x)
     np.testing.assert_array_equal(host(got), host(expected))
     assert plugins.fallbacks() == {("sum", "cuda", reftorch.float32): 1}
+
+
+# --- softmax and log_softmax ------------------------------------------------------------------
+
+SOFTMAX_CASES = {  # name -> (layout of a (6, 5, 300) tensor, dim)
+    "last_dim": (lambda x: x, -1),
+    "middle_dim": (lambda x: x, 1),
+    "first_dim": (lambda x: x, 0),
+    "transposed": (lambda x: x.transpose(0, 2), -1),
+    "strided_slice": (lambda x: x[::2, 1:, ::7], 2),
+    "broadcast": (lambda x: x[:, :1].expand(6, 5, 300), 1),
+    "zero_dim": (lambda x: x[1, 2, 3], 0),
+    "empty_rows": (lambda x: x[:0], -1),
+}
+SOFTMAX = {"softmax": F.softmax, "log_softmax": F.log_softmax}
+
+
+def assert_row_op_close(got, expected, dtype_name, ulps_32, err_msg):
+    """Row sums in another order than NumPy's, exp/log a few ulp apart, and outputs that cancel
+    (log_softmax near 0, the gradients' g - sum): within `ulps_32` ulp of each value plus as
+    many of the row's largest magnitude (1 ulp for the 16-bit types: their rounding
+    dominates)."""
+    assert got.shape == expected.shape and got.dtype is expected.dtype, err_msg
+    g, e = host(got), host(expected)
+    if e.size == 0:
+        return
+    ulps = ulps_32 if dtype_name in ("float32", "float64") else 1
+    row_scale = np.max(np.abs(e), axis=-1, keepdims=True) if e.ndim else np.abs(e)
+    allowed = ulps * float(finfo(dtype_name).eps) * (np.abs(e) + row_scale)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=err_msg)
+    assert np.all(np.abs(g - e) <= allowed), err_msg
+
+
+@pytest.mark.parametrize("op", SOFTMAX)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_softmax_matches_the_cpu_reference(device_kind, dtype_name, op):
+    fn = SOFTMAX[op]
+    base_x = finite_values((6, 5, 300), dtype_name, 5)
+    plugins.reset_fallbacks()
+    for case, (arrange, dim) in SOFTMAX_CASES.items():
+        x = arrange(base_x)
+        expected = reference(fn, x, dim)
+        got = fn(arrange(base_x.cuda()), dim)
+        assert_row_op_close(got, expected, dtype_name, 16, case)
+    assert plugins.fallbacks() == {}
+
+
+@pytest.mark.parametrize("op", SOFTMAX)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_softmax_backward_matches_the_cpu_reference(device_kind, dtype_name, op):
+    fn = SOFTMAX[op]
+    x = finite_values((7, 300), dtype_name, 6)
+    g = finite_values((7, 300), dtype_name, 7)
+    leaf = x.detach().requires_grad_(True)
+    with plugins.use_reference_kernels():
+        fn(leaf, -1).backward(g)
+    expected = leaf.grad
+    leaf = x.detach().cuda().requires_grad_(True)
+    plugins.reset_fallbacks()
+    fn(leaf, -1).backward(g.cuda())
+    got = leaf.grad
+    assert plugins.fallbacks() == {}
+    assert_row_op_close(got, expected, dtype_name, 16, op)
+
+
+def test_softmax_rows_of_minus_infinity_and_nan(device_kind):
+    x = finite_values((3, 300), "float32", 8)
+    x[0] = float("-inf")       # every element -inf: NaN everywhere, as the reference
+    x[1, 17] = float("nan")    # NaN in the row: the whole row NaN
+    x[2, :150] = float("-inf")  # half the row -inf: zeros there
+    for fn in SOFTMAX.values():
+        expected = reference(fn, x, -1)
+        got = fn(x.cuda(), -1)
+        g, e = host(got), host(expected)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
+        np.testing.assert_array_equal(g[2, :150], e[2, :150])

@@ -68,6 +68,13 @@ def max_dims():
 
 
 @functools.lru_cache(maxsize=None)
+def block_threads():
+    """RT_BLOCK_THREADS: the block size the block-reduction kernels are written for (their
+    summation order depends on it, so they are always launched with exactly this many)."""
+    return int(re.search(r"#define RT_BLOCK_THREADS (\d+)", _read_source(PRELUDE)).group(1))
+
+
+@functools.lru_cache(maxsize=None)
 def geometry_type(operands):
     """ctypes twin of `template <int N> struct Geometry` for N = `operands`."""
     dims = max_dims()
@@ -170,3 +177,13 @@ def run_elementwise(program, expression, out, inputs, result_dtype, extra_args=(
                 *(pointer(t) for t in inputs), *extra_args)
         storage._driver.launch(storage._index, program, expression, numel, args)
     return target
+
+
+MAX_GRID = 1 << 20  # row and reduction kernels' blocks loop over the rows beyond this
+
+
+def launch_blocks(program, expression, rows, t, args):
+    """Launch a block-per-row kernel (block_reduce kernels) over `rows` rows on `t`'s device."""
+    storage = t._storage
+    storage._driver.launch_grid(storage._index, program, expression, (min(rows, MAX_GRID), 1, 1),
+                                (block_threads(), 1, 1), 0, args)

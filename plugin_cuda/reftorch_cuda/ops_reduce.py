@@ -11,13 +11,11 @@ from reftorch import _dtype as D
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
-from .kernel_base import (FLOAT_TYPES, Program, geometry_struct, max_dims, on_one_cuda_device,
-                          pointer)
+from .kernel_base import (FLOAT_TYPES, Program, geometry_struct, launch_blocks, max_dims,
+                          on_one_cuda_device, pointer)
 
 REDUCE_OPS = {"sum": "SumOp", "mean": "MeanOp", "amax": "AmaxOp", "amin": "AminOp",
               "max": "AmaxOp", "min": "AminOp"}
-THREADS = 256      # RT_REDUCE_THREADS of reduce.cu: the block size fixes the summation order
-MAX_GRID = 1 << 20  # blocks loop over the output elements beyond this
 
 
 def reduce_expression(op_struct, dtype_name):
@@ -69,14 +67,9 @@ def reduce_kernel(op_name):
         geometries = _geometries(t, result, kept, reduced, keepdim)
         if geometries is None:
             return NotImplemented
-        outputs = result.numel()
-        if outputs:
-            storage = t._storage
-            grid = (min(outputs, MAX_GRID), 1, 1)
-            args = (*geometries, pointer(result), pointer(t))
-            storage._driver.launch_grid(storage._index, REDUCE,
-                                        reduce_expression(REDUCE_OPS[op_name], dtype.name),
-                                        grid, (THREADS, 1, 1), 0, args)
+        if result.numel():
+            launch_blocks(REDUCE, reduce_expression(REDUCE_OPS[op_name], dtype.name),
+                          result.numel(), t, (*geometries, pointer(result), pointer(t)))
         return result
     kernel.__name__ = kernel.__qualname__ = f"cuda_{op_name}"
     return kernel

@@ -130,3 +130,69 @@ __device__ __forceinline__ A rt_minimum(A a, A b) {
     if (b != b) return b;
     return a < b ? a : b;
 }
+
+// --- the math library by computation type ------------------------------------------------------
+// One overload per type keeps float math in float (expf, not exp on a promoted double).
+
+__device__ __forceinline__ float rt_exp(float x) { return expf(x); }
+__device__ __forceinline__ double rt_exp(double x) { return exp(x); }
+__device__ __forceinline__ float rt_expm1(float x) { return expm1f(x); }
+__device__ __forceinline__ double rt_expm1(double x) { return expm1(x); }
+__device__ __forceinline__ float rt_log(float x) { return logf(x); }
+__device__ __forceinline__ double rt_log(double x) { return log(x); }
+__device__ __forceinline__ float rt_log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double rt_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ float rt_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double rt_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float rt_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double rt_sin(double x) { return sin(x); }
+__device__ __forceinline__ float rt_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double rt_cos(double x) { return cos(x); }
+__device__ __forceinline__ float rt_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double rt_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float rt_fabs(float x) { return fabsf(x); }
+__device__ __forceinline__ double rt_fabs(double x) { return fabs(x); }
+
+// --- block reductions -------------------------------------------------------------------------
+// A block of RT_BLOCK_THREADS threads combines one value per thread in a fixed tree order:
+// partial[t] = combine(partial[t], partial[t + s]) for s = 128, 64, ..., 1. No atomics, so the
+// result depends on the block size alone, never on the grid or the GPU (the host launches
+// these kernels with exactly RT_BLOCK_THREADS threads).
+#define RT_BLOCK_THREADS 256
+
+// Reduction ops: identity, combine, and finish (the value stored, given the element count).
+struct SumOp {
+    template <typename A> static __device__ A identity() { return A(0); }
+    template <typename A> static __device__ A combine(A a, A b) { return a + b; }
+    template <typename A> static __device__ A finish(A total, rt_int64) { return total; }
+};
+
+// NaN propagates (rt_maximum/rt_minimum). The infinite identities reach an output only for an
+// empty reduction, which amax/amin refuse before any kernel runs.
+struct AmaxOp {
+    template <typename A> static __device__ A identity() { return -A(1) / A(0); }
+    template <typename A> static __device__ A combine(A a, A b) { return rt_maximum(a, b); }
+    template <typename A> static __device__ A finish(A v, rt_int64) { return v; }
+};
+
+struct AminOp {
+    template <typename A> static __device__ A identity() { return A(1) / A(0); }
+    template <typename A> static __device__ A combine(A a, A b) { return rt_minimum(a, b); }
+    template <typename A> static __device__ A finish(A v, rt_int64) { return v; }
+};
+
+// Every thread's `value` combined; every thread gets the result. `partial` is the block's
+// shared array of RT_BLOCK_THREADS elements, free again when this returns.
+template <typename Op, typename A>
+__device__ A block_reduce(A* partial, A value) {
+    const int t = threadIdx.x;
+    partial[t] = value;
+    __syncthreads();
+    for (int s = RT_BLOCK_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) partial[t] = Op::combine(partial[t], partial[t + s]);
+        __syncthreads();
+    }
+    const A result = partial[0];
+    __syncthreads();  // every thread has read partial[0] before anyone writes partial again
+    return result;
+}

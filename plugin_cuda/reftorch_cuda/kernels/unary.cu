@@ -1,5 +1,6 @@
 // Unary math, activations and the backward ops of the activations, for float, double and the
-// two 16-bit types (computed in float, rounded once when stored). Compiled after common.cuh.
+// two 16-bit types (computed in float, rounded once when stored). Compiled after common.cuh
+// (which has the math library by computation type: rt_exp, rt_log, ...).
 //
 // Each Op's formula is the NumPy reference's, operation for operation and in the same order
 // (reftorch/_ops/pointwise.py and nn_activation.py), so that with --fmad=false the only
@@ -9,28 +10,6 @@
 //
 // Templates are instantiated by name expressions: "unary_kernel<float, ExpOp>",
 // "grad_kernel<rt_float16, SiluBackwardOp>".
-
-// --- the math library by computation type ------------------------------------------------------
-// One overload per type keeps float math in float (expf, not exp on a promoted double).
-
-__device__ __forceinline__ float rt_exp(float x) { return expf(x); }
-__device__ __forceinline__ double rt_exp(double x) { return exp(x); }
-__device__ __forceinline__ float rt_expm1(float x) { return expm1f(x); }
-__device__ __forceinline__ double rt_expm1(double x) { return expm1(x); }
-__device__ __forceinline__ float rt_log(float x) { return logf(x); }
-__device__ __forceinline__ double rt_log(double x) { return log(x); }
-__device__ __forceinline__ float rt_log1p(float x) { return log1pf(x); }
-__device__ __forceinline__ double rt_log1p(double x) { return log1p(x); }
-__device__ __forceinline__ float rt_sqrt(float x) { return sqrtf(x); }
-__device__ __forceinline__ double rt_sqrt(double x) { return sqrt(x); }
-__device__ __forceinline__ float rt_sin(float x) { return sinf(x); }
-__device__ __forceinline__ double rt_sin(double x) { return sin(x); }
-__device__ __forceinline__ float rt_cos(float x) { return cosf(x); }
-__device__ __forceinline__ double rt_cos(double x) { return cos(x); }
-__device__ __forceinline__ float rt_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double rt_tanh(double x) { return tanh(x); }
-__device__ __forceinline__ float rt_fabs(float x) { return fabsf(x); }
-__device__ __forceinline__ double rt_fabs(double x) { return fabs(x); }
 
 // Constants as the reference's Python floats (repr of math.sqrt(2), math.sqrt(2 / math.pi),
 // math.sqrt(2 * math.pi)); a constant meets a float tensor rounded to float, as NumPy does.
