@@ -181,7 +181,10 @@ class Allocator:
         cache.waiting = still
 
     def _release_cached(self, index, cache):
-        for block in cache.cached_blocks():
+        blocks = cache.cached_blocks()
+        if blocks:  # work queued on a block's stream may still use it: let it finish first
+            self.driver.synchronize(index)
+        for block in blocks:
             self.driver.free(index, block.ptr)
             cache.stats["reserved_bytes"].add(-block.size)
             cache.stats["segment"].add(-1)
