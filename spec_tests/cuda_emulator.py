@@ -60,6 +60,7 @@ class EmulatedDriver:
         CU_EVENT_INTERPROCESS = 4
 
     MULTIPROCESSORS = 132
+    CU_MEMHOSTALLOC_PORTABLE = 1
 
     def __init__(self, lowered, count=2, capability=(9, 0), capacity=1 << 30):
         self.lowered = lowered            # lowered name -> name expression
@@ -67,6 +68,7 @@ class EmulatedDriver:
         self.capacity = capacity          # bytes of memory per device
         self.memory = {}                  # address -> uint8 buffer
         self.owner = {}                   # address -> device index
+        self.host_memory = {}             # address -> uint8 buffer (pinned host memory)
         self.current = None
         self.launches = []                # name expressions, in launch order
         self.launch_streams = []          # the stream of each launch (0: legacy default)
@@ -149,6 +151,20 @@ class EmulatedDriver:
             return self._fail("CUDA_ERROR_INVALID_VALUE")
         self.owner.pop(int(ptr))
         self.calls.append("cuMemFree")
+        return self.OK
+
+    def cuMemHostAlloc(self, nbytes, flags):
+        if self.current is None:
+            return (self.CUresult.CUDA_ERROR_INVALID_CONTEXT, 0)
+        buffer = np.full(nbytes, 0x5A, dtype=np.uint8)
+        self.host_memory[buffer.ctypes.data] = buffer
+        self.calls.append("cuMemHostAlloc")
+        return (self.CUresult.CUDA_SUCCESS, buffer.ctypes.data)
+
+    def cuMemFreeHost(self, ptr):
+        if self.host_memory.pop(int(ptr), None) is None:
+            return self._fail("CUDA_ERROR_INVALID_VALUE")
+        self.calls.append("cuMemFreeHost")
         return self.OK
 
     def cuMemGetInfo(self):

@@ -373,6 +373,38 @@ def test_non_blocking_copy_keeps_the_host_buffer_until_done(emulated):
     del junk
 
 
+def test_pinned_memory(device_kind):
+    cuda.init()
+    values = np.arange(12.0).reshape(3, 4)
+    host = reftorch.tensor(values)
+    pinned = host.pin_memory()
+    assert pinned.is_pinned() and not host.is_pinned()
+    assert pinned.pin_memory() is pinned and pinned.device.type == "cpu"
+    np.testing.assert_array_equal(pinned._np, values)
+    on_device = pinned.cuda(non_blocking=True)
+    cuda.synchronize()
+    np.testing.assert_array_equal(on_device.cpu()._np, values)
+    assert not on_device.is_pinned()
+    with pytest.raises(RuntimeError, match="only dense CPU tensors can be pinned"):
+        on_device.pin_memory()
+
+
+def test_non_blocking_copy_from_pinned_memory_reads_it_in_place(emulated):
+    emulated.deferred = True
+    pinned = reftorch.arange(6.0).pin_memory()
+    assert emulated.calls.count("cuMemHostAlloc") == 1
+    s = cuda.Stream()
+    with cuda.stream(s):
+        x = pinned.cuda(non_blocking=True)
+    pinned.fill_(-1.0)             # the copy has not run: it reads the pinned memory later
+    s.synchronize()
+    np.testing.assert_array_equal(x.cpu()._np, np.full(6, -1.0))
+    del pinned
+    collect()
+    cuda.synchronize()             # the pinned memory goes back once no array uses it
+    assert emulated.host_memory == {} and emulated.calls.count("cuMemFreeHost") == 1
+
+
 def test_blocking_copies_return_finished(device_kind):
     cuda.init()
     s = cuda.Stream()

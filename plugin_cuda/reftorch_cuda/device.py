@@ -25,6 +25,7 @@ import numpy as np
 from reftorch._device import device as Device
 from reftorch._storage import DeviceBackend, Storage
 
+from . import pinned
 from .allocator import Allocator
 from .streams import Streams
 
@@ -73,6 +74,7 @@ class Driver:
         self._lock = threading.RLock()
         self.streams = Streams(self)
         self.allocator = Allocator(self)
+        self.pinned = pinned.PinnedMemory(self)
 
     @classmethod
     def start(cls, cu=None):
@@ -167,6 +169,7 @@ class Driver:
         self.activate(index)
         self.check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
         self.streams.collect()
+        self.pinned.release()
 
     def stream(self, index):
         """The raw current stream of device `index` (with its context made current)."""
@@ -545,6 +548,15 @@ class CUDABackend(DeviceBackend):
     def empty_cache(self):
         if self._initialized:
             self._driver.allocator.empty_cache()
+
+    def pinned_storage(self, size, dtype):
+        """A cpu storage of `size` elements in page-locked memory (Tensor.pin_memory)."""
+        from reftorch._storage import CPUStorage
+        return CPUStorage(self._init().pinned.array(size, dtype.numpy_dtype), dtype)
+
+    def is_pinned(self, storage):
+        array = getattr(storage, "array", None)
+        return array is not None and pinned.is_pinned(array)
 
     # --- streams ------------------------------------------------------------------------------
     def streams(self):

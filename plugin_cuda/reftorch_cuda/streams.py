@@ -95,7 +95,7 @@ class Streams:
         least, greatest = self.driver.check(self.cu.cuCtxGetStreamPriorityRange(),
                                             "cuCtxGetStreamPriorityRange")
         priority = min(max(priority, greatest), least)
-        flags = self.cu.CUstream_flags.CU_STREAM_NON_BLOCKING
+        flags = int(self.cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
         raw = self.driver.check(self.cu.cuStreamCreateWithPriority(flags, priority),
                                 "cuStreamCreateWithPriority")
         return StreamHandle(index, raw, priority, destroy=self._destroyer("cuStreamDestroy",

@@ -14,6 +14,7 @@ import numpy as np
 from . import _dtype as D
 from ._device import CPU, Size
 from ._storage import CPUStorage, Storage, allocate, normalize_device
+from ._shape import contiguous_strides as _contiguous_strides
 from ._tensor import Tensor
 
 _default_tensor_class = None  # set below to FloatTensor
@@ -362,8 +363,8 @@ ComplexDoubleStorage = _STORAGE_CLASSES[D.complex128]
 
 # --- Tensor.pin_memory / Tensor.is_pinned ---------------------------------------------------
 # Page-locked host memory only means something next to an accelerator. Without one PyTorch
-# refuses to pin; with the cuda plugin, reftorch returns an ordinary host copy (it does not
-# page-lock memory), so code written for pinned batches still runs.
+# refuses to pin; the cuda backend supplies it (`pinned_storage`); a backend without it gets
+# an ordinary host copy, so code written for pinned batches still runs.
 
 def _tensor_pin_memory(self, device=None):
     from . import cuda
@@ -371,11 +372,21 @@ def _tensor_pin_memory(self, device=None):
         raise RuntimeError("Cannot access accelerator device when none is available.")
     if self.device.type != "cpu":
         raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
-    return self.clone()
+    if self.is_pinned():
+        return self
+    pinned_storage = getattr(cuda._backend(), "pinned_storage", None)
+    if pinned_storage is None:
+        return self.clone()
+    result = Tensor._make(pinned_storage(self.numel(), self.dtype), 0, self._shape,
+                          _contiguous_strides(self._shape))
+    np.copyto(result._np, self._np)
+    return result
 
 
 def _tensor_is_pinned(self, device=None):
-    return False
+    from . import cuda
+    is_pinned = getattr(cuda._backend(), "is_pinned", None)
+    return self.device.type == "cpu" and is_pinned is not None and is_pinned(self._storage)
 
 
 Tensor.pin_memory = _tensor_pin_memory

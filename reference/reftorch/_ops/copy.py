@@ -51,7 +51,9 @@ def copy_(dst, src, non_blocking=False):
     elif dst.device.type == "cpu":
         np.copyto(dst._np, host_values(src), casting="unsafe")
     elif not _peer_copy(dst, src):
-        write_host_values(dst, host_values(src).astype(dst.dtype.numpy_dtype),
+        # copy=False: a host tensor of the right dtype is copied from where it lies (a
+        # pinned one by DMA), with no staging copy here
+        write_host_values(dst, host_values(src).astype(dst.dtype.numpy_dtype, copy=False),
                           non_blocking and src.device.type == "cpu")
     dst._bump_version()
     if tracked:
@@ -89,7 +91,7 @@ def write_host_values(dst, values, non_blocking=False):
     if dst.numel() == 0:
         return
     if dst.is_contiguous():
-        flat = np.array(values, order="C").reshape(-1)
+        flat = np.ascontiguousarray(values).reshape(-1)
         if non_blocking:
             dst._storage.write(dst._offset, flat, non_blocking=True)
         else:
