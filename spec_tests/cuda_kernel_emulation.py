@@ -394,3 +394,35 @@ def softmax_backward(driver, match, grid, block, shared, params):
     with np.errstate(all="ignore"):
         total = _block_reduce(g if log else g * v, c(0), np.add)[..., None]
         out[...] = (g - np.exp(v) * total if log else v * (g - total)).astype(storage)
+
+
+# --- norm.cu ----------------------------------------------------------------------------------
+
+@emulates(r"layer_norm_kernel<(.+)>")
+def layer_norm(driver, match, grid, block, shared, params):
+    assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
+    # (rows, n, out_step, x_step, weight_step, bias_step, eps, out, mean, rstd, x, weight, bias)
+    p = slots(params, 13)
+    shape, (out_strides, x_strides) = geometry(p[0], 2)
+    n, out_step, x_step, w_step, b_step = (ctypes.c_int64.from_address(p[k]).value
+                                           for k in range(1, 6))
+    storage = STORAGE[match.group(1)]
+    c = compute_type(storage)
+    eps = c(ctypes.c_double.from_address(p[6]).value)
+    out = driver.view(pointer(p[7]), storage, shape + (n,), out_strides + (out_step,))
+    mean_out, rstd_out = (driver.view(pointer(p[k]), storage, shape, tuple(
+        int(np.prod(shape[d + 1:])) for d in range(len(shape)))) for k in (8, 9))
+    x = driver.view(pointer(p[10]), storage, shape + (n,), x_strides + (x_step,)).astype(c)
+    with np.errstate(all="ignore"):
+        mean = _block_reduce(x, c(0), np.add)[..., None] / c(n)
+        centered = x - mean
+        rstd = c(1) / np.sqrt(_block_reduce(centered * centered, c(0), np.add)[..., None] / c(n)
+                              + eps)
+        value = (x - mean) * rstd
+        for k, step, combine in ((11, w_step, np.multiply), (12, b_step, np.add)):
+            if pointer(p[k]):  # a null pointer: no weight / no bias
+                parameter = driver.view(pointer(p[k]), storage, (n,), (step,))
+                value = combine(value, parameter.astype(c))
+        out[...] = value.astype(storage)
+        mean_out[...] = mean[..., 0].astype(storage)
+        rstd_out[...] = rstd[..., 0].astype(storage)

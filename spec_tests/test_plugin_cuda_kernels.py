@@ -10,6 +10,8 @@ are compared within the few ulp that ULPS below gives each op.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -606,3 +608,51 @@ def test_softmax_rows_of_minus_infinity_and_nan(device_kind):
         g, e = host(got), host(expected)
         np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
         np.testing.assert_array_equal(g[2, :150], e[2, :150])
+
+
+# --- layer_norm -------------------------------------------------------------------------------
+
+LAYER_NORM_CASES = {  # name -> (layout of a (6, 5, 300) tensor, normalized_shape)
+    "last_dim": (lambda x: x, (300,)),
+    "two_dims": (lambda x: x, (5, 300)),
+    "all_dims": (lambda x: x[0], (5, 300)),
+    "strided_rows": (lambda x: x[::2, 1:], (300,)),
+    "strided_tail": (lambda x: x[:, :, ::3], (100,)),
+    "transposed_rows": (lambda x: x.transpose(0, 1), (300,)),
+    "one_element_rows": (lambda x: x[:, :, :1], (1,)),
+    "empty_rows": (lambda x: x[:0], (300,)),
+}
+
+
+@pytest.mark.parametrize("affine", ["weight_and_bias", "weight", "none"])
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_layer_norm_matches_the_cpu_reference(device_kind, dtype_name, affine):
+    from reftorch._ops.nn_normalization import native_layer_norm
+    base_x = finite_values((6, 5, 300), dtype_name, 9)
+    plugins.reset_fallbacks()
+    for case, (arrange, normalized) in LAYER_NORM_CASES.items():
+        x = arrange(base_x)
+        weight = finite_values(normalized, dtype_name, 10) if affine != "none" else None
+        bias = finite_values(normalized, dtype_name, 11) if affine == "weight_and_bias" \
+            else None
+        expected = reference(native_layer_norm, x, normalized, weight, bias, 1e-5)
+        on = [t.cuda() if t is not None else None for t in (arrange(base_x), weight, bias)]
+        got = native_layer_norm(on[0], normalized, on[1], on[2], 1e-5)
+        output, mean, rstd = got
+        # The mean cancels: its rounding is that of the sum of |x| (as for sum and mean).
+        assert_sum_close(mean, expected[1], x.abs() / math.prod(normalized),
+                         tuple(range(x.ndim - len(normalized), x.ndim)), False, case)
+        # rstd and the output: within a few ulp of themselves and of the row's largest value
+        assert_row_op_close(rstd, expected[2], dtype_name, 16, case)
+        assert_row_op_close(output, expected[0], dtype_name, 16, case)
+    assert plugins.fallbacks() == {}
+
+
+def test_layer_norm_with_mixed_parameter_dtypes_declines(device_kind):
+    x = finite_values((4, 8), "float16", 12)
+    weight = finite_values((8,), "float32", 13)
+    plugins.reset_fallbacks()
+    got = F.layer_norm(x.cuda(), (8,), weight.cuda())
+    expected = reference(lambda a, w: F.layer_norm(a, (8,), w), x, weight)
+    np.testing.assert_array_equal(host(got), host(expected))
+    assert plugins.fallbacks() == {("native_layer_norm", "cuda", reftorch.float16): 1}

@@ -17,8 +17,9 @@
 
 typedef long long rt_int64;
 
-// The loop geometry, passed to each kernel by value. The host builds the identical layout with
-// ctypes (reftorch_cuda.kernel_base.geometry_struct); the static_asserts pin the size both sides use.
+// The loop geometry, passed to each kernel by value. The host builds the identical layout
+// with ctypes (reftorch_cuda.kernel_base.geometry_struct); the static_asserts pin the size
+// both sides use.
 template <int N>
 struct Geometry {
     rt_int64 numel;                      // number of elements of the output
