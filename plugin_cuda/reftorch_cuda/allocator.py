@@ -26,8 +26,10 @@ import collections
 import threading
 
 ROUND = 512                 # every block is a multiple of this many bytes
-STAT_NAMES = ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes",
-              "allocation", "segment")
+# What memory_stats reports as '<name>.all.current' and '.peak'. Every allocated block is
+# active here (no block is split), so active_bytes is reported as allocated_bytes.
+STAT_NAMES = ("allocated_bytes", "reserved_bytes", "requested_bytes", "allocation",
+              "segment")
 
 
 def round_size(nbytes):
@@ -50,30 +52,24 @@ class Block:
         return (self.size, self.ptr) < (other.size, other.ptr)
 
 
-class Stat:
-    """A current value with its peak since the last reset."""
-
-    __slots__ = ("current", "peak")
-
-    def __init__(self):
-        self.current = self.peak = 0
-
-    def add(self, amount):
-        self.current += amount
-        self.peak = max(self.peak, self.current)
-
-    def reset_peak(self):
-        self.peak = self.current
-
-
 class DeviceCache:
-    """One device's cached blocks (per stream, sorted), blocks waiting on events, counters."""
+    """One device's cached blocks (per stream, sorted), blocks waiting on events, and the
+    statistics: current values and their peaks since the last reset, by name."""
 
     def __init__(self):
         self.free = collections.defaultdict(list)   # StreamHandle -> sorted [Block]
         self.waiting = []                           # (events, Block) freed, still in use
-        self.stats = {name: Stat() for name in STAT_NAMES}
+        self.current = dict.fromkeys(STAT_NAMES, 0)
+        self.peak = dict.fromkeys(STAT_NAMES, 0)
         self.counts = {"num_alloc_retries": 0, "num_ooms": 0}
+
+    def add(self, changes):
+        """Apply (name, amount) changes, raising peaks (one call per event: it is hot)."""
+        current, peak = self.current, self.peak
+        for name, amount in changes:
+            value = current[name] = current[name] + amount
+            if value > peak[name]:
+                peak[name] = value
 
     def cached_blocks(self):
         return [block for blocks in self.free.values() for block in blocks]
@@ -86,6 +82,7 @@ class Allocator:
         self.driver = driver
         self._devices = collections.defaultdict(DeviceCache)
         self._returned = collections.deque()   # blocks freed by finalizers, not yet cached
+        self._waiting_blocks = 0               # blocks in the caches' `waiting` lists
         self._lock = threading.RLock()
 
     # --- allocation -----------------------------------------------------------------------
@@ -97,11 +94,8 @@ class Allocator:
             block = self._from_cache(cache, size, stream) or self._new_block(cache, index, size,
                                                                              nbytes, stream)
             block.requested = nbytes
-            stats = cache.stats
-            stats["allocated_bytes"].add(block.size)
-            stats["active_bytes"].add(block.size)
-            stats["requested_bytes"].add(nbytes)
-            stats["allocation"].add(1)
+            cache.add((("allocated_bytes", block.size), ("requested_bytes", nbytes),
+                       ("allocation", 1)))
             return block
 
     def _from_cache(self, cache, size, stream):
@@ -122,15 +116,14 @@ class Allocator:
         if ptr is None:
             cache.counts["num_ooms"] += 1
             raise self._out_of_memory(index, cache, nbytes)
-        cache.stats["reserved_bytes"].add(size)
-        cache.stats["segment"].add(1)
+        cache.add((("reserved_bytes", size), ("segment", 1)))
         return Block(index, ptr, size, stream)
 
     def _out_of_memory(self, index, cache, nbytes):
         from reftorch.cuda import OutOfMemoryError
         free, total = self.driver.mem_get_info(index)
-        allocated = cache.stats["allocated_bytes"].current
-        reserved = cache.stats["reserved_bytes"].current
+        allocated = cache.current["allocated_bytes"]
+        reserved = cache.current["reserved_bytes"]
         return OutOfMemoryError(
             f"CUDA out of memory. Tried to allocate {format_size(nbytes)}. GPU {index} has a "
             f"total capacity of {format_size(total)} of which {format_size(free)} is free. Of "
@@ -152,22 +145,21 @@ class Allocator:
         """Cache the blocks freed since the last call; returns device `index`'s cache."""
         while self._returned:
             self._uncount(self._returned.popleft())
-        for cache in list(self._devices.values()):
-            self._collect_waiting(cache)
+        if self._waiting_blocks:
+            for cache in list(self._devices.values()):
+                self._collect_waiting(cache)
         return None if index is None else self._devices[index]
 
     def _uncount(self, block):
         cache = self._devices[block.index]
-        stats = cache.stats
-        stats["allocated_bytes"].add(-block.size)
-        stats["active_bytes"].add(-block.size)
-        stats["requested_bytes"].add(-block.requested)
-        stats["allocation"].add(-1)
+        cache.add((("allocated_bytes", -block.size), ("requested_bytes", -block.requested),
+                   ("allocation", -1)))
         if block.streams_used:
             # Other streams may still be running kernels on it: wait for what they have queued.
             events = [self.driver.streams.marker(stream) for stream in block.streams_used]
             block.streams_used = set()
             cache.waiting.append((events, block))
+            self._waiting_blocks += 1
         else:
             bisect.insort(cache.free[block.stream], block)
 
@@ -176,6 +168,7 @@ class Allocator:
         for events, block in cache.waiting:
             if all(self.driver.streams.event_query(event) for event in events):
                 bisect.insort(cache.free[block.stream], block)
+                self._waiting_blocks -= 1
             else:
                 still.append((events, block))
         cache.waiting = still
@@ -186,8 +179,7 @@ class Allocator:
             self.driver.synchronize(index)
         for block in blocks:
             self.driver.free(index, block.ptr)
-            cache.stats["reserved_bytes"].add(-block.size)
-            cache.stats["segment"].add(-1)
+            cache.add((("reserved_bytes", -block.size), ("segment", -1)))
         cache.free.clear()
 
     def empty_cache(self):
@@ -206,9 +198,11 @@ class Allocator:
         with self._lock:
             cache = self._take_back(index)
             result = {}
-            for name, stat in sorted(cache.stats.items()):
-                result[f"{name}.all.current"] = stat.current
-                result[f"{name}.all.peak"] = stat.peak
+            for name in sorted(STAT_NAMES):
+                result[f"{name}.all.current"] = cache.current[name]
+                result[f"{name}.all.peak"] = cache.peak[name]
+            result["active_bytes.all.current"] = cache.current["allocated_bytes"]
+            result["active_bytes.all.peak"] = cache.peak["allocated_bytes"]
             result.update(cache.counts)
             return result
 
@@ -216,7 +210,7 @@ class Allocator:
         with self._lock:
             cache = self._take_back(index)
             for name in names:
-                cache.stats[name].reset_peak()
+                cache.peak[name] = cache.current[name]
 
 
 def format_size(nbytes):
