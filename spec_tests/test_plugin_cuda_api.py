@@ -219,6 +219,25 @@ def test_current_and_default_streams(device_kind):
     assert len({s, cuda.Stream._wrap(s._handle), default}) == 2
 
 
+def test_current_stream_is_per_thread(emulated):
+    import threading
+    s = cuda.Stream()
+    seen = {}
+
+    def other_thread():
+        seen["stream"] = cuda.current_stream()
+        x = reftorch.ones(4).cuda()
+        x + x
+        seen["launch"] = emulated.launch_streams[-1]
+
+    with cuda.stream(s):
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        assert cuda.current_stream() == s
+    assert seen["stream"] == cuda.default_stream() and seen["launch"] is None
+
+
 def test_stream_on_another_device_switches_the_device(emulated):
     s1 = cuda.Stream(device=1)
     assert s1.device == reftorch.device("cuda", 1)
