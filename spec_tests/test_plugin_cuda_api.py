@@ -505,6 +505,18 @@ def test_seeding_before_initialisation_is_queued(emulated):
     assert cuda.initial_seed() == 1234
 
 
+def test_queued_seeding_keeps_the_latest_call_of_each_kind(emulated):
+    for value in range(100):
+        reftorch.manual_seed(value)                   # seeds every GPU: queued
+    cuda.manual_seed(5)                               # the current device, after that
+    assert len(cuda_random._queued) == 2
+    cuda.init()
+    assert cuda.initial_seed() == 5
+    assert cuda.default_generators[1].initial_seed() == 99
+    cuda.manual_seed_all(4)
+    assert [g.initial_seed() for g in cuda.default_generators] == [4, 4]
+
+
 def test_devices_have_their_own_generators(emulated):
     cuda.init()
     cuda.manual_seed_all(7)
@@ -567,7 +579,7 @@ def test_seeding_without_a_backend_is_ignored(monkeypatch):
     cuda.manual_seed_all(1)
     cuda.seed()
     cuda.seed_all()
-    assert cuda_random._queued == []
+    assert cuda_random._queued == {}
 
 
 # --- legacy types -----------------------------------------------------------------------------

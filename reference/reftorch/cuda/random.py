@@ -23,7 +23,10 @@ __all__ = ["default_generators", "get_rng_state", "get_rng_state_all", "initial_
            "set_rng_state_all"]
 
 _generators = {}   # device index -> Generator
-_queued = []       # seeding calls made before initialisation, in order
+# Seeding calls made before initialisation: the latest one of each kind ("current" device,
+# "all" devices), in the order they were made. Keeping only the latest (as PyTorch does)
+# bounds the queue when a program reseeds often on a machine where CUDA never starts.
+_queued = {}
 
 
 def _initialized():
@@ -32,8 +35,10 @@ def _initialized():
 
 
 def _run_queued():
-    while _queued:
-        _queued.pop(0)()
+    calls = list(_queued.values())
+    _queued.clear()   # first: the calls use the generators, which run the queue
+    for call in calls:
+        call()
 
 
 def generator(index):
@@ -45,13 +50,15 @@ def generator(index):
     return found
 
 
-def _lazy(call):
-    """Run a seeding call now if CUDA is initialised, else when it is."""
+def _lazy(kind, call):
+    """Run a seeding call now if CUDA is initialised, else when it is (replacing an earlier
+    queued call of the same `kind`)."""
     if _initialized():
         _run_queued()
         call()
     elif "cuda" in _storage._BACKENDS:
-        _queued.append(call)
+        _queued.pop(kind, None)
+        _queued[kind] = call
 
 
 def _current():
@@ -94,18 +101,18 @@ def manual_seed(seed):
     """Seed the current GPU's generator (queued before initialisation; ignored without
     CUDA)."""
     seed = int(seed)
-    _lazy(lambda: generator(_current()).manual_seed(seed))
+    _lazy("current", lambda: generator(_current()).manual_seed(seed))
 
 
 def manual_seed_all(seed):
     """Seed every GPU's generator (queued before initialisation; ignored without CUDA)."""
     seed = int(seed)
-    _lazy(lambda: [generator(i).manual_seed(seed) for i in _all_indices()])
+    _lazy("all", lambda: [generator(i).manual_seed(seed) for i in _all_indices()])
 
 
 def seed():
     """Seed the current GPU's generator from the operating system's entropy."""
-    _lazy(lambda: generator(_current()).seed())
+    _lazy("current", lambda: generator(_current()).seed())
 
 
 def seed_all():
@@ -114,7 +121,7 @@ def seed_all():
         value = generator(_current()).seed()
         for i in _all_indices():
             generator(i).manual_seed(value)
-    _lazy(call)
+    _lazy("all", call)
 
 
 def initial_seed():
