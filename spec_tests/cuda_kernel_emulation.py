@@ -330,26 +330,84 @@ def _block_reduce(values, identity, combine):
     return partial[..., 0]
 
 
+def block_order_reduce(values, identity, combine, chunk):
+    """reduce.cu's result over the last axis, unrounded: one block's order when the axis has at
+    most `chunk` elements, else each chunk in the block order and then the chunks' results."""
+    n = values.shape[-1]
+    if n <= chunk:
+        return _block_reduce(values, identity, combine)
+    chunks = -(-n // chunk)
+    padded = np.concatenate([values, np.full(values.shape[:-1] + (chunks * chunk - n,),
+                                             identity, values.dtype)], -1)
+    partials = _block_reduce(padded.reshape(values.shape[:-1] + (chunks, chunk)), identity,
+                             combine)
+    return _block_reduce(partials, identity, combine)
+
+
+def _reduced_values(driver, outer_address, inner_address, in_address, storage):
+    """(outer shape, output strides, input values as (outer..., n) in the computation type)."""
+    outer_shape, (out_strides, in_strides) = geometry(outer_address, 2)
+    inner_shape, (inner_strides,) = geometry_allowing_empty(inner_address, 1)
+    n = int(np.prod(inner_shape))
+    source = driver.view(in_address, storage, outer_shape + inner_shape,
+                         in_strides + inner_strides) if n else \
+        np.zeros(outer_shape + (0,), storage)
+    return outer_shape, out_strides, source.astype(compute_type(storage)).reshape(
+        outer_shape + (n,))
+
+
+def _finish(op, total, n):
+    return total / total.dtype.type(n) if op == "Mean" else total
+
+
 @emulates(r"reduce_kernel<(.+), (\w+)Op>")
 def reduce(driver, match, grid, block, shared, params):
     assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
     p = slots(params, 4)      # (outer geometry, inner geometry, out, in)
-    outer_shape, (out_strides, in_strides) = geometry(p[0], 2)
-    inner_shape, (inner_strides,) = geometry_allowing_empty(p[1], 1)
     storage = STORAGE[match.group(1)]
-    c = compute_type(storage)
-    out = driver.view(pointer(p[2]), storage, outer_shape, out_strides)
-    n = int(np.prod(inner_shape))
-    source = driver.view(pointer(p[3]), storage, outer_shape + inner_shape,
-                         in_strides + inner_strides) if n else \
-        np.zeros(outer_shape + (0,), storage)
-    values = source.astype(c).reshape(outer_shape + (n,))
+    shape, out_strides, values = _reduced_values(driver, p[0], p[1], pointer(p[3]), storage)
+    out = driver.view(pointer(p[2]), storage, shape, out_strides)
     identity, combine = REDUCERS[match.group(2)]
     with np.errstate(all="ignore"):
-        total = _block_reduce(values, c(identity), combine)
-        if match.group(2) == "Mean":
-            total = total / c(n)
-        out[...] = total.astype(storage)
+        total = _block_reduce(values, values.dtype.type(identity), combine)
+        out[...] = _finish(match.group(2), total, values.shape[-1]).astype(storage)
+
+
+@emulates(r"reduce_chunks_kernel<(.+), (\w+)Op>")
+def reduce_chunks(driver, match, grid, block, shared, params):
+    """Each chunk of `chunk` elements (the last one shorter) combined in the block order."""
+    assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
+    p = slots(params, 6)      # (outer, inner, int64 chunk, int64 chunks, partials, in)
+    storage = STORAGE[match.group(1)]
+    shape, _, values = _reduced_values(driver, p[0], p[1], pointer(p[5]), storage)
+    chunk, chunks = (ctypes.c_int64.from_address(p[k]).value for k in (2, 3))
+    n = values.shape[-1]
+    assert chunks == -(-n // chunk) and chunks > 1
+    identity, combine = REDUCERS[match.group(2)]
+    c = values.dtype.type
+    padded = np.concatenate([values, np.full(shape + (chunks * chunk - n,), c(identity))], -1)
+    partials = driver.view(pointer(p[4]), values.dtype, shape + (chunks,), tuple(
+        int(np.prod(shape[d + 1:])) * chunks for d in range(len(shape))) + (1,))
+    with np.errstate(all="ignore"):
+        partials[...] = _block_reduce(padded.reshape(shape + (chunks, chunk)), c(identity),
+                                      combine)
+
+
+@emulates(r"reduce_partials_kernel<(.+), (\w+)Op>")
+def reduce_partials(driver, match, grid, block, shared, params):
+    assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
+    p = slots(params, 5)      # (outer, int64 chunks, int64 n, out, partials)
+    storage = STORAGE[match.group(1)]
+    shape, (out_strides, _) = geometry(p[0], 2)
+    chunks, n = (ctypes.c_int64.from_address(p[k]).value for k in (1, 2))
+    c = compute_type(storage)
+    partials = driver.view(pointer(p[4]), c, shape + (chunks,), tuple(
+        int(np.prod(shape[d + 1:])) * chunks for d in range(len(shape))) + (1,))
+    out = driver.view(pointer(p[3]), storage, shape, out_strides)
+    identity, combine = REDUCERS[match.group(2)]
+    with np.errstate(all="ignore"):
+        total = _block_reduce(np.array(partials), c(identity), combine)
+        out[...] = _finish(match.group(2), total, n).astype(storage)
 
 
 # --- softmax.cu -------------------------------------------------------------------------------

@@ -519,17 +519,52 @@ def test_reductions_propagate_nan_and_inf(device_kind, op):
     np.testing.assert_array_equal(g[np.isinf(e)], e[np.isinf(e)])
 
 
+@pytest.mark.parametrize("n", [70001, 9000])
 @pytest.mark.parametrize("dtype_name", ["float32", "float64"])
-def test_sum_order_is_the_blocks_and_does_not_depend_on_the_launch(device_kind, dtype_name):
+def test_sum_order_is_the_blocks_and_does_not_depend_on_the_launch(device_kind, dtype_name, n):
     """The sum is reduce.cu's fixed order exactly (modelled in NumPy by the emulation's
-    _block_reduce): on a GPU this checks the device code's order bit for bit."""
-    from spec_tests.cuda_kernel_emulation import _block_reduce
-    x = finite_values((3, 70001), dtype_name, 3)
+    block_order_reduce; 70001 elements take the two-launch path): on a GPU this checks the
+    device code's order bit for bit."""
+    from reftorch_cuda.ops_reduce import CHUNK
+    from spec_tests.cuda_kernel_emulation import block_order_reduce
+    x = finite_values((3, n), dtype_name, 3)
     wide = host(x).astype(np.float64 if dtype_name == "float64" else np.float32)
-    model = _block_reduce(wide, wide.dtype.type(0), np.add)
+    model = block_order_reduce(wide, wide.dtype.type(0), np.add, CHUNK)
     first, again = x.cuda().sum(1), x.cuda().sum(1)
     np.testing.assert_array_equal(host(first), model.astype(np.float64))
     np.testing.assert_array_equal(host(first), host(again))
+    mean = x.cuda().t().mean(0)  # the same rows through transposed strides
+    np.testing.assert_array_equal(host(mean), (model / wide.dtype.type(n)).astype(np.float64))
+
+
+# (input layout from a (2, 3, 20000) tensor, dims): more than CHUNK elements per output
+LONG_REDUCE_CASES = {
+    "all": (lambda x: x, None),
+    "last_dim": (lambda x: x, (2,)),
+    "transposed": (lambda x: x.transpose(0, 2), (0, 2)),
+    "strided": (lambda x: x[:, ::2], (1, 2)),
+}
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_long_reductions_run_in_two_launches(device_kind, dtype_name, op):
+    from reftorch_cuda.ops_reduce import CHUNK
+    base_x = finite_values((2, 3, 20000), dtype_name, 13)
+    plugins.reset_fallbacks()
+    for case, (arrange, dims) in LONG_REDUCE_CASES.items():
+        x = arrange(base_x)
+        assert x.numel() // (1 if dims is None else math.prod(
+            n for d, n in enumerate(x.shape) if d not in dims)) > CHUNK
+        expected = reference(REDUCE[op], x, dims, False)
+        got = REDUCE[op](arrange(base_x.cuda()), dims, False)
+        if op in ("sum", "mean"):
+            assert_sum_close(got, expected, x, dims, op == "mean", case)
+        else:
+            assert_close(got, expected, False, err_msg=case)
+    if device_kind is not None:
+        assert any(k.startswith("reduce_chunks_kernel") for k in device_kind.launches)
+    assert plugins.fallbacks() == {}
 
 
 def test_sum_with_another_dtype_declines(device_kind):

@@ -3,9 +3,14 @@ element, which share amax/amin's kernel) over any dims, for the four float dtype
 
 The kernel reduces one output element per block in a fixed order (see reduce.cu), so results
 do not depend on the launch; sums differ from the reference's pairwise NumPy sum by rounding
-only. sum/mean with a `dtype=` other than the input's decline (the reference converts first).
+only. A reduction of more than CHUNK elements per output runs in two launches: fixed chunks
+of CHUNK elements, one block each, then one block per output over the chunks' results (a
+full sum of 64M elements would otherwise be one block's work). sum/mean with a `dtype=` other
+than the input's decline (the reference converts first).
 """
 from __future__ import annotations
+
+import ctypes
 
 from reftorch import _dtype as D
 from reftorch._tensor import Tensor
@@ -18,13 +23,19 @@ REDUCE_OPS = {"sum": "SumOp", "mean": "MeanOp", "amax": "AmaxOp", "amin": "AminO
               "max": "AmaxOp", "min": "AminOp"}
 
 
-def reduce_expression(op_struct, dtype_name):
-    return f"reduce_kernel<{FLOAT_TYPES[dtype_name]}, {op_struct}>"
+# Elements per chunk of a two-launch reduction: 64 per thread of a 256-thread block. A constant,
+# so the summation order depends on the reduced element count alone.
+CHUNK = 16384
+KERNELS = ("reduce_kernel", "reduce_chunks_kernel", "reduce_partials_kernel")
+
+
+def reduce_expression(op_struct, dtype_name, kernel="reduce_kernel"):
+    return f"{kernel}<{FLOAT_TYPES[dtype_name]}, {op_struct}>"
 
 
 REDUCE = Program("reduce.cu", tuple(
-    reduce_expression(s, name) for s in dict.fromkeys(REDUCE_OPS.values())
-    for name in FLOAT_TYPES))
+    reduce_expression(s, name, kernel) for kernel in KERNELS
+    for s in dict.fromkeys(REDUCE_OPS.values()) for name in FLOAT_TYPES))
 PROGRAMS = (REDUCE,)
 
 
@@ -51,6 +62,26 @@ def _geometries(t, result, kept, reduced, keepdim):
     return geometry_struct(*outer), geometry_struct(*inner)
 
 
+def _launch(op_struct, t, result, geometries):
+    """One launch, or chunks then partials when an output reduces more than CHUNK elements."""
+    outer, inner = geometries
+    dtype, n, outputs = t.dtype, inner.numel, result.numel()
+    if n <= CHUNK:
+        launch_blocks(REDUCE, reduce_expression(op_struct, dtype.name), outputs, t,
+                      (outer, inner, pointer(result), pointer(t)))
+        return
+    chunks = -(-n // CHUNK)
+    # the chunks' results, unrounded: in the computation type (float for the 16-bit types)
+    partials = Tensor._empty((outputs * chunks,), D.float64 if dtype is D.float64 else
+                             D.float32, t.device)
+    launch_blocks(REDUCE, reduce_expression(op_struct, dtype.name, "reduce_chunks_kernel"),
+                  outputs * chunks, t, (outer, inner, ctypes.c_int64(CHUNK),
+                                        ctypes.c_int64(chunks), pointer(partials), pointer(t)))
+    launch_blocks(REDUCE, reduce_expression(op_struct, dtype.name, "reduce_partials_kernel"),
+                  outputs, t, (outer, ctypes.c_int64(chunks), ctypes.c_int64(n),
+                               pointer(result), pointer(partials)))
+
+
 def reduce_kernel(op_name):
     def kernel(out, inputs, dtypes, params):
         if out is not None or len(inputs) != 1:
@@ -68,8 +99,7 @@ def reduce_kernel(op_name):
         if geometries is None:
             return NotImplemented
         if result.numel():
-            launch_blocks(REDUCE, reduce_expression(REDUCE_OPS[op_name], dtype.name),
-                          result.numel(), t, (*geometries, pointer(result), pointer(t)))
+            _launch(REDUCE_OPS[op_name], t, result, geometries)
         return result
     kernel.__name__ = kernel.__qualname__ = f"cuda_{op_name}"
     return kernel
