@@ -60,6 +60,15 @@ class EmulatedDriver:
         CU_EVENT_INTERPROCESS = 4
 
     MULTIPROCESSORS = 132
+
+    class CUipcEventHandle:
+        """64 opaque bytes at `getPtr()`, as the real struct."""
+
+        def __init__(self):
+            self._bytes = ctypes.create_string_buffer(64)
+
+        def getPtr(self):
+            return ctypes.addressof(self._bytes)
     CU_MEMHOSTALLOC_PORTABLE = 1
 
     def __init__(self, lowered, count=2, capability=(9, 0), capacity=1 << 30):
@@ -75,6 +84,7 @@ class EmulatedDriver:
         self.deferred = False             # queue work on created streams (see module doc)
         self.streams = {}                 # handle -> Stream
         self.events = set()               # live (created, not destroyed) events
+        self.ipc_events = {}              # exported handle bytes -> event
         self.calls = []                   # names of the memory calls made (alloc, free, ...)
         self._ids = itertools.count(1)
 
@@ -314,6 +324,22 @@ class EmulatedDriver:
             return self._fail("CUDA_ERROR_INVALID_HANDLE")
         self.events.remove(event)
         return self.OK
+
+    def cuIpcGetEventHandle(self, event):
+        if not event.flags & self.CUevent_flags.CU_EVENT_INTERPROCESS:
+            return (self.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+        handle = self.CUipcEventHandle()
+        ctypes.memmove(handle.getPtr(), b"emulated-ipc-event:%d" % id(event), 64)
+        self.ipc_events[ctypes.string_at(handle.getPtr(), 64)] = event
+        return (self.CUresult.CUDA_SUCCESS, handle)
+
+    def cuIpcOpenEventHandle(self, handle):
+        """The exporting event itself (an emulated process shares its objects)."""
+        event = self.ipc_events.get(ctypes.string_at(handle.getPtr(), 64))
+        if event is None or self.current is None:
+            return (self.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+        self.events.add(event)   # the opened handle is destroyed like a created one
+        return (self.CUresult.CUDA_SUCCESS, event)
 
     def cuEventRecord(self, event, handle):
         if event.device != self._device():

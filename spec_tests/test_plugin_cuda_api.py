@@ -364,6 +364,45 @@ def test_event_records_only_on_its_device(emulated):
     event.wait(cuda.current_stream(0))                # any device may wait on it
 
 
+def test_event_ipc_handle_opens_the_same_event(emulated):
+    emulated.deferred = True
+    event = cuda.Event(interprocess=True)
+    handle = event.ipc_handle()                       # not recorded: made on this device now
+    assert isinstance(handle, bytes) and len(handle) == 64
+    assert event.device == reftorch.device("cuda", 0)
+    s = cuda.Stream()
+    with cuda.stream(s):
+        reftorch.zeros(4).cuda(non_blocking=True)
+    event.record(s)
+    opened = cuda.Event.from_ipc_handle(0, handle)
+    assert not opened.query() and not opened.enable_timing
+    opened.synchronize()
+    assert event.query() and s.query()
+    with pytest.raises(RuntimeError, match="cuIpcGetEventHandle"):
+        cuda.Event().ipc_handle()                     # not an interprocess event
+    with pytest.raises(RuntimeError, match="64 bytes"):
+        cuda.Event.from_ipc_handle(0, b"short")
+
+
+def test_event_ipc_handle_in_another_process():
+    if _shared.NO_BINDINGS is not None or not cuda.is_available():
+        pytest.skip("no CUDA GPU on this machine")
+    import subprocess
+    import sys
+    event = cuda.Event(interprocess=True)
+    x = reftorch.ones(1 << 20, device="cuda")
+    (x * 2).sum()
+    event.record()
+    code = ("import sys, reftorch, reftorch.cuda as c\n"
+            "e = c.Event.from_ipc_handle(0, bytes.fromhex(sys.argv[1]))\n"
+            "e.synchronize(); print(e.query())\n")
+    run = subprocess.run([sys.executable, "-c", code, event.ipc_handle().hex()],
+                         capture_output=True, text=True, env=_shared._subprocess_env(),
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True"
+
+
 def test_synchronize_waits_for_every_stream(emulated):
     emulated.deferred = True
     streams = [cuda.Stream(), cuda.Stream()]

@@ -18,8 +18,11 @@ event call destroys it.
 from __future__ import annotations
 
 import collections
+import ctypes
 import threading
 import weakref
+
+IPC_HANDLE_BYTES = 64   # sizeof(CUipcEventHandle)
 
 
 class StreamHandle:
@@ -167,6 +170,27 @@ class Streams:
         self.driver.activate(start.index)
         return float(self.driver.check(self.cu.cuEventElapsedTime(start.raw, end.raw),
                                        "cuEventElapsedTime"))
+
+    def ipc_handle(self, event):
+        """The bytes another process opens the (interprocess) event with."""
+        self.driver.activate(event.index)
+        handle = self.driver.check(self.cu.cuIpcGetEventHandle(event.raw),
+                                   "cuIpcGetEventHandle")
+        return ctypes.string_at(handle.getPtr(), IPC_HANDLE_BYTES)
+
+    def open_ipc_handle(self, index, data):
+        """An event of another process, from its `ipc_handle` bytes, opened on device
+        `index` (the driver gives it timing disabled)."""
+        data = bytes(data)
+        if len(data) != IPC_HANDLE_BYTES:
+            raise RuntimeError(f"an event IPC handle has {IPC_HANDLE_BYTES} bytes, got "
+                               f"{len(data)}")
+        handle = self.cu.CUipcEventHandle()
+        ctypes.memmove(handle.getPtr(), data, IPC_HANDLE_BYTES)
+        self._destroy_doomed()
+        self.driver.activate(index)
+        raw = self.driver.check(self.cu.cuIpcOpenEventHandle(handle), "cuIpcOpenEventHandle")
+        return EventHandle(index, raw, False, destroy=self._destroyer("cuEventDestroy", index))
 
     def marker(self, stream):
         """A new event recorded on `stream` now (for the allocator and async copies)."""

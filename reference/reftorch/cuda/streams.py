@@ -103,7 +103,7 @@ class Event:
 
     `enable_timing` lets `elapsed_time` measure between two events; `blocking` makes
     `synchronize` sleep rather than spin; `interprocess` asks for an event shareable between
-    processes (the driver wants timing off for it; `ipc_handle` is not implemented). The
+    processes with `ipc_handle`/`from_ipc_handle` (the driver wants timing off for it). The
     driver event is created at the first `record`, on the recording stream's device."""
 
     def __init__(self, enable_timing=False, blocking=False, interprocess=False):
@@ -119,6 +119,21 @@ class Event:
     @property
     def cuda_event(self):
         return 0 if self._handle is None else int(self._handle.raw)
+
+    @classmethod
+    def from_ipc_handle(cls, device, handle):
+        """The event another process exported with `ipc_handle`, opened on `device`."""
+        event = cls(interprocess=True)
+        event._handle = _streams().open_ipc_handle(_device_index(device), handle)
+        return event
+
+    def ipc_handle(self):
+        """Bytes that let another process open this event (`from_ipc_handle`); the event
+        must be interprocess. An event not yet recorded is created on the current device."""
+        if self._handle is None:
+            self._handle = _streams().event_create(_device_index(None), self.enable_timing,
+                                                   self.blocking, self.interprocess)
+        return _streams().ipc_handle(self._handle)
 
     def record(self, stream=None):
         """Record the event on `stream` (default: the current stream), which must be on the
