@@ -698,3 +698,21 @@ def test_layer_norm_with_mixed_parameter_dtypes_declines(device_kind):
     expected = reference(lambda a, w: F.layer_norm(a, (8,), w), x, weight)
     np.testing.assert_array_equal(host(got), host(expected))
     assert plugins.fallbacks() == {("native_layer_norm", "cuda", reftorch.float16): 1}
+
+
+def test_select_ops_write_out_and_in_place(device_kind):
+    x, y = values((4, 6), "float32", 14), values((4, 6), "float32", 15)
+    plugins.reset_fallbacks()
+    mask = reftorch.empty(0, dtype=reftorch.bool).cuda()
+    reftorch.lt(x.cuda().t(), y.cuda().t(), out=mask)  # resized, then written
+    assert_same_values(mask, reference(reftorch.lt, x.t(), y.t()))
+    target = reftorch.zeros(6, 4).cuda()
+    reftorch.where(mask, x.cuda().t(), y.cuda().t(), out=target)
+    assert_same_values(target, reference(reftorch.where, mask.cpu(), x.t(), y.t()))
+    clamped = x.cuda()
+    clamped[1:].clamp_min_(y.cuda()[1:])  # in place through a slice
+    expected = x.clone()
+    with plugins.use_reference_kernels():
+        expected[1:].clamp_min_(y[1:])
+    assert_same_values(clamped, expected)
+    assert plugins.fallbacks() == {}
