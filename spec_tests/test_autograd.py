@@ -5,8 +5,10 @@ gradients, node names and graph structure, and the errors raised (type and messa
 """
 from __future__ import annotations
 
+import gc
 import json
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -132,6 +134,107 @@ def test_leaf_hook_sees_and_replaces_gradient():
         return host(x.grad)
     r, t = run_both(program)
     np.testing.assert_allclose(r, t)
+
+
+def test_leaf_hook_outlives_the_graph_it_was_registered_under():
+    def program(m):
+        x = leaf(m, [1.0, 2.0])
+        seen = []
+        x.register_hook(lambda g: seen.append(host(g)) or g * 2)
+        y = x * 5        # the first graph through x: its accumulator dies with it
+        del y
+        gc.collect()
+        (x * 3).backward(ones(m, 2))
+        return host(x.grad), seen
+    (r, rseen), (t, tseen) = run_both(program)
+    np.testing.assert_allclose(r, t)
+    np.testing.assert_allclose(rseen, tseen)
+
+
+# --- memory: graphs are freed by reference counting, as in PyTorch ---------------------------
+
+def _graph_programs(m):
+    """Programs that build autograd history, each returning weak references to what must die
+    with its last strong reference (the cyclic garbage collector is off meanwhile)."""
+    class Exp(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return g * y
+
+    def after_backward():
+        x = leaf(m, [[0.5, -1.0, 2.0], [1.5, 0.0, -0.5]])
+        m.nn.functional.cross_entropy(x, m.tensor([2, 0])).backward()
+        return [weakref.ref(x), weakref.ref(x.grad)]
+
+    def unused_graph():
+        x = leaf(m, [1.0, 2.0])
+        y = x * 2
+        return [weakref.ref(x), weakref.ref(y)]
+
+    def saved_output():            # exp saves its result: result -> node -> result
+        x = leaf(m, [1.0, 2.0])
+        y = x.exp()
+        return [weakref.ref(x), weakref.ref(y)]
+
+    def saved_output_in_place():   # an in-place op's result is the tensor it wrote
+        y = leaf(m, [1.0, 2.0]) * 1
+        y.sigmoid_()
+        return [weakref.ref(y)]
+
+    def retained_grad():
+        y = leaf(m, [1.0, 2.0]).exp()
+        y.retain_grad()
+        return [weakref.ref(y)]
+
+    def custom_function_output():
+        y = Exp.apply(leaf(m, [1.0, 2.0]))
+        return [weakref.ref(y), weakref.ref(y.grad_fn)]
+
+    return [after_backward, unused_graph, saved_output, saved_output_in_place, retained_grad,
+            custom_function_output]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_graph_memory_is_freed_without_the_cycle_collector(index):
+    def program(m):
+        gc.disable()
+        try:
+            refs = _graph_programs(m)[index]()
+            return [r() is None for r in refs]
+        finally:
+            gc.enable()
+    r, t = run_both(program)
+    assert t == [True] * len(t)  # what PyTorch does
+    assert r == t
+
+
+def test_saved_outputs_keep_their_history_for_double_backward():
+    def program(m):
+        x = leaf(m, [0.5, -1.0, 2.0])
+        y = x.exp()            # saves its output
+        z = x.sigmoid() * 1
+        z.tanh_()              # in place, saves its output
+        (gx,) = m.autograd.grad((y + z).sum(), x, create_graph=True)
+        gx.sum().backward()    # differentiates through the saved outputs again
+        return host(gx), host(x.grad)
+    (rg, rx), (tg, tx) = run_both(program)
+    np.testing.assert_allclose(rg, tg, rtol=1e-6)
+    np.testing.assert_allclose(rx, tx, rtol=1e-6)
+
+
+def test_modifying_a_saved_output_is_still_detected():
+    def program(m):
+        y = leaf(m, [1.0, 2.0]).exp()
+        y.add_(1)
+        y.sum().backward()
+    assert_same_error(program)
 
 
 def test_retain_grad_on_intermediate():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+import weakref
 
 import numpy as np
 
@@ -601,7 +602,8 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is not None and not self._retains_grad:
-            self.grad_fn._retained[getattr(self, "_output_nr", 0)] = self
+            # weakly, as PyTorch: the node is reachable from this tensor (its grad_fn)
+            self.grad_fn._retained[getattr(self, "_output_nr", 0)] = weakref.ref(self)
         self._retains_grad = True
 
     # --- autograd -------------------------------------------------------------------------
@@ -617,18 +619,40 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require "
                                "gradient")
-        node = self.grad_fn if self.grad_fn is not None else self._grad_accumulator()
-        hooks = node._pre_hooks.setdefault(getattr(self, "_output_nr", 0), [])
+        if self.grad_fn is not None:
+            hooks = self.grad_fn._pre_hooks.setdefault(getattr(self, "_output_nr", 0), [])
+        else:
+            hooks = self._leaf_hooks()
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
 
     def _grad_accumulator(self):
-        """The AccumulateGrad node of this leaf (one per tensor, made on first use)."""
-        acc = self.__dict__.get("_accumulator")
+        """The AccumulateGrad node of this leaf, made on first use. As in PyTorch, the leaf
+        holds it weakly (the graphs that use it hold it): the node holds the leaf, so a strong
+        reference back would make a cycle that keeps the leaf, its .grad and every graph
+        through it alive until the cyclic garbage collector runs. Hooks registered on the
+        leaf live on the leaf and are shared with each accumulator it gets."""
+        ref = self.__dict__.get("_accumulator")
+        acc = None if ref is None else ref()
         if acc is None:
             from .autograd.graph import AccumulateGrad
-            acc = self.__dict__["_accumulator"] = AccumulateGrad(self)
+            acc = AccumulateGrad(self)
+            hooks = self.__dict__.get("_hook_list")
+            if hooks is not None:
+                acc._pre_hooks[0] = hooks
+            self.__dict__["_accumulator"] = weakref.ref(acc)
         return acc
+
+    def _leaf_hooks(self):
+        """The list of this leaf's gradient hooks (the pre-hooks of its accumulator)."""
+        hooks = self.__dict__.get("_hook_list")
+        if hooks is None:
+            hooks = self.__dict__["_hook_list"] = []
+            ref = self.__dict__.get("_accumulator")
+            acc = None if ref is None else ref()
+            if acc is not None:
+                acc._pre_hooks[0] = hooks
+        return hooks
 
     @property
     def retains_grad(self):

@@ -253,9 +253,9 @@ def _run_pre_hooks(node, grads_in):
         replaced = hook(ordered)
         if replaced is not None:
             grads_in = {i: g for i, g in enumerate(replaced) if g is not None}
-    for index, tensor in node._retained.items():
-        g = grads_in.get(index)
-        if g is not None:
+    for index, ref in node._retained.items():
+        g, tensor = grads_in.get(index), ref()
+        if g is not None and tensor is not None:
             _accumulate(tensor, g, is_grad_enabled())
     return grads_in
 

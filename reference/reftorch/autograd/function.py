@@ -229,7 +229,8 @@ def _apply(cls, args):
     outputs = output if is_tuple else (output,)
     outputs = _wrap_outputs(ctx, args, outputs, recording)
     if recording:
-        ctx._saved_list = [None if t is None else SavedTensor(t, "saved")
+        ctx._saved_list = [None if t is None else
+                           SavedTensor(t, "saved", t._output_nr if t.grad_fn is ctx else None)
                            for t in ctx.to_save]
         ctx.to_save = ()
     return outputs if is_tuple else outputs[0]

@@ -23,13 +23,20 @@ SAVED_TWICE = ("Trying to backward through the graph a second time (or directly 
 
 
 class SavedTensor:
-    """A tensor kept for backward, with the version it had when it was saved."""
-    __slots__ = ("tensor", "version", "name")
+    """A tensor kept for backward, with the version it had when it was saved.
 
-    def __init__(self, tensor, name):
-        self.tensor = tensor
+    An output of the node that saves it is kept as an alias without history (same memory
+    and version counter) and gets the node back as its grad_fn when unpacked, as PyTorch's
+    SavedVariable does: the output holds the node, so holding the output itself would make
+    a cycle that keeps the graph's memory alive until the cyclic garbage collector runs.
+    """
+    __slots__ = ("tensor", "version", "name", "output_nr")
+
+    def __init__(self, tensor, name, output_nr=None):
+        self.tensor = tensor if output_nr is None else tensor.detach()
         self.version = tensor._version
         self.name = name
+        self.output_nr = output_nr
 
     def unpack(self, node):
         t = self.tensor
@@ -41,6 +48,9 @@ class SavedTensor:
                 f"{self.version} instead. Hint: enable anomaly detection to find the operation "
                 f"that failed to compute its gradient, with torch.autograd.set_detect_anomaly"
                 f"(True).")
+        if self.output_nr is not None:
+            t = t.detach()
+            t.grad_fn, t.requires_grad, t._output_nr = node, True, self.output_nr
         return t
 
 
@@ -222,11 +232,6 @@ def record(op_name, inputs, outputs, params, saved_inputs=None):
         edges.append((gradient_edge(x) if is_tensor else None) or (None, 0))
         metas.append(InputMeta(x) if is_tensor else None)
     node = node_class(row.node_name(inputs, params))(edges, metas, row)
-    for key, value in row.values_to_save(inputs, results, params, saved_inputs):
-        if hasattr(value, "_shape"):
-            node._saved[key] = SavedTensor(value, key)
-        else:
-            node._values[key] = value
     for index, out in enumerate(results):
         if out is None or not hasattr(out, "_shape"):
             continue
@@ -237,6 +242,14 @@ def record(op_name, inputs, outputs, params, saved_inputs=None):
         out._output_nr = index
     if results[0] is inputs[0] and results[0]._base is not None:
         _rebase_history(results[0], node)
+    # Saved after the outputs are attached: an output whose grad_fn is this node is saved
+    # without its history (see SavedTensor).
+    for key, value in row.values_to_save(inputs, results, params, saved_inputs):
+        if hasattr(value, "_shape"):
+            output_nr = value._output_nr if value.grad_fn is node else None
+            node._saved[key] = SavedTensor(value, key, output_nr)
+        else:
+            node._values[key] = value
     return outputs
 
 
