@@ -42,6 +42,7 @@ import math
 import numpy as np
 
 from reftorch import _dtype as D
+from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
@@ -177,8 +178,12 @@ def nll_loss_kernel(out, inputs, dtypes, params):
     if reduction == _SUM:
         loss = Tensor._from_array(np.asarray(total, np_dtype))
     elif reduction == _MEAN:  # 0 / 0 when every target is ignored: NaN, as the reference's
-        with np.errstate(divide="ignore", invalid="ignore"):
-            value = np_dtype.type(total) / np_dtype.type(weight_sum)
+        total, weight_sum = np_dtype.type(total), np_dtype.type(weight_sum)
+        if weight_sum >= 1:   # cannot overflow or divide by 0: no errstate (a few us)
+            value = total / weight_sum
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                value = total / weight_sum
         loss = Tensor._from_array(np.asarray(value, np_dtype))
     return loss, total_weight
 
@@ -209,7 +214,7 @@ def nll_loss_backward_kernel(out, inputs, dtypes, params):
     if reduction == _NONE:
         if grad.numel() != N or (len(grad._shape) == 1 and grad._strides[0] != 1 and N > 1):
             return NotImplemented
-        g, g_stride = grad, 1
+        g_array, g_offset, g_stride = grad._storage.array, grad._offset, 1
     else:
         if grad.numel() != 1:
             return NotImplemented
@@ -217,11 +222,16 @@ def nll_loss_backward_kernel(out, inputs, dtypes, params):
         if reduction == _MEAN:
             if not (_on_cpu_as(total_weight, dtype) and total_weight.numel() == 1):
                 return NotImplemented
-            with np.errstate(divide="ignore", invalid="ignore"):
-                value = value / total_weight._np.reshape(())
-        g, g_stride = Tensor._from_array(np.asarray(value, dtype.numpy_dtype)), 0
+            weight_sum = total_weight._np.reshape(())
+            if weight_sum >= 1:   # cannot overflow or divide by 0: no errstate (a few us)
+                value = value / weight_sum
+            else:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    value = value / weight_sum
+        # the one gradient value, read with stride 0 for every row
+        g_array, g_offset, g_stride = np.asarray(value, dtype.numpy_dtype).reshape(1), 0, 0
     result = Tensor._empty(x._shape, dtype)
-    _N.nll_loss_backward(g._storage.array, g._offset, g_stride, N, C, target._storage.array,
+    _N.nll_loss_backward(g_array, g_offset, g_stride, N, C, target._storage.array,
                          target._offset, None if weight is None else weight._storage.array,
                          0 if weight is None else weight._offset, ignore_index,
                          result._storage.array)
@@ -245,6 +255,9 @@ def _rows(x, k):
     n = math.prod(shape[lead:])
     if n == 0:
         return None
+    if strides == contiguous_strides(shape):   # the common case, without coalescing
+        count = math.prod(shape[:lead])
+        return (count, n, n) if count else None
     inner_shape, (inner,) = coalesce(list(shape[lead:]), [list(strides[lead:])])
     if len(inner_shape) != 1 or (inner[0] != 1 and n > 1):
         return None

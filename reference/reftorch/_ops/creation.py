@@ -211,7 +211,11 @@ def _like(input, dtype, device, requires_grad, fill):
     t = empty_like_layout(input, dtype=dtype or input.dtype,
                           device=normalize_device(device) if device is not None else None)
     if fill is not None:
-        copy_(t, Tensor._from_array(np.asarray(fill).astype(t.dtype.numpy_dtype)))
+        value = np.asarray(fill).astype(t.dtype.numpy_dtype)
+        if isinstance(t._storage, CPUStorage):
+            t._np[...] = value       # a fresh tensor: no history, no version to bump
+        else:
+            copy_(t, Tensor._from_array(value))
     if requires_grad:
         set_requires_grad(t, True)
     return t
