@@ -189,6 +189,8 @@ __device__ A block_reduce(A* partial, A value) {
     const int t = threadIdx.x;
     partial[t] = value;
     __syncthreads();
+#pragma unroll 1  // a rolled loop: each level waits on __syncthreads anyway, and unrolling
+                  // the 8 levels doubled the NVRTC time of every reduction kernel
     for (int s = RT_BLOCK_THREADS / 2; s > 0; s >>= 1) {
         if (t < s) partial[t] = Op::combine(partial[t], partial[t + s]);
         __syncthreads();
