@@ -523,11 +523,15 @@ def test_copies_between_devices_are_peer_copies(device_kind):
     np.testing.assert_array_equal(y.cpu()._np, x.cpu()._np)
     if device_kind is not None:
         assert device_kind.calls.count("cuMemcpyPeerAsync") == 1
-    back = y.t().to("cuda:0")                          # strided: through the host
+    back = y.t().to("cuda:0")          # strided source: made dense on cuda:1 first
     np.testing.assert_array_equal(back.cpu()._np, x.cpu()._np.T)
-    target = reftorch.zeros(3, 4, device="cuda:1")
-    target.copy_(x)
-    np.testing.assert_array_equal(target.cpu()._np, x.cpu()._np)
+    target = reftorch.zeros(4, 3, device="cuda:1").t()   # strided destination
+    target.copy_(x[:, :1])                               # broadcast source
+    np.testing.assert_array_equal(target.cpu()._np, np.repeat(x.cpu()._np[:, :1], 4, 1))
+    converted = x.to("cuda:1", reftorch.float64)         # a dtype change: through the host
+    np.testing.assert_array_equal(converted.cpu()._np, x.cpu()._np)
+    if device_kind is not None:
+        assert device_kind.calls.count("cuMemcpyPeerAsync") == 3
 
 
 # --- random numbers ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Copies: `copy_`, `clone`, `to`, and moving tensors between devices.
 
 A copy within one device is a dispatched op (plugins accelerate strided copies); a copy
-between devices goes through host memory with the storage's `read`/`write`, except a dense
+between devices goes through host memory with the storage's `read`/`write`, except a
 same-dtype copy between two devices of one plugin type whose storages copy directly
 (`copy_from_peer`). `non_blocking` host-to-device copies ask the storage to return before
 the copy has run (`write(..., non_blocking=True)`; the storage keeps the host buffer alive).
@@ -75,14 +75,23 @@ def host_values(t):
 
 
 def _peer_copy(dst, src):
-    """Copy between two devices of one plugin type directly when the storages can (same
-    dtype, both dense in the same order); False when the copy must go through the host."""
-    copy_from_peer = getattr(dst._storage, "copy_from_peer", None)
-    if (copy_from_peer is None or type(src._storage) is not type(dst._storage)
-            or src.dtype is not dst.dtype or src._strides != dst._strides
-            or not dst.is_contiguous()):
+    """Copy between two devices of one plugin type directly when their storages can
+    (`copy_from_peer`, same dtype): the source made contiguous on its device, one copy of the
+    dense bytes, then a strided copy on the destination's device when it is not contiguous.
+    False when the copy must go through the host (another device type, a dtype change)."""
+    if (not hasattr(dst._storage, "copy_from_peer")
+            or type(src._storage) is not type(dst._storage)
+            or src.dtype is not dst.dtype or dst.numel() == 0):
         return False
-    copy_from_peer(dst._offset, src._storage, src._offset, dst.numel())
+    from ..autograd.grad_mode import no_grad
+    with no_grad():
+        dense = src.contiguous()
+        staging = dst if dst.is_contiguous() else Tensor._empty(dst._shape, dst.dtype,
+                                                                dst.device)
+        staging._storage.copy_from_peer(staging._offset, dense._storage, dense._offset,
+                                        dst.numel())
+        if staging is not dst:
+            _dispatch.call(COPY, dst, (staging,), (dst.dtype,) * 3, {}, dst.device.type)
     return True
 
 
