@@ -304,7 +304,10 @@ def geometry_allowing_empty(address, operands):
     return tuple(sizes[:ndim]), [tuple(s[:ndim]) for s in strides]
 
 
-REDUCE_THREADS = 256
+# The block size the block-reduction kernels are written for (RT_BLOCK_THREADS): their order
+# of additions depends on it, so launches must use exactly this many threads.
+REDUCE_THREADS = int(re.search(r"#define RT_BLOCK_THREADS (\d+)",
+                               (KERNELS_DIR / "common.cuh").read_text()).group(1))
 REDUCERS = {  # (identity, combine)
     "Sum": (0.0, np.add), "Mean": (0.0, np.add),
     "Amax": (-np.inf, lambda a, b: _maximum(a, b)), "Amin": (np.inf, lambda a, b: _minimum(a, b)),

@@ -1,7 +1,9 @@
 // Definitions every kernel program of the reftorch CUDA plugin shares: the loop geometry, the
-// 16-bit float storage types and how each storage type is computed. reftorch_cuda.kernel_base
-// puts this text in front of every .cu file before NVRTC compiles it (NVRTC wheels ship no
-// headers, and one prelude keeps one definition of each thing), so it includes nothing itself.
+// 16-bit float storage types and how each storage type is computed, NumPy's maximum/minimum,
+// the math library by computation type, and the fixed-order block reduction.
+// reftorch_cuda.kernel_base puts this text in front of every .cu file before NVRTC compiles it
+// (NVRTC wheels ship no headers, and one prelude keeps one definition of each thing), so it
+// includes nothing itself.
 //
 // The geometry is a coalesced loop geometry (see reftorch_plugins.geometry): one shape and
 // one stride list per operand, strides in elements, operand 0 is the output. Linear index i in
