@@ -38,10 +38,15 @@ def _resolve(namespace, name):
         if child is None:
             return None
         obj = child
-    name = name.split("(")[0].strip()
-    if not name.isidentifier():
-        return None
-    return getattr(obj, name, None)
+    # Some items are documented with a dotted name ("Event.query", "comm.broadcast"): each
+    # part must resolve in turn.
+    for part in name.split("(")[0].strip().split("."):
+        if not part.isidentifier():
+            return None
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
 
 
 def coverage_report():
