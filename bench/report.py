@@ -46,9 +46,12 @@ def overhead_cases():
     return cases
 
 
-def bench_modules():
+def bench_modules(selected=()):
+    """(group, CASES) of every bench file, or of those whose name contains a `selected` word."""
     sys.path.insert(0, str(HERE.parent))
     for path in sorted(HERE.glob("bench_*.py")):
+        if selected and not any(word in path.stem for word in selected):
+            continue
         spec = importlib.util.spec_from_file_location(f"bench.{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         try:
@@ -60,10 +63,13 @@ def bench_modules():
             yield path.stem, module.CASES
 
 
-def main():
+def main(selected=()):
+    """Print every group's table (`python bench/report.py [word ...]`: only the bench files
+    whose name contains one of the words, e.g. `plugin_reductions nn_mlp`)."""
     print(f"{'case':44s} {'reftorch':>10s} {'torch':>10s} {'numpy':>10s} {'vs torch':>9s} "
           f"{'vs numpy':>9s}")
-    groups = [("overhead", overhead_cases())] + list(bench_modules())
+    groups = [] if selected else [("overhead", overhead_cases())]
+    groups += list(bench_modules(selected))
     for group, cases in groups:
         print(f"# {group}")
         for case, impls in cases.items():
@@ -78,4 +84,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(tuple(sys.argv[1:]))
