@@ -84,16 +84,24 @@ def grid_stride(grid, block):
 
 # --- elementwise.cu ---------------------------------------------------------------------------
 
-@emulates(r"binary_kernel<(.+), (\w+)Op>")
+def operand_storages(match, first, count):
+    """Storage types of `count` operands: regex groups first.. when the name expression lists
+    them (a float scalar of a 16-bit op), else all the output's type (group 1)."""
+    named = [match.group(k) for k in range(first, first + count)]
+    return [STORAGE[n if n is not None else match.group(1)] for n in named]
+
+
+@emulates(r"binary_kernel<(\w+), (\w+)Op(?:, (\w+), (\w+))?>")
 def binary(driver, match, grid, block, shared, params):
     grid_stride(grid, block)
     assert shared == 0
     p = slots(params, 5)      # (geometry, out, a, b, alpha)
     shape, strides = geometry(p[0], 3)
     storage = STORAGE[match.group(1)]
-    compute = np.float64 if storage is np.float64 else np.float32
+    compute = compute_type(storage)
     alpha = compute(ctypes.c_double.from_address(p[4]).value)
-    out, a, b = (driver.view(pointer(p[k + 1]), storage, shape, s)
+    types = [storage] + operand_storages(match, 3, 2)
+    out, a, b = (driver.view(pointer(p[k + 1]), types[k], shape, s)
                  for k, s in enumerate(strides))
     x, y = a.astype(compute), b.astype(compute)
     with np.errstate(all="ignore"):
@@ -215,12 +223,15 @@ def _elementwise_views(driver, params, operand_types):
             for k, (t, s) in enumerate(zip(operand_types, strides))]
 
 
-@emulates(r"compare_kernel<(.+), (\w+)Op>")
+@emulates(r"compare_kernel<([\w ]+), (\w+)Op(?:, (float))?>")
 def compare(driver, match, grid, block, shared, params):
     grid_stride(grid, block)
     assert shared == 0
     storage = {**STORAGE, **INTS}[match.group(1)]
-    out, a, b = _elementwise_views(driver, params, (np.bool_, storage, storage))
+    second = np.float32 if match.group(3) else storage
+    out, a, b = _elementwise_views(driver, params, (np.bool_, storage, second))
+    if match.group(3):  # a 16-bit value against a float scalar: both as float
+        a = a.astype(np.float32)
     out[...] = COMPARE[match.group(2)](a, b)
 
 
@@ -233,6 +244,18 @@ def where(driver, match, grid, block, shared, params):
     out[...] = np.where(condition, a, b)
 
 
+@emulates(r"where_scalar_kernel<(\w+), (\w+), (\w+)>")
+def where_scalar(driver, match, grid, block, shared, params):
+    grid_stride(grid, block)
+    assert shared == 0
+    storage = STORAGE[match.group(1)]
+    a_type, b_type = operand_storages(match, 2, 2)
+    out, condition, a, b = _elementwise_views(driver, params,
+                                              (storage, np.bool_, a_type, b_type))
+    c = compute_type(storage)
+    out[...] = np.where(condition, a.astype(c), b.astype(c)).astype(storage)
+
+
 def _maximum(a, b):
     """np.maximum as select.cu's rt_maximum: NaN from either side, b on ties."""
     return np.where(np.isnan(a), a, np.where(np.isnan(b) | ~(a > b), b, a))
@@ -242,22 +265,24 @@ def _minimum(a, b):
     return np.where(np.isnan(a), a, np.where(np.isnan(b) | ~(a < b), b, a))
 
 
-@emulates(r"clamp_kernel<(.+)>")
+@emulates(r"clamp_kernel<(\w+)(?:, (float))?>")
 def clamp(driver, match, grid, block, shared, params):
     grid_stride(grid, block)
     assert shared == 0
     storage = STORAGE[match.group(1)]
-    out, x, low, high = _elementwise_views(driver, params, (storage,) * 4)
+    bounds = np.float32 if match.group(2) else storage
+    out, x, low, high = _elementwise_views(driver, params, (storage, storage, bounds, bounds))
     c = compute_type(storage)
     out[...] = _minimum(_maximum(x.astype(c), low.astype(c)), high.astype(c)).astype(storage)
 
 
-@emulates(r"bound_kernel<(.+), (Maximum|Minimum)Op>")
+@emulates(r"bound_kernel<(\w+), (Maximum|Minimum)Op(?:, (float))?>")
 def bound(driver, match, grid, block, shared, params):
     grid_stride(grid, block)
     assert shared == 0
     storage = STORAGE[match.group(1)]
-    out, x, b = _elementwise_views(driver, params, (storage,) * 3)
+    bound_type = np.float32 if match.group(3) else storage
+    out, x, b = _elementwise_views(driver, params, (storage, storage, bound_type))
     c = compute_type(storage)
     fn = _maximum if match.group(2) == "Maximum" else _minimum
     out[...] = fn(x.astype(c), b.astype(c)).astype(storage)

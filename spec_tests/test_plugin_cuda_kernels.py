@@ -337,8 +337,6 @@ CLAMP = {
 @pytest.mark.parametrize("dtype_name", FLOATS)
 def test_clamp_matches_the_cpu_reference(device_kind, dtype_name, op):
     fn = CLAMP[op]
-    if "scalar" in op and dtype_name in ("float16", "bfloat16"):
-        pytest.skip("a Python bound of a 16-bit tensor arrives as float32: the fallback")
     plugins.reset_fallbacks()
     for seed, (layout, arrange) in enumerate(TRIPLE_LAYOUTS.items()):
         x = values((6, 5), dtype_name, seed)
@@ -715,4 +713,39 @@ def test_select_ops_write_out_and_in_place(device_kind):
     with plugins.use_reference_kernels():
         expected[1:].clamp_min_(y[1:])
     assert_same_values(clamped, expected)
+    assert plugins.fallbacks() == {}
+
+
+# --- Python numbers with 16-bit tensors ----------------------------------------------------------
+# A Python number arrives as a 0-dim float32 tensor (the computation dtype), which the reference
+# uses unrounded, as PyTorch does: the kernels take it as a float operand.
+
+SCALAR_OPS = {
+    "mul_right": lambda t: t * 0.1001,
+    "mul_left": lambda t: 3.3333 * t,
+    "rsub": lambda t: 0.3 - t,
+    "add_alpha": lambda t: t.add(1.2345, alpha=3),
+    "rdiv": lambda t: 7.0 / t,
+    "div": lambda t: t / 3.0,
+    "gt": lambda t: t > 0.1001,
+    "le_left": lambda t: 0.25 >= t,
+    "eq": lambda t: t == 1.0,
+    "clamp": lambda t: t.clamp(-0.3, 0.7),
+    "clamp_min": lambda t: t.clamp(min=0.1001),
+    "clamp_max_": lambda t: t.clone().clamp_(max=1.2345),
+    "where_right": lambda t: reftorch.where(t > 0, t, 0.1001),
+    "where_left": lambda t: reftorch.where(t > 0, -1.2345, t),
+}
+
+
+@pytest.mark.parametrize("op", SCALAR_OPS)
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+def test_python_numbers_with_16_bit_tensors_stay_on_the_device(device_kind, dtype_name, op):
+    fn = SCALAR_OPS[op]
+    plugins.reset_fallbacks()
+    for layout in ("contiguous", "transposed", "strided_slice", "zero_dim", "empty"):
+        x = UNARY_LAYOUTS[layout](values((6, 5), dtype_name, 21))
+        expected = reference(fn, x)
+        got = fn(x.cuda())
+        assert_same_values(got, expected, err_msg=layout)
     assert plugins.fallbacks() == {}

@@ -51,6 +51,15 @@ class Program:
         count from the prelude's first line, as the CompileError listing does)."""
         return _read_source(PRELUDE) + "\n" + _read_source(self.filename)
 
+    @functools.cached_property
+    def _names(self):
+        return frozenset(self.name_expressions)
+
+    def has(self, expression):
+        """Whether `expression` is one of this program's instantiations (a wrapper serves
+        exactly those, and declines any other combination of types)."""
+        return expression in self._names
+
     def compile(self, arch, cache=None, options=nvrtc.DEFAULT_OPTIONS):
         return nvrtc.compile(self.source(), self.filename, arch=arch, options=options,
                              name_expressions=self.name_expressions, cache=cache)
@@ -162,6 +171,35 @@ def new_output(inputs, shape, dtype):
 
 def all_of_dtype(tensors, dtype):
     return all(t.dtype is dtype for t in tensors)
+
+
+HALF_TYPES = ("float16", "bfloat16")
+
+
+def operand_types(inputs, dtypes):
+    """The storage type of each input of a float op whose common dtype is dtypes[0]: the common
+    type, or float for a float32 input of a 16-bit op (how a Python number arrives: a 0-dim
+    tensor of the computation dtype, which the reference computes with unrounded). None when
+    an input has any other dtype (the reference would convert it first)."""
+    common, computation = dtypes[0], dtypes[1]
+    if common.name not in FLOAT_TYPES:
+        return None
+    scalar_ok = common.name in HALF_TYPES and computation.name == "float32"
+    types = []
+    for t in inputs:
+        if t.dtype is common:
+            types.append(FLOAT_TYPES[common.name])
+        elif scalar_ok and t.dtype is computation:
+            types.append(FLOAT_TYPES["float32"])
+        else:
+            return None
+    return tuple(types)
+
+
+def scalar_pairs(dtype_name):
+    """Operand types with one float scalar, for a 16-bit dtype: (T, float) and (float, T)."""
+    t = FLOAT_TYPES[dtype_name]
+    return ((t, "float"), ("float", t))
 
 
 # --- one elementwise pass ---------------------------------------------------------------------

@@ -18,9 +18,9 @@ import ctypes
 from reftorch import _dtype as D
 
 from . import ops_cast, ops_norm, ops_reduce, ops_select, ops_softmax, ops_unary
-from .kernel_base import (FLOAT_TYPES, WORDS, Program, all_of_dtype, geometry_struct,
-                          geometry_type, max_dims, on_one_cuda_device, pointer,
-                          run_elementwise, writable)
+from .kernel_base import (FLOAT_TYPES, HALF_TYPES, WORDS, Program, geometry_struct,
+                          geometry_type, max_dims, on_one_cuda_device, operand_types, pointer,
+                          run_elementwise, scalar_pairs, writable)
 from reftorch_plugins.geometry import elementwise_geometry
 
 __all__ = ["PROGRAMS", "ELEMENTWISE", "register_kernels", "binary_kernel", "copy_kernel",
@@ -29,8 +29,13 @@ __all__ = ["PROGRAMS", "ELEMENTWISE", "register_kernels", "binary_kernel", "copy
 BINARY_OPS = {"add": "AddOp", "sub": "SubOp", "mul": "MulOp", "div": "DivOp"}
 
 
-def binary_expression(op_name, dtype_name):
-    return f"binary_kernel<{FLOAT_TYPES[dtype_name]}, {BINARY_OPS[op_name]}>"
+def binary_expression(op_name, dtype_name, types=None):
+    """The kernel for `dtype_name`; `types`: the operands' storage types when one differs
+    (a float scalar of a 16-bit op)."""
+    t = FLOAT_TYPES[dtype_name]
+    if types is None or types == (t, t):
+        return f"binary_kernel<{t}, {BINARY_OPS[op_name]}>"
+    return f"binary_kernel<{t}, {BINARY_OPS[op_name]}, {types[0]}, {types[1]}>"
 
 
 def copy_expression(itemsize):
@@ -40,6 +45,8 @@ def copy_expression(itemsize):
 
 ELEMENTWISE = Program("elementwise.cu", tuple(
     [binary_expression(op, name) for op in BINARY_OPS for name in FLOAT_TYPES]
+    + [binary_expression(op, name, types) for op in BINARY_OPS for name in HALF_TYPES
+       for types in scalar_pairs(name)]
     + [copy_expression(width) for width in WORDS]))
 PROGRAMS = (ELEMENTWISE, *ops_unary.PROGRAMS, *ops_select.PROGRAMS, *ops_cast.PROGRAMS,
             *ops_reduce.PROGRAMS, *ops_softmax.PROGRAMS, *ops_norm.PROGRAMS)
@@ -48,22 +55,25 @@ PROGRAMS = (ELEMENTWISE, *ops_unary.PROGRAMS, *ops_select.PROGRAMS, *ops_cast.PR
 # --- kernels ----------------------------------------------------------------------------------
 
 def binary_kernel(op_name):
-    """The dispatcher kernel for add/sub/mul/div on same-dtype float tensors."""
+    """The dispatcher kernel for add/sub/mul/div on float tensors of one dtype (a 16-bit op
+    may also take a float32 scalar operand, see operand_types)."""
     takes_alpha = op_name in ("add", "sub")
 
     def kernel(out, inputs, dtypes, params):
         common, _computation, result = dtypes
         if len(inputs) != 2 or common.name not in FLOAT_TYPES or result is not common:
             return NotImplemented
-        if not all_of_dtype(inputs, common):
+        types = operand_types(inputs, dtypes)
+        expression = types and binary_expression(op_name, common.name, types)
+        if not ELEMENTWISE.has(expression):
             return NotImplemented
         if op_name == "div" and params.get("rounding_mode") is not None:
             return NotImplemented
         alpha = params.get("alpha", 1) if takes_alpha else 1
         if isinstance(alpha, complex):
             return NotImplemented
-        return run_elementwise(ELEMENTWISE, binary_expression(op_name, common.name), out,
-                               inputs, result, (ctypes.c_double(float(alpha)),))
+        return run_elementwise(ELEMENTWISE, expression, out, inputs, result,
+                               (ctypes.c_double(float(alpha)),))
 
     kernel.__name__ = f"cuda_{op_name}"
     kernel.__qualname__ = kernel.__name__

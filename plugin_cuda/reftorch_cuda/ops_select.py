@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from reftorch import _dtype as D
 
-from .kernel_base import (FLOAT_TYPES, INT_TYPES, WORDS, Program, all_of_dtype,
-                          run_elementwise)
+from .kernel_base import (FLOAT_TYPES, HALF_TYPES, INT_TYPES, WORDS, Program, all_of_dtype,
+                          operand_types, run_elementwise, scalar_pairs)
 
 COMPARE_OPS = {"eq": "EqOp", "ne": "NeOp", "lt": "LtOp", "le": "LeOp", "gt": "GtOp",
                "ge": "GeOp"}
@@ -23,25 +23,45 @@ COMPARE_TYPES = {**FLOAT_TYPES, **{name: INT_TYPES[name] for name in ("bool", "i
 BOUND_OPS = {"clamp_min": "MaximumOp", "clamp_max": "MinimumOp"}
 
 
-def compare_expression(op_name, dtype_name):
-    return f"compare_kernel<{COMPARE_TYPES[dtype_name]}, {COMPARE_OPS[op_name]}>"
+def compare_expression(op_name, dtype_name, scalar=False):
+    """`scalar`: the second operand is a float scalar of a 16-bit comparison."""
+    extra = ", float" if scalar else ""
+    return f"compare_kernel<{COMPARE_TYPES[dtype_name]}, {COMPARE_OPS[op_name]}{extra}>"
 
 
 def where_expression(itemsize):
     return f"where_kernel<{WORDS[itemsize]}>"
 
 
-def clamp_expression(op_name, dtype_name):
+def where_scalar_expression(dtype_name, types):
+    return f"where_scalar_kernel<{FLOAT_TYPES[dtype_name]}, {types[0]}, {types[1]}>"
+
+
+def clamp_expression(op_name, dtype_name, scalar=False):
+    """`scalar`: the bounds are float scalars of a 16-bit clamp."""
+    extra = ", float" if scalar else ""
     if op_name == "clamp":
-        return f"clamp_kernel<{FLOAT_TYPES[dtype_name]}>"
-    return f"bound_kernel<{FLOAT_TYPES[dtype_name]}, {BOUND_OPS[op_name]}>"
+        return f"clamp_kernel<{FLOAT_TYPES[dtype_name]}{extra}>"
+    return f"bound_kernel<{FLOAT_TYPES[dtype_name]}, {BOUND_OPS[op_name]}{extra}>"
 
 
 SELECT = Program("select.cu", tuple(
     [compare_expression(op, name) for op in COMPARE_OPS for name in COMPARE_TYPES]
+    + [compare_expression(op, name, True) for op in COMPARE_OPS for name in HALF_TYPES]
     + [where_expression(width) for width in WORDS]
-    + [clamp_expression(op, name) for op in ("clamp", *BOUND_OPS) for name in FLOAT_TYPES]))
+    + [where_scalar_expression(name, types) for name in HALF_TYPES
+       for types in scalar_pairs(name)]
+    + [clamp_expression(op, name) for op in ("clamp", *BOUND_OPS) for name in FLOAT_TYPES]
+    + [clamp_expression(op, name, True) for op in ("clamp", *BOUND_OPS)
+       for name in HALF_TYPES]))
 PROGRAMS = (SELECT,)
+
+
+def _is_scalar_form(types, dtype_name):
+    """Whether every input but the first is a float scalar of a 16-bit op (the first, x or a,
+    has the op's own type); False for the plain same-type form."""
+    return types[0] == FLOAT_TYPES.get(dtype_name) != "float" and \
+        all(t == "float" for t in types[1:])
 
 
 def compare_kernel(op_name):
@@ -49,22 +69,32 @@ def compare_kernel(op_name):
         common, _computation, result = dtypes
         if len(inputs) != 2 or common.name not in COMPARE_TYPES or result is not D.bool:
             return NotImplemented
-        if not all_of_dtype(inputs, common):
-            return NotImplemented
-        return run_elementwise(SELECT, compare_expression(op_name, common.name), out, inputs,
-                               result)
+        if all_of_dtype(inputs, common):
+            expression = compare_expression(op_name, common.name)
+        else:
+            types = operand_types(inputs, dtypes)
+            if types is None or not _is_scalar_form(types, common.name):
+                return NotImplemented
+            expression = compare_expression(op_name, common.name, scalar=True)
+        return run_elementwise(SELECT, expression, out, inputs, result)
     kernel.__name__ = kernel.__qualname__ = f"cuda_{op_name}"
     return kernel
 
 
 def where_kernel(out, inputs, dtypes, params):
-    """where(condition, a, b): condition bool, a and b of the result dtype."""
+    """where(condition, a, b): condition bool, a and b of the result dtype (or one of them a
+    float scalar of a 16-bit result)."""
     result = dtypes[2]
     if len(inputs) != 3 or result.itemsize not in WORDS or inputs[0].dtype is not D.bool:
         return NotImplemented
-    if not all_of_dtype(inputs[1:], result):
-        return NotImplemented
-    return run_elementwise(SELECT, where_expression(result.itemsize), out, inputs, result)
+    if all_of_dtype(inputs[1:], result):
+        expression = where_expression(result.itemsize)
+    else:
+        types = operand_types(inputs[1:], dtypes) if result is dtypes[0] else None
+        expression = types and where_scalar_expression(result.name, types)
+        if not SELECT.has(expression):
+            return NotImplemented
+    return run_elementwise(SELECT, expression, out, inputs, result)
 
 
 where_kernel.__name__ = "cuda_where"
@@ -77,10 +107,14 @@ def clamp_kernel(op_name):
         common, _computation, result = dtypes
         if len(inputs) != arity or common.name not in FLOAT_TYPES or result is not common:
             return NotImplemented
-        if not all_of_dtype(inputs, common):
-            return NotImplemented
-        return run_elementwise(SELECT, clamp_expression(op_name, common.name), out, inputs,
-                               result)
+        if all_of_dtype(inputs, common):
+            expression = clamp_expression(op_name, common.name)
+        else:
+            types = operand_types(inputs, dtypes)
+            if types is None or not _is_scalar_form(types, common.name):
+                return NotImplemented
+            expression = clamp_expression(op_name, common.name, scalar=True)
+        return run_elementwise(SELECT, expression, out, inputs, result)
     kernel.__name__ = kernel.__qualname__ = f"cuda_{op_name}"
     return kernel
 

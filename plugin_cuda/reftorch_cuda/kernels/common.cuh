@@ -109,6 +109,12 @@ struct Arith<rt_bfloat16> {
     static __device__ __forceinline__ rt_bfloat16 store(float v) { return bfloat16_from_float(v); }
 };
 
+// An operand of storage type T loaded into the computation type A of another operand type. A
+// 16-bit op may have float operands (a Python number arrives as a 0-dim float32 tensor, which
+// the reference uses as it is, unrounded): those load as float, exactly.
+template <typename A, typename T>
+__device__ __forceinline__ A load_as(T v) { return (A)Arith<T>::load(v); }
+
 // A 16-byte word (complex128), for kernels that move elements without looking at them.
 struct __align__(16) rt_bytes16 { unsigned long long low, high; };
 

@@ -6,7 +6,9 @@
 // except !=, clamp propagates NaN from any operand as np.maximum/np.minimum do).
 //
 // Name expressions: "compare_kernel<float, LtOp>", "where_kernel<unsigned short>",
-// "clamp_kernel<double>", "bound_kernel<rt_bfloat16, MaximumOp>".
+// "clamp_kernel<double>", "bound_kernel<rt_bfloat16, MaximumOp>", and for a 16-bit type with
+// float scalars "compare_kernel<rt_float16, GtOp, float>", "clamp_kernel<rt_float16, float>",
+// "where_scalar_kernel<rt_bfloat16, rt_bfloat16, float>".
 
 // --- comparisons ------------------------------------------------------------------------------
 
@@ -17,14 +19,16 @@ struct LeOp { template <typename A> static __device__ bool apply(A a, A b) { ret
 struct GtOp { template <typename A> static __device__ bool apply(A a, A b) { return a > b; } };
 struct GeOp { template <typename A> static __device__ bool apply(A a, A b) { return a >= b; } };
 
-// out = Op(a, b) over a 3-operand geometry (out, a, b); out is bool (one byte).
-template <typename T, typename Op>
+// out = Op(a, b) over a 3-operand geometry (out, a, b); out is bool (one byte). b is of the
+// compared type T or, for the 16-bit types, a float scalar (see load_as).
+template <typename T, typename Op, typename TB = T>
 __global__ void __launch_bounds__(256)
-compare_kernel(const Geometry<3> g, bool* out, const T* a, const T* b) {
+compare_kernel(const Geometry<3> g, bool* out, const T* a, const TB* b) {
+    typedef typename Arith<T>::type A;
     RT_GRID_STRIDE_LOOP(i, g.numel) {
         rt_int64 offset[3];
         element_offsets(g, i, offset);
-        out[offset[0]] = Op::apply(Arith<T>::load(a[offset[1]]), Arith<T>::load(b[offset[2]]));
+        out[offset[0]] = Op::apply(load_as<A>(a[offset[1]]), load_as<A>(b[offset[2]]));
     }
 }
 
@@ -42,17 +46,35 @@ where_kernel(const Geometry<4> g, W* out, const bool* condition, const W* a, con
     }
 }
 
-// --- clamp ------------------------------------------------------------------------------------
-
-// min(max(x, low), high): NaN in any operand gives NaN; low > high gives high.
-template <typename T>
+// where with a float scalar (a Python number) for a or b of a 16-bit result: the values go
+// through the computation type and are rounded to T, as the reference selects in float32 and
+// rounds the result.
+template <typename T, typename TA, typename TB>
 __global__ void __launch_bounds__(256)
-clamp_kernel(const Geometry<4> g, T* out, const T* x, const T* low, const T* high) {
+where_scalar_kernel(const Geometry<4> g, T* out, const bool* condition, const TA* a,
+                    const TB* b) {
+    typedef typename Arith<T>::type A;
     RT_GRID_STRIDE_LOOP(i, g.numel) {
         rt_int64 offset[4];
         element_offsets(g, i, offset);
-        const auto v = rt_maximum(Arith<T>::load(x[offset[1]]), Arith<T>::load(low[offset[2]]));
-        out[offset[0]] = Arith<T>::store(rt_minimum(v, Arith<T>::load(high[offset[3]])));
+        const A v = condition[offset[1]] ? load_as<A>(a[offset[2]]) : load_as<A>(b[offset[3]]);
+        out[offset[0]] = Arith<T>::store(v);
+    }
+}
+
+// --- clamp ------------------------------------------------------------------------------------
+
+// min(max(x, low), high): NaN in any operand gives NaN; low > high gives high. The bounds are
+// of x's type T or, for the 16-bit types, float scalars (see load_as).
+template <typename T, typename TB = T>
+__global__ void __launch_bounds__(256)
+clamp_kernel(const Geometry<4> g, T* out, const T* x, const TB* low, const TB* high) {
+    typedef typename Arith<T>::type A;
+    RT_GRID_STRIDE_LOOP(i, g.numel) {
+        rt_int64 offset[4];
+        element_offsets(g, i, offset);
+        const A v = rt_maximum(Arith<T>::load(x[offset[1]]), load_as<A>(low[offset[2]]));
+        out[offset[0]] = Arith<T>::store(rt_minimum(v, load_as<A>(high[offset[3]])));
     }
 }
 
@@ -64,13 +86,14 @@ struct MinimumOp {
     template <typename A> static __device__ A apply(A x, A b) { return rt_minimum(x, b); }
 };
 
-template <typename T, typename Op>
+template <typename T, typename Op, typename TB = T>
 __global__ void __launch_bounds__(256)
-bound_kernel(const Geometry<3> g, T* out, const T* x, const T* bound) {
+bound_kernel(const Geometry<3> g, T* out, const T* x, const TB* bound) {
+    typedef typename Arith<T>::type A;
     RT_GRID_STRIDE_LOOP(i, g.numel) {
         rt_int64 offset[3];
         element_offsets(g, i, offset);
-        const auto v = Op::apply(Arith<T>::load(x[offset[1]]), Arith<T>::load(bound[offset[2]]));
+        const A v = Op::apply(Arith<T>::load(x[offset[1]]), load_as<A>(bound[offset[2]]));
         out[offset[0]] = Arith<T>::store(v);
     }
 }
