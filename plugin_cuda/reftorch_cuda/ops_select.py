@@ -7,8 +7,10 @@ reference's.
   clamp                    x, low, high of one float dtype (Python-number bounds arrive as
   clamp_min, clamp_max     0-dim tensors of x's dtype for float32/float64)
 
-An input of another dtype than the common one (a float32 0-dim bound of a float16 tensor, an
-int64 tensor compared with a float one) declines: the reference converts it first.
+For float16/bfloat16, a Python number arrives as a 0-dim float32 tensor, used unrounded (see
+kernel_base.operand_types): comparisons take it as the second operand, clamps as the bounds,
+where as either value. Any other mix of dtypes (an int64 tensor compared with a float one, a
+float64 0-dim bound) declines: the reference converts it first.
 """
 from __future__ import annotations
 
