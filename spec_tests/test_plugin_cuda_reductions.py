@@ -1,0 +1,298 @@
+"""reftorch-cuda's block-reduction kernels against the cpu reference: sum, mean, amax, amin,
+softmax and log_softmax with their backward ops, and layer_norm.
+
+Launch tests run on a real GPU when there is one and on the emulated driver (see
+test_plugin_cuda_kernels, whose comparison helpers these use). Sums run in another order than
+NumPy's pairwise sums, so both modes compare within the two orders' rounding bounds; the
+kernels' own order is checked bit for bit against a NumPy model of it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import reftorch
+from reftorch import plugins
+import reftorch.nn.functional as F
+
+pytest.importorskip("reftorch_cuda", reason="reftorch-cuda is not installed")
+from spec_tests import test_plugin_cuda as base  # noqa: E402
+from spec_tests.test_plugin_cuda_kernels import assert_close, finfo  # noqa: E402
+
+# The launch fixtures and value helpers of test_plugin_cuda (pytest finds fixtures by name).
+kernel_cache_dir, plugin, compiled = base.kernel_cache_dir, base.plugin, base.compiled
+emulated, device_kind = base.emulated, base.device_kind
+FLOATS, host, reference = base.FLOATS, base.host, base.reference
+
+
+# --- reductions -------------------------------------------------------------------------------
+
+def finite_values(shape, dtype_name, seed):
+    rng = np.random.default_rng(seed)
+    return reftorch.tensor((rng.standard_normal(shape) * 3).astype(np.float32)).to(
+        getattr(reftorch, dtype_name))
+
+
+# (input layout from a (6, 5, 300) tensor, dims, keepdim)
+REDUCE_CASES = {
+    "all": (lambda x: x, None, False),
+    "last_dim": (lambda x: x, (-1,), False),
+    "first_dim_keepdim": (lambda x: x, (0,), True),
+    "two_dims": (lambda x: x, (0, 2), False),
+    "middle_dim": (lambda x: x, (1,), True),
+    "transposed": (lambda x: x.transpose(0, 2), (0,), False),
+    "strided_slice": (lambda x: x[::2, 1:, ::3], (2,), False),
+    "broadcast": (lambda x: x[:, :1].expand(6, 5, 300), (1, 2), False),
+    "zero_dim": (lambda x: x[1, 2, 3], None, False),
+    "zero_dim_dim0": (lambda x: x[1, 2, 3], (0,), True),
+    "empty_reduced": (lambda x: x[:, :0], (1,), False),
+    "empty_kept": (lambda x: x[:0], (2,), False),
+}
+REDUCE = {
+    "sum": lambda x, dim, keepdim: x.sum() if dim is None else x.sum(dim, keepdim=keepdim),
+    "mean": lambda x, dim, keepdim: x.mean() if dim is None else x.mean(dim, keepdim=keepdim),
+    "amax": lambda x, dim, keepdim: x.amax(() if dim is None else dim, keepdim=keepdim),
+    "amin": lambda x, dim, keepdim: x.amin(() if dim is None else dim, keepdim=keepdim),
+    "max": lambda x, dim, keepdim: x.max() if dim is None else x.amax(dim, keepdim=keepdim),
+}
+
+
+def accumulator_eps(dtype_name):
+    return float(np.finfo(np.float64 if dtype_name == "float64" else np.float32).eps)
+
+
+def assert_sum_close(got, expected, x, dims, mean, err_msg):
+    """The kernel and NumPy add in different orders: each is within (terms in sequence) eps of
+    the exact sum of |x| (the kernel: n / 256 sequential terms and an 8-level tree; NumPy:
+    pairwise, log2(n) levels), divided by n for a mean, plus the final rounding to the output
+    dtype."""
+    assert got.shape == expected.shape and got.dtype is expected.dtype, err_msg
+    g, e = host(got), host(expected)
+    magnitude = np.abs(host(x))
+    axes = None if dims is None or x.ndim == 0 else tuple(d % x.ndim for d in dims)
+    n = max(1, magnitude.size // max(1, e.size)) if x.ndim else 1
+    total = np.sum(magnitude, axis=axes, keepdims=got.ndim == x.ndim and x.ndim > 0)
+    total = total.reshape(e.shape) if total.size == e.size else total
+    steps = n / 256 + 8 + np.log2(n + 1) + 1
+    allowed = steps * accumulator_eps(got.dtype.name) * total / (n if mean else 1)
+    allowed = allowed + float(finfo(got.dtype.name).eps) * np.abs(e)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=err_msg)
+    assert np.all(np.abs(g - e)[~np.isnan(e)] <= allowed[~np.isnan(e)]), err_msg
+
+
+@pytest.mark.parametrize("op", REDUCE)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_reductions_match_the_cpu_reference(device_kind, dtype_name, op):
+    fn = REDUCE[op]
+    base_x = finite_values((6, 5, 300), dtype_name, 1)
+    plugins.reset_fallbacks()
+    for case, (arrange, dims, keepdim) in REDUCE_CASES.items():
+        x = arrange(base_x)
+        if op in ("amax", "amin", "max") and x.numel() == 0:
+            continue  # no identity: the reference raises before any kernel
+        if op == "max" and dims is not None:
+            continue
+        expected = reference(fn, x, dims, keepdim)
+        got = fn(arrange(base_x.cuda()), dims, keepdim)
+        if op in ("sum", "mean"):
+            assert_sum_close(got, expected, x, dims, op == "mean", case)
+        else:
+            assert_close(got, expected, False, err_msg=case)
+    assert plugins.fallbacks() == {}
+
+
+@pytest.mark.parametrize("op", ["amax", "amin", "sum"])
+def test_reductions_propagate_nan_and_inf(device_kind, op):
+    x = finite_values((4, 600), "float32", 2)
+    x[1, 377] = float("nan")
+    x[2, 5] = float("inf")
+    x[3, 0] = float("-inf")
+    expected = reference(lambda t: getattr(t, op)(1), x)
+    got = getattr(x.cuda(), op)(1)
+    g, e = host(got), host(expected)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
+    np.testing.assert_array_equal(np.isinf(g), np.isinf(e))
+    np.testing.assert_array_equal(g[np.isinf(e)], e[np.isinf(e)])
+
+
+@pytest.mark.parametrize("n", [70001, 9000])
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_sum_order_is_the_blocks_and_does_not_depend_on_the_launch(device_kind, dtype_name, n):
+    """The sum is reduce.cu's fixed order exactly (modelled in NumPy by the emulation's
+    block_order_reduce; 70001 elements take the two-launch path): on a GPU this checks the
+    device code's order bit for bit."""
+    from reftorch_cuda.ops_reduce import CHUNK
+    from spec_tests.cuda_kernel_emulation import block_order_reduce
+    x = finite_values((3, n), dtype_name, 3)
+    wide = host(x).astype(np.float64 if dtype_name == "float64" else np.float32)
+    model = block_order_reduce(wide, wide.dtype.type(0), np.add, CHUNK)
+    first, again = x.cuda().sum(1), x.cuda().sum(1)
+    np.testing.assert_array_equal(host(first), model.astype(np.float64))
+    np.testing.assert_array_equal(host(first), host(again))
+    mean = x.cuda().t().mean(0)  # the same rows through transposed strides
+    np.testing.assert_array_equal(host(mean), (model / wide.dtype.type(n)).astype(np.float64))
+
+
+# (input layout from a (2, 3, 20000) tensor, dims): more than CHUNK elements per output
+LONG_REDUCE_CASES = {
+    "all": (lambda x: x, None),
+    "last_dim": (lambda x: x, (2,)),
+    "transposed": (lambda x: x.transpose(0, 2), (0, 2)),
+    "strided": (lambda x: x[:, ::2], (1, 2)),
+}
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_long_reductions_run_in_two_launches(device_kind, dtype_name, op):
+    from reftorch_cuda.ops_reduce import CHUNK
+    base_x = finite_values((2, 3, 20000), dtype_name, 13)
+    plugins.reset_fallbacks()
+    for case, (arrange, dims) in LONG_REDUCE_CASES.items():
+        x = arrange(base_x)
+        assert x.numel() // (1 if dims is None else math.prod(
+            n for d, n in enumerate(x.shape) if d not in dims)) > CHUNK
+        expected = reference(REDUCE[op], x, dims, False)
+        got = REDUCE[op](arrange(base_x.cuda()), dims, False)
+        if op in ("sum", "mean"):
+            assert_sum_close(got, expected, x, dims, op == "mean", case)
+        else:
+            assert_close(got, expected, False, err_msg=case)
+    if device_kind is not None:
+        assert any(k.startswith("reduce_chunks_kernel") for k in device_kind.launches)
+    assert plugins.fallbacks() == {}
+
+
+def test_sum_with_another_dtype_declines(device_kind):
+    x = finite_values((4, 5), "float32", 4)
+    plugins.reset_fallbacks()
+    got = x.cuda().sum(1, dtype=reftorch.float64)
+    expected = reference(lambda t: t.sum(1, dtype=reftorch.float64), x)
+    np.testing.assert_array_equal(host(got), host(expected))
+    assert plugins.fallbacks() == {("sum", "cuda", reftorch.float32): 1}
+
+
+# --- softmax and log_softmax ------------------------------------------------------------------
+
+SOFTMAX_CASES = {  # name -> (layout of a (6, 5, 300) tensor, dim)
+    "last_dim": (lambda x: x, -1),
+    "middle_dim": (lambda x: x, 1),
+    "first_dim": (lambda x: x, 0),
+    "transposed": (lambda x: x.transpose(0, 2), -1),
+    "strided_slice": (lambda x: x[::2, 1:, ::7], 2),
+    "broadcast": (lambda x: x[:, :1].expand(6, 5, 300), 1),
+    "zero_dim": (lambda x: x[1, 2, 3], 0),
+    "empty_rows": (lambda x: x[:0], -1),
+}
+SOFTMAX = {"softmax": F.softmax, "log_softmax": F.log_softmax}
+
+
+def assert_row_op_close(got, expected, dtype_name, ulps_32, err_msg):
+    """Row sums in another order than NumPy's, exp/log a few ulp apart, and outputs that cancel
+    (log_softmax near 0, the gradients' g - sum): within `ulps_32` ulp of each value plus as
+    many of the row's largest magnitude (1 ulp for the 16-bit types: their rounding
+    dominates)."""
+    assert got.shape == expected.shape and got.dtype is expected.dtype, err_msg
+    g, e = host(got), host(expected)
+    if e.size == 0:
+        return
+    ulps = ulps_32 if dtype_name in ("float32", "float64") else 1
+    row_scale = np.max(np.abs(e), axis=-1, keepdims=True) if e.ndim else np.abs(e)
+    allowed = ulps * float(finfo(dtype_name).eps) * (np.abs(e) + row_scale)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=err_msg)
+    assert np.all(np.abs(g - e) <= allowed), err_msg
+
+
+@pytest.mark.parametrize("op", SOFTMAX)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_softmax_matches_the_cpu_reference(device_kind, dtype_name, op):
+    fn = SOFTMAX[op]
+    base_x = finite_values((6, 5, 300), dtype_name, 5)
+    plugins.reset_fallbacks()
+    for case, (arrange, dim) in SOFTMAX_CASES.items():
+        x = arrange(base_x)
+        expected = reference(fn, x, dim)
+        got = fn(arrange(base_x.cuda()), dim)
+        assert_row_op_close(got, expected, dtype_name, 16, case)
+    assert plugins.fallbacks() == {}
+
+
+@pytest.mark.parametrize("op", SOFTMAX)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_softmax_backward_matches_the_cpu_reference(device_kind, dtype_name, op):
+    fn = SOFTMAX[op]
+    x = finite_values((7, 300), dtype_name, 6)
+    g = finite_values((7, 300), dtype_name, 7)
+    leaf = x.detach().requires_grad_(True)
+    with plugins.use_reference_kernels():
+        fn(leaf, -1).backward(g)
+    expected = leaf.grad
+    leaf = x.detach().cuda().requires_grad_(True)
+    plugins.reset_fallbacks()
+    fn(leaf, -1).backward(g.cuda())
+    got = leaf.grad
+    assert plugins.fallbacks() == {}
+    assert_row_op_close(got, expected, dtype_name, 16, op)
+
+
+def test_softmax_rows_of_minus_infinity_and_nan(device_kind):
+    x = finite_values((3, 300), "float32", 8)
+    x[0] = float("-inf")       # every element -inf: NaN everywhere, as the reference
+    x[1, 17] = float("nan")    # NaN in the row: the whole row NaN
+    x[2, :150] = float("-inf")  # half the row -inf: zeros there
+    for fn in SOFTMAX.values():
+        expected = reference(fn, x, -1)
+        got = fn(x.cuda(), -1)
+        g, e = host(got), host(expected)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
+        np.testing.assert_array_equal(g[2, :150], e[2, :150])
+
+
+# --- layer_norm -------------------------------------------------------------------------------
+
+LAYER_NORM_CASES = {  # name -> (layout of a (6, 5, 300) tensor, normalized_shape)
+    "last_dim": (lambda x: x, (300,)),
+    "two_dims": (lambda x: x, (5, 300)),
+    "all_dims": (lambda x: x[0], (5, 300)),
+    "strided_rows": (lambda x: x[::2, 1:], (300,)),
+    "strided_tail": (lambda x: x[:, :, ::3], (100,)),
+    "transposed_rows": (lambda x: x.transpose(0, 1), (300,)),
+    "one_element_rows": (lambda x: x[:, :, :1], (1,)),
+    "empty_rows": (lambda x: x[:0], (300,)),
+}
+
+
+@pytest.mark.parametrize("affine", ["weight_and_bias", "weight", "none"])
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_layer_norm_matches_the_cpu_reference(device_kind, dtype_name, affine):
+    from reftorch._ops.nn_normalization import native_layer_norm
+    base_x = finite_values((6, 5, 300), dtype_name, 9)
+    plugins.reset_fallbacks()
+    for case, (arrange, normalized) in LAYER_NORM_CASES.items():
+        x = arrange(base_x)
+        weight = finite_values(normalized, dtype_name, 10) if affine != "none" else None
+        bias = finite_values(normalized, dtype_name, 11) if affine == "weight_and_bias" \
+            else None
+        expected = reference(native_layer_norm, x, normalized, weight, bias, 1e-5)
+        on = [t.cuda() if t is not None else None for t in (arrange(base_x), weight, bias)]
+        got = native_layer_norm(on[0], normalized, on[1], on[2], 1e-5)
+        output, mean, rstd = got
+        # The mean cancels: its rounding is that of the sum of |x| (as for sum and mean).
+        assert_sum_close(mean, expected[1], x.abs() / math.prod(normalized),
+                         tuple(range(x.ndim - len(normalized), x.ndim)), False, case)
+        # rstd and the output: within a few ulp of themselves and of the row's largest value
+        assert_row_op_close(rstd, expected[2], dtype_name, 16, case)
+        assert_row_op_close(output, expected[0], dtype_name, 16, case)
+    assert plugins.fallbacks() == {}
+
+
+def test_layer_norm_with_mixed_parameter_dtypes_declines(device_kind):
+    x = finite_values((4, 8), "float16", 12)
+    weight = finite_values((8,), "float32", 13)
+    plugins.reset_fallbacks()
+    got = F.layer_norm(x.cuda(), (8,), weight.cuda())
+    expected = reference(lambda a, w: F.layer_norm(a, (8,), w), x, weight)
+    np.testing.assert_array_equal(host(got), host(expected))
+    assert plugins.fallbacks() == {("native_layer_norm", "cuda", reftorch.float16): 1}
