@@ -97,16 +97,29 @@ def _check_samples(entry, device_type, dtype):
         pytest.skip(f"the op database has no {dtype.name} samples for {entry.name}")
     failures = []
     for sample in entry.samples(dtype.name, np.random.default_rng(0)):
-        args, kwargs = build_sample(sample, reftorch)
-        args = tuple(a.to(device_type) if isinstance(a, reftorch.Tensor) else a for a in args)
+        # Each run builds its own tensors from the sample, so an out= tensor or an in-place
+        # op's input written by the first run cannot feed (or be) the second run's.
+        args, kwargs = _moved(build_sample(sample, reftorch), device_type)
         got = _run(lambda: entry.call(reftorch, *args, **kwargs))
         with plugins.use_reference_kernels():
-            cpu_args = tuple(a.cpu() if isinstance(a, reftorch.Tensor) else a for a in args)
-            expected = _run(lambda: entry.call(reftorch, *cpu_args, **kwargs))
+            cpu_args, cpu_kwargs = build_sample(sample, reftorch)
+            expected = _run(lambda: entry.call(reftorch, *cpu_args, **cpu_kwargs))
         message = _differ(got, expected)
         if message:
             failures.append(f"{sample.label} {kwargs}: {message}")
     assert not failures, "\n".join(failures[:5])
+
+
+def _moved(value, device_type):
+    """`value` with every tensor in it (positional, keyword such as out= or clamp's min=,
+    inside tuples and lists) on `device_type`."""
+    if isinstance(value, reftorch.Tensor):
+        return value.to(device_type)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_moved(v, device_type) for v in value)
+    if isinstance(value, dict):
+        return {k: _moved(v, device_type) for k, v in value.items()}
+    return value
 
 
 def _run(fn):

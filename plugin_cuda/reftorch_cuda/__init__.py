@@ -2,9 +2,11 @@
 
 Installed, it registers through the `reftorch.plugins` entry point `cuda`:
   * the `cuda` device backend (GPU memory through the CUDA driver API, see `device`);
-  * elementwise add/sub/mul/div for float32, float64, float16 and bfloat16, and a strided
-    same-dtype copy for every dtype (see `ops` and kernels/elementwise.cu).
-Ops without a cuda kernel run through reftorch's copy-to-cpu fallback.
+  * kernels for the ops listed in README.md ("Kernels"): one `ops_*` module per family over
+    its kernels/*.cu program, all registered by `ops.register_kernels`;
+  * `reftorch.cuda`'s backend pieces: the caching allocator, streams and events, pinned
+    memory, one random generator per GPU.
+Ops without a cuda kernel run through reftorch's copy-to-cpu fallback (counted).
 
 Registering touches neither the driver nor NVRTC: a machine without a GPU imports reftorch
 silently, and the first cuda allocation raises a RuntimeError that says what is missing.
