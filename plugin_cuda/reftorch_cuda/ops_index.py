@@ -372,14 +372,16 @@ def index_add_kernel(out, inputs, dtypes, params):
 
 
 def _alpha(alpha, dtype):
-    """index_add's alpha rounded to the float dtype, as the reference's `source * alpha`
-    converts a Python number; None (decline) for anything else."""
+    """index_add's alpha as the reference's `source * alpha` converts a Python number: to the
+    float dtype (to float32 for bfloat16, which ml_dtypes promotes); None (decline) for
+    anything else."""
     if type(alpha) is bool:
         alpha = int(alpha)
     if type(alpha) not in (int, float) or (type(alpha) is int and abs(alpha) > 2**24):
         return None
+    product_type = np.float32 if dtype is D.bfloat16 else dtype.numpy_dtype
     with np.errstate(over="ignore"):
-        return float(np.asarray(alpha).astype(dtype.numpy_dtype))
+        return float(np.asarray(alpha).astype(product_type))
 
 
 def register_kernels(registrar):

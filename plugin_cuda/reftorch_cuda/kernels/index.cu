@@ -143,14 +143,21 @@ struct AddOp {
     }
 };
 
-// index_add: old + alpha * value where the product is rounded to T first, as the reference's
-// `source * alpha` is (the host passes alpha already rounded to T).
+// index_add: old + alpha * value, as the reference computes `source * alpha`: NumPy keeps a
+// float16 (or float32, float64) array times a Python number in the array's type, so the
+// product is rounded to T first; ml_dtypes promotes bfloat16 times a Python float to float32,
+// so a bfloat16 product stays in float. The host passes alpha already rounded to the type
+// the product is computed in (T, or float for bfloat16).
+template <typename T> struct RoundsProduct { static const bool value = true; };
+template <> struct RoundsProduct<rt_bfloat16> { static const bool value = false; };
+
 struct AddScaledOp {
     template <typename T>
     static __device__ __forceinline__ T apply(T old, T value, double alpha) {
         typedef typename Arith<T>::type A;
-        const T product = Arith<T>::store(Arith<T>::load(value) * (A)alpha);
-        return Arith<T>::store(Arith<T>::load(old) + Arith<T>::load(product));
+        A product = Arith<T>::load(value) * (A)alpha;
+        if (RoundsProduct<T>::value) product = Arith<T>::load(Arith<T>::store(product));
+        return Arith<T>::store(Arith<T>::load(old) + product);
     }
 };
 
