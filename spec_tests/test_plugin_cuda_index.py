@@ -248,6 +248,8 @@ BAD = {  # op -> (fn, cpu args with bad indices; the first bad one by position i
     "gather": (lambda a, i: reftorch.gather(a, 0, i),
                lambda: (sample((5, 3), "float32", 0),
                         reftorch.tensor([[0, 9, 1], [-3, 2, 11], [4, 4, 4]]))),
+    "gather_negative": (lambda a, i: reftorch.gather(a, 1, i),   # gather does not wrap
+                        lambda: (sample((5, 3), "float32", 0), reftorch.tensor([[0], [-1]]))),
     "take": (reftorch.take,
              lambda: (sample((2, 3), "float32", 0), reftorch.tensor([[0, -1, 9], [-8, 2, 12]]))),
     "embedding": (reftorch.embedding,
@@ -378,6 +380,18 @@ def test_bad_gather_indices_leave_their_outputs_unwritten(device_kind, op):
     np.testing.assert_array_equal(values[ok], expected[ok])
     assert (raw[:result.numel() * 4].reshape(-1, 4)[~ok.reshape(-1)] == 0x5A).all()
     assert (raw[result.numel() * 4:] == 0x5A).all()
+
+
+def test_each_device_has_its_own_record(emulated):
+    fn, make = BAD["gather"]
+    args = make()
+    _, message = reference_error(fn, *args)
+    fn(*(a.to("cuda:1") for a in args))
+    reftorch.cuda.synchronize(0)                     # device 0 has nothing to report
+    reftorch.ones(2).cuda().cpu()
+    with pytest.raises(RuntimeError, match=message):
+        reftorch.ones(2).to("cuda:1").cpu()
+    reftorch.cuda.synchronize(1)
 
 
 # --- the error record's cost ------------------------------------------------------------------

@@ -158,13 +158,13 @@ class IndexErrors:
             else:
                 pending.discard(stream)
         address = self.records[index]
-        host = np.empty(RECORD.size, np.uint8)
-        current = self.driver.streams.current(index)
-        self.driver.check(self.driver.cu.cuMemcpyDtoHAsync(
-            host.ctypes.data, address, RECORD.size, self.driver.stream(index)),
-            "cuMemcpyDtoHAsync")
-        self.driver.streams.synchronize(current)
-        _position, launch, value, size, op, dim, _lock, _ = RECORD.unpack(host.tobytes())
+        raw_stream = self.driver.stream(index)
+        host = ctypes.create_string_buffer(RECORD.size)
+        cu = self.driver.cu
+        self.driver.check(cu.cuMemcpyDtoHAsync(ctypes.addressof(host), address, RECORD.size,
+                                               raw_stream), "cuMemcpyDtoHAsync")
+        self.driver.check(cu.cuStreamSynchronize(raw_stream), "cuStreamSynchronize")
+        _position, launch, value, size, op, dim, _lock, _ = RECORD.unpack(host.raw)
         if launch == 0:
             return
         self._write(index, address, CLEARED)
