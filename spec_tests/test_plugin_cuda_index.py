@@ -133,6 +133,24 @@ def test_embedding_module_forward_runs_on_cuda(device_kind):
     assert plugins.fallbacks() == {}
 
 
+def test_embedding_and_gather_gradients_use_index_add_and_scatter_add(device_kind):
+    """Their backward formulas are index_add (embedding) and scatter_add (gather): on cuda
+    they run there, with repeated indices summed in the reference's order."""
+    weight = sample((6, 4), "float32", 1).nan_to_num()
+    ids = indices(6, (3, 5), 2)
+    grads = []
+    for device in ("cpu", "cuda"):
+        w = weight.to(device).detach().requires_grad_()
+        out = reftorch.embedding(w, ids.to(device))
+        picked = reftorch.gather(out, 1, ids.to(device).clamp(0, 3).unsqueeze(-1).expand(3, 5, 2))
+        (picked * picked).sum().backward()
+        grads.append(w.grad)
+    assert_same_values(grads[1], grads[0])
+    if device_kind is not None:  # the emulator lists its launches
+        launched = " ".join(device_kind.launches)
+        assert "AddScaledOp>" in launched and "AddOp>" in launched
+
+
 @pytest.mark.parametrize("dtype_name", MOVED)
 def test_take_matches_the_reference(device_kind, dtype_name):
     plugins.reset_fallbacks()
