@@ -51,24 +51,26 @@ struct IndexCheck {
 };
 static_assert(sizeof(IndexCheck) == 40, "IndexCheck layout");
 
-// Record bad index `value` found at `position`, unless a smaller position of this launch, or
-// another launch's error, is recorded already. Out of line: only the error path runs it.
-__device__ __noinline__ void report_bad_index(const IndexCheck& c, unsigned long long position,
-                                              rt_int64 value) {
-    IndexErrorRecord* r = c.record;
+// Record bad index `value` found at `position` by launch `launch`, unless a smaller position
+// of this launch, or another launch's error, is recorded already. Out of line (only the error
+// path runs it), and given the check's fields by value: a reference to the kernel's
+// IndexCheck parameter would make every thread copy it to local memory first.
+__device__ __noinline__ void report_bad_index(IndexErrorRecord* r, unsigned long long launch,
+                                              rt_int64 size, int op, int dim,
+                                              unsigned long long position, rt_int64 value) {
     volatile IndexErrorRecord* v = r;
     const unsigned long long recorded = v->launch;
-    if (recorded != 0ull && recorded != c.launch) return;      // an earlier launch's error
+    if (recorded != 0ull && recorded != launch) return;         // an earlier launch's error
     if (atomicMin(&r->position, position) <= position) return;  // a smaller position won
     while (atomicCAS(&r->lock, 0u, 1u) != 0u) {
     }
     __threadfence();
     if (atomicAdd(&r->position, 0ull) == position) {  // still the smallest: the fields are ours
         v->value = value;
-        v->size = c.size;
-        v->op = c.op;
-        v->dim = c.dim;
-        v->launch = c.launch;
+        v->size = size;
+        v->op = op;
+        v->dim = dim;
+        v->launch = launch;
     }
     __threadfence();
     atomicExch(&r->lock, 0u);
@@ -82,7 +84,7 @@ __device__ __forceinline__ bool checked_index(const IndexCheck& c, unsigned long
     const rt_int64 value = (rt_int64)raw;
     const rt_int64 k = (c.wrap && value < 0) ? value + c.size : value;
     if (k < 0 || k >= c.size) {
-        report_bad_index(c, position, value);
+        report_bad_index(c.record, c.launch, c.size, c.op, c.dim, position, value);
         return false;
     }
     index = k;
