@@ -95,12 +95,16 @@ def _assign(old, value, alpha):
 
 
 def _add(old, value, alpha):
+    if old.dtype.kind == "i":
+        return old + value                      # wraps around, as the kernel's
     c = compute_type(old.dtype.type)
     return (old.astype(c) + value.astype(c)).astype(old.dtype)
 
 
 def _add_scaled(old, value, alpha):
     """The product rounded to the storage type first, except for bfloat16 (see index.cu)."""
+    if old.dtype.kind == "i":
+        return old + value * old.dtype.type(int(alpha))
     c = compute_type(old.dtype.type)
     product = value.astype(c) * c(alpha)
     if old.dtype != ml_dtypes.bfloat16:
@@ -126,7 +130,8 @@ def scatter(driver, match, grid, block, shared, params):
     alpha = ctypes.c_double.from_address(p[9]).value
     check = _check(p[10])
     name = match.group(1)
-    storage = np.dtype((np.void, WORDS[name])) if name in WORDS else STORAGE[name]
+    storage = np.dtype((np.void, WORDS[name])) if name in WORDS else \
+        {**STORAGE, **INTS}[name]
     apply = SCATTER_OPS[match.group(3)]
     assert n >= 1
     j = np.arange(n, dtype=np.int64)

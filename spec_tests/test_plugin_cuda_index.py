@@ -33,6 +33,7 @@ emulated, device_kind = base.emulated, base.device_kind
 FLOATS, reference = base.FLOATS, base.reference
 MOVED = FLOATS + ["int64", "int32", "bool", "complex64"]   # gathers move any element width
 INDEX_NAMES = ["int64", "int32"]
+ADDED = FLOATS + ["int64", "int32"]                      # scatter_add and index_add
 
 
 def sample(shape, dtype_name, seed):
@@ -203,7 +204,7 @@ def test_scatter_with_duplicates_keeps_the_last_write(device_kind):
     assert_matches(lambda t, i, s: reftorch.scatter(t, 0, i, s), a, index, src)
 
 
-@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize("dtype_name", ADDED)
 def test_scatter_add_matches_the_reference(device_kind, dtype_name):
     plugins.reset_fallbacks()
     for seed, (layout, arrange) in enumerate(LAYOUTS.items()):
@@ -219,7 +220,7 @@ def test_scatter_add_matches_the_reference(device_kind, dtype_name):
 
 
 @pytest.mark.parametrize("index_name", INDEX_NAMES)
-@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize("dtype_name", ADDED)
 def test_index_add_matches_the_reference(device_kind, dtype_name, index_name):
     plugins.reset_fallbacks()
     for seed, (layout, arrange) in enumerate(LAYOUTS.items()):
@@ -229,7 +230,7 @@ def test_index_add_matches_the_reference(device_kind, dtype_name, index_name):
             shape[dim] = 7
             source = sample(tuple(shape), dtype_name, seed + 20)
             index = indices(a.shape[dim], (7,), seed, index_name)   # repeats accumulate
-            for alpha in (1, 0.3, -2):
+            for alpha in (1, 0.3 if dtype_name in FLOATS else 3, -2):
                 assert_matches(lambda t, i, s: reftorch.index_add(t, dim, i, s, alpha=alpha),
                                a, index, source)
             assert_matches(lambda t, i, s: t.clone().index_add_(dim, i, s.t().contiguous().t()),
@@ -259,6 +260,17 @@ def test_op_database_samples_on_the_emulator(emulated, monkeypatch, op):
     reftorch.cuda.synchronize()     # nothing left unreported
 
 
+@pytest.mark.parametrize("dtype_name", ["int32", "int64"])
+def test_integer_sums_wrap_around_as_numpy_s(device_kind, dtype_name):
+    dtype = getattr(reftorch, dtype_name)
+    top = int(np.iinfo(dtype_name).max)
+    a = reftorch.tensor([top, -top, 5], dtype=dtype)
+    index = reftorch.tensor([0, 0, 1, 2])
+    source = reftorch.tensor([1, top, -2, 7], dtype=dtype)
+    assert_matches(lambda t, i, s: reftorch.index_add(t, 0, i, s, alpha=3), a, index, source)
+    assert_matches(lambda t, i, s: reftorch.scatter_add(t, 0, i, s), a, index, source)
+
+
 def test_kernels_decline_what_they_do_not_handle():
     f32 = reftorch.float32
     a, i = reftorch.ones(3, 2), reftorch.tensor([0, 1])
@@ -269,6 +281,8 @@ def test_kernels_decline_what_they_do_not_handle():
         is NotImplemented                                           # reduce= goes elsewhere
     assert X._alpha(1j, f32) is None and X._alpha(2**30, f32) is None
     assert X._alpha(0.1, reftorch.float16) == float(np.float16(0.1))
+    assert X._alpha(0.5, reftorch.int64) is None and X._alpha(2**31, reftorch.int32) is None
+    assert X._alpha(-3, reftorch.int32) == -3.0
 
 
 # --- bounds errors ----------------------------------------------------------------------------

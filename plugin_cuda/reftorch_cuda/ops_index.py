@@ -4,12 +4,14 @@
                                           width); int64 indices (int32 too for index_select
                                           and embedding, as the reference accepts)
   scatter                                 any dtype of 1 to 16 bytes, int64 indices
-  scatter_add                             float32, float64, float16, bfloat16; int64 indices
-  index_add                               the same floats; int64 or int32 indices
+  scatter_add                             float32, float64, float16, bfloat16, int32, int64;
+                                          int64 indices
+  index_add                               the same dtypes; int64 or int32 indices
 
 Results equal the reference's bit for bit: gathers move elements, and the scatter kernel gives
 each output element its contributions in the reference's order (see index.cu), so repeated
-indices add up (or, for scatter, the last one wins) as np.add.at and NumPy's assignment do.
+indices add up (or, for scatter, the last one wins) as np.add.at and NumPy's assignment do;
+integer sums wrap around as NumPy's.
 
 Bounds errors are asynchronous, as on PyTorch's GPUs: a kernel that meets an out-of-range
 index skips it and writes it into its device's error record (one 48-byte allocation per
@@ -45,10 +47,12 @@ from reftorch._tensor import Tensor
 from reftorch.autograd.grad_mode import no_grad
 from reftorch_plugins.geometry import coalesce
 
-from .kernel_base import (FLOAT_TYPES, WORDS, Program, geometry_struct, max_dims,
+from .kernel_base import (FLOAT_TYPES, INT_TYPES, WORDS, Program, geometry_struct, max_dims,
                           on_one_cuda_device, pointer)
 
 INDEX_TYPES = {"int64": "long long", "int32": "int"}
+# Dtypes scatter_add and index_add add in: the floats, and the integers whose sums wrap.
+ADDED_TYPES = {**FLOAT_TYPES, "int32": INT_TYPES["int32"], "int64": INT_TYPES["int64"]}
 # Each op's code in the error record, and the indices it takes.
 OP_CODES = {"gather": 1, "index_select": 2, "embedding": 3, "take": 4, "index_add": 5,
             "scatter": 6, "scatter_add": 7}
@@ -70,15 +74,15 @@ def scatter_expression(op_name, value_dtype, index_name):
         return f"scatter_kernel<{WORDS[value_dtype.itemsize]}, {INDEX_TYPES[index_name]}, " \
                f"AssignOp>"
     op = "AddOp" if op_name == "scatter_add" else "AddScaledOp"
-    return f"scatter_kernel<{FLOAT_TYPES[value_dtype.name]}, {INDEX_TYPES[index_name]}, {op}>"
+    return f"scatter_kernel<{ADDED_TYPES[value_dtype.name]}, {INDEX_TYPES[index_name]}, {op}>"
 
 
 # Only what is registered is instantiated (NVRTC time grows with each one).
 INDEX = Program("index.cu", tuple(
     [gather_expression(width, name) for width in WORDS for name in LONG_OR_INT]
     + [f"scatter_kernel<{WORDS[width]}, long long, AssignOp>" for width in WORDS]
-    + [scatter_expression("scatter_add", D.by_name(name), "int64") for name in FLOAT_TYPES]
-    + [scatter_expression("index_add", D.by_name(name), index) for name in FLOAT_TYPES
+    + [scatter_expression("scatter_add", D.by_name(name), "int64") for name in ADDED_TYPES]
+    + [scatter_expression("index_add", D.by_name(name), index) for name in ADDED_TYPES
        for index in LONG_OR_INT]))
 PROGRAMS = (INDEX,)
 
@@ -373,10 +377,14 @@ def index_add_kernel(out, inputs, dtypes, params):
 
 def _alpha(alpha, dtype):
     """index_add's alpha as the reference's `source * alpha` converts a Python number: to the
-    float dtype (to float32 for bfloat16, which ml_dtypes promotes); None (decline) for
-    anything else."""
+    float dtype (to float32 for bfloat16, which ml_dtypes promotes); for the integer dtypes
+    an int that fits them (exactly a double, as the kernel takes it). None: decline."""
     if type(alpha) is bool:
         alpha = int(alpha)
+    if not dtype.is_floating_point:
+        info = np.iinfo(dtype.numpy_dtype)
+        fits = type(alpha) is int and info.min <= alpha <= info.max and abs(alpha) <= 2**53
+        return float(alpha) if fits else None
     if type(alpha) not in (int, float) or (type(alpha) is int and abs(alpha) > 2**24):
         return None
     product_type = np.float32 if dtype is D.bfloat16 else dtype.numpy_dtype
@@ -386,11 +394,11 @@ def _alpha(alpha, dtype):
 
 def register_kernels(registrar):
     by_width = [d for d in D.ALL_DTYPES if d.itemsize in WORDS]
-    floats = [D.by_name(name) for name in FLOAT_TYPES]
+    added = [D.by_name(name) for name in ADDED_TYPES]
     registrar.kernel("gather", "cuda", by_width, gather_kernel)
     registrar.kernel("index_select", "cuda", by_width, index_select_kernel)
     registrar.kernel("embedding", "cuda", by_width, embedding_kernel)
     registrar.kernel("take", "cuda", by_width, take_kernel)
     registrar.kernel("scatter", "cuda", by_width, scatter_kernel("scatter"))
-    registrar.kernel("scatter_add", "cuda", floats, scatter_kernel("scatter_add"))
-    registrar.kernel("index_add", "cuda", floats, index_add_kernel)
+    registrar.kernel("scatter_add", "cuda", added, scatter_kernel("scatter_add"))
+    registrar.kernel("index_add", "cuda", added, index_add_kernel)

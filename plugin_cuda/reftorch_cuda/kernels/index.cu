@@ -21,7 +21,8 @@
 //     of a warp independently, so a spinning thread does not stall the holder).
 //
 // Name expressions: "gather_kernel<unsigned int, long long>" (by element width: W is one of
-// common.cuh's word types), "scatter_kernel<float, long long, AddOp>",
+// common.cuh's word types), "scatter_kernel<float, long long, AddOp>" (the adding ops for
+// the float types and int, long long),
 // "scatter_kernel<unsigned short, long long, AssignOp>".
 
 // The device's error record. The host reads it whole and writes it back cleared
@@ -137,11 +138,35 @@ struct AssignOp {
     static __device__ __forceinline__ T apply(T, T value, double) { return value; }
 };
 
-// scatter_add: old + value, in the computation type, rounded once.
+// Integer sums and products wrap around, as NumPy's do: computed in the unsigned twin type
+// (signed overflow is undefined in C++; the conversion back is modular).
+template <typename T> struct Unsigned;
+template <> struct Unsigned<int> { typedef unsigned int type; };
+template <> struct Unsigned<long long> { typedef unsigned long long type; };
+
+template <typename T>
+__device__ __forceinline__ T wrapping_add(T a, T b) {
+    typedef typename Unsigned<T>::type U;
+    return (T)((U)a + (U)b);
+}
+
+template <typename T>
+__device__ __forceinline__ T wrapping_mul(T a, T b) {
+    typedef typename Unsigned<T>::type U;
+    return (T)((U)a * (U)b);
+}
+
+// scatter_add: old + value; floats in the computation type, rounded once.
 struct AddOp {
     template <typename T>
     static __device__ __forceinline__ T apply(T old, T value, double) {
         return Arith<T>::store(Arith<T>::load(old) + Arith<T>::load(value));
+    }
+    static __device__ __forceinline__ int apply(int old, int value, double) {
+        return wrapping_add(old, value);
+    }
+    static __device__ __forceinline__ long long apply(long long old, long long value, double) {
+        return wrapping_add(old, value);
     }
 };
 
@@ -149,7 +174,7 @@ struct AddOp {
 // float16 (or float32, float64) array times a Python number in the array's type, so the
 // product is rounded to T first; ml_dtypes promotes bfloat16 times a Python float to float32,
 // so a bfloat16 product stays in float. The host passes alpha already rounded to the type
-// the product is computed in (T, or float for bfloat16).
+// the product is computed in (T, or float for bfloat16; an integer for the integer types).
 template <typename T> struct RoundsProduct { static const bool value = true; };
 template <> struct RoundsProduct<rt_bfloat16> { static const bool value = false; };
 
@@ -160,6 +185,13 @@ struct AddScaledOp {
         A product = Arith<T>::load(value) * (A)alpha;
         if (RoundsProduct<T>::value) product = Arith<T>::load(Arith<T>::store(product));
         return Arith<T>::store(Arith<T>::load(old) + product);
+    }
+    static __device__ __forceinline__ int apply(int old, int value, double alpha) {
+        return wrapping_add(old, wrapping_mul(value, (int)alpha));
+    }
+    static __device__ __forceinline__ long long apply(long long old, long long value,
+                                                      double alpha) {
+        return wrapping_add(old, wrapping_mul(value, (long long)alpha));
     }
 };
 
