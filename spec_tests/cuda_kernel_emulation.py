@@ -512,3 +512,8 @@ def layer_norm(driver, match, grid, block, shared, params):
         out[...] = value.astype(storage)
         mean_out[...] = mean[..., 0].astype(storage)
         rstd_out[...] = rstd[..., 0].astype(storage)
+
+
+# --- index.cu: in its own module (registered by importing it) ---------------------------------
+from spec_tests import cuda_emulation_index  # noqa: E402
+EMULATION_MODULES = (cuda_emulation_index,)

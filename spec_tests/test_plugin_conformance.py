@@ -124,7 +124,13 @@ def _moved(value, device_type):
 
 def _run(fn):
     try:
-        return fn()
+        result = fn()
+        # A device may report a kernel's error at the next copy to the host (cuda's index
+        # bounds checks, as PyTorch's device-side asserts): that copy belongs to this call.
+        for t in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(t, reftorch.Tensor) and t.device.type != "cpu":
+                t.cpu()
+        return result
     except Exception as exc:  # noqa: BLE001
         return exc
 

@@ -75,6 +75,11 @@ class Driver:
         self.streams = Streams(self)
         self.allocator = Allocator(self)
         self.pinned = pinned.PinnedMemory(self)
+        # Called as hook(index, stream) after each synchronisation that hands results to the
+        # host: `synchronize` (stream None: the whole device) and `to_host` (the stream it
+        # waited for). ops_index adds the reader of its device-side index error record here,
+        # so a bad index is raised at the next synchronisation, as on PyTorch.
+        self.sync_hooks = []
 
     @classmethod
     def start(cls, cu=None):
@@ -170,6 +175,8 @@ class Driver:
         self.check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
         self.streams.collect()
         self.pinned.release()
+        for hook in self.sync_hooks:
+            hook(index, None)
 
     def stream(self, index):
         """The raw current stream of device `index` (with its context made current)."""
@@ -211,7 +218,10 @@ class Driver:
         stream = self.stream(index)
         self.check(self.cu.cuMemcpyDtoHAsync(host_address, src, nbytes, stream),
                    "cuMemcpyDtoHAsync")
-        self.streams.synchronize(self.streams.current(index))
+        current = self.streams.current(index)
+        self.streams.synchronize(current)
+        for hook in self.sync_hooks:
+            hook(index, current)
 
     def device_copy(self, index, dst, src, nbytes):
         self.check(self.cu.cuMemcpyDtoDAsync(dst, src, nbytes, self.stream(index)),
