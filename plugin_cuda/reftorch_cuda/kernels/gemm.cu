@@ -9,8 +9,9 @@
 // the batch it visits (blockIdx.z, then in steps of gridDim.z).
 //
 // gemm_kernel<T> (float, double): a shared-memory tiled product on the CUDA cores. Each of
-// the 256 threads accumulates a TM x TN register micro-tile; operand tiles are double
-// buffered (the next tile's global loads are in flight while the current one is used).
+// the 256 threads accumulates a TM x TN register micro-tile, read from shared memory in
+// 16-byte vectors; operand tiles are double buffered (the next tile's global loads are in
+// flight while the current one is used).
 // Every output element is one fixed-order chain of fused multiply-adds, k = 0, 1, ..., K-1,
 // starting from +0: the kernels are compiled with --fmad=false, so the chain is written with
 // explicit fma() and is the same on every GPU and for every tile shape.
@@ -18,7 +19,8 @@
 // mma_gemm_kernel<T> (rt_float16, rt_bfloat16): tensor cores through inline PTX
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (sm_80 and later),
 // float32 accumulation, one rounding to T when stored (PyTorch's default for these dtypes).
-// The order of the additions inside one mma is the hardware's.
+// The order of the additions inside one mma is the hardware's. Operand tiles are loaded in
+// 16-byte chunks of 8 elements when the operand is aligned for it (ChunkReader).
 //
 // Both end in the same epilogue, in the computation type A (double for double, float else),
 // as the reference (reftorch/_ops/blas.py) orders it: v = acc; v = v * alpha (alpha != 1);
@@ -58,23 +60,35 @@ __device__ __forceinline__ void tile_coords(int e, bool k_fast, int& r, int& kk)
     }
 }
 
-// One operand tile's global loads into registers: rows [r0, r0 + R) of `rows`, k in
-// [k0, k0 + BK) of `depth`; outside the matrix a zero is loaded (it adds nothing to the
-// chains of the rows that are stored).
+// One thread's share of the loads of an operand's R x BK tiles (rows [r0, r0 + R) of `rows`,
+// k in [k0, k0 + BK) of `depth`): P elements per tile at tile coordinates fixed for the whole
+// product, so the addresses are computed once and each tile only adds k0 * stride_k.
+// Outside the matrix a zero is loaded (it adds nothing to the chains of rows that are stored).
 template <typename T, int R, int BK>
-__device__ __forceinline__ void load_tile(const T* base, rt_int64 stride_r, rt_int64 stride_k,
-                                          rt_int64 rows, rt_int64 depth, rt_int64 r0,
-                                          rt_int64 k0, T (&reg)[R * BK / RT_GEMM_THREADS],
-                                          T zero) {
-    const bool k_fast = stride_k == 1;
+struct TileReader {
+    enum { P = R * BK / RT_GEMM_THREADS };
+    const T* ptr[P];        // element (r0 + r, kk) of load p
+    int kk[P];
+    bool row_in[P];
+    rt_int64 stride_k;
+
+    __device__ __forceinline__ TileReader(const T* base, rt_int64 stride_r, rt_int64 stride_k_,
+                                          rt_int64 rows, rt_int64 r0) : stride_k(stride_k_) {
 #pragma unroll
-    for (int p = 0; p < R * BK / RT_GEMM_THREADS; ++p) {
-        int r, kk;
-        tile_coords<R, BK>(threadIdx.x + p * RT_GEMM_THREADS, k_fast, r, kk);
-        const rt_int64 gr = r0 + r, gk = k0 + kk;
-        reg[p] = (gr < rows && gk < depth) ? base[gr * stride_r + gk * stride_k] : zero;
+        for (int q = 0; q < P; ++q) {
+            int r;
+            tile_coords<R, BK>(threadIdx.x + q * RT_GEMM_THREADS, stride_k == 1, r, kk[q]);
+            row_in[q] = r0 + r < rows;
+            ptr[q] = base + (r0 + r) * stride_r + kk[q] * stride_k;
+        }
     }
-}
+
+    __device__ __forceinline__ void load(rt_int64 k0, rt_int64 depth, T (&reg)[P]) const {
+#pragma unroll
+        for (int q = 0; q < P; ++q)
+            reg[q] = (row_in[q] && k0 + kk[q] < depth) ? ptr[q][k0 * stride_k] : T(0);
+    }
+};
 
 // The epilogue shared by both kernels: one output element from its accumulated product.
 template <typename T, typename A>
@@ -98,13 +112,23 @@ __device__ __forceinline__ void store_result(const GemmArgs& p, T* out, const T*
 
 // Block tile BM x BN, BK deep; each thread a TM x TN micro-tile. (BM / TM) * (BN / TN) and
 // BM * BK / 4 must both equal RT_GEMM_THREADS (four loads per thread and operand per tile).
+// A thread's TM rows are two runs of V = TM / 2 adjacent rows, BM / 2 apart (columns alike),
+// so each run is one 16-byte shared load (V16: float4 or double2).
 template <typename T> struct SimtTile;
 template <> struct SimtTile<float> {
     enum { BM = 128, BN = 128, BK = 8, TM = 8, TN = 8 };
+    typedef float4 V16;
 };
 template <> struct SimtTile<double> {
     enum { BM = 64, BN = 64, BK = 16, TM = 4, TN = 4 };
+    typedef double2 V16;
 };
+
+// The V = 16 / sizeof(T) elements of a 16-byte vector, by index.
+__device__ __forceinline__ void unpack(float4 v, float (&x)[4]) {
+    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+}
+__device__ __forceinline__ void unpack(double2 v, double (&x)[2]) { x[0] = v.x; x[1] = v.y; }
 
 __device__ __forceinline__ float rt_fma(float a, float b, float c) { return fmaf(a, b, c); }
 __device__ __forceinline__ double rt_fma(double a, double b, double c) { return fma(a, b, c); }
@@ -113,15 +137,21 @@ template <typename T>
 __global__ void __launch_bounds__(RT_GEMM_THREADS)
 gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
     typedef SimtTile<T> S;
-    enum { BM = S::BM, BN = S::BN, BK = S::BK, TM = S::TM, TN = S::TN,
+    typedef typename S::V16 V16;
+    enum { BM = S::BM, BN = S::BN, BK = S::BK, TM = S::TM, TN = S::TN, V = 16 / sizeof(T),
            A_LOADS = BM * BK / RT_GEMM_THREADS, B_LOADS = BN * BK / RT_GEMM_THREADS };
     static_assert((BM / TM) * (BN / TN) == RT_GEMM_THREADS, "one micro-tile per thread");
     static_assert(A_LOADS * RT_GEMM_THREADS == BM * BK && B_LOADS * RT_GEMM_THREADS == BN * BK,
                   "whole tiles per pass");
-    // [buffer][k][row]: a thread's TM (TN) values at one k are BM / TM (BN / TN) apart, so a
-    // warp's reads hit distinct banks or broadcast. +4 breaks the stores' bank pattern.
-    __shared__ T As[2][BK][BM + 4];
-    __shared__ T Bs[2][BK][BN + 4];
+    static_assert(TM == 2 * V && TN == 2 * V && sizeof(V16) == 16, "two vectors per run");
+    // [buffer][k][row]: at one k, a thread reads two 16-byte runs of each; a warp's A reads
+    // are two addresses (broadcast), its B reads 16 adjacent vectors. The +4 keeps every row
+    // 16-byte aligned (BM + 4 elements are a multiple of 16 bytes) and moves the banks of the
+    // tile stores of k-contiguous operands apart.
+    __shared__ __align__(16) T As[2][BK][BM + 4];
+    __shared__ __align__(16) T Bs[2][BK][BN + 4];
+    static_assert(((BM + 4) * sizeof(T)) % 16 == 0 && ((BN + 4) * sizeof(T)) % 16 == 0,
+                  "16-byte aligned rows");
 
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
     const rt_int64 m0 = (rt_int64)blockIdx.y * BM, n0 = (rt_int64)blockIdx.x * BN;
@@ -136,6 +166,8 @@ gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
 #pragma unroll
             for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
 
+        const TileReader<T, BM, BK> a_tiles(a_mat, p.a_strides[1], p.a_strides[2], p.m, m0);
+        const TileReader<T, BN, BK> b_tiles(b_mat, p.b_strides[2], p.b_strides[1], p.n, n0);
         T a_reg[A_LOADS], b_reg[B_LOADS];
         // Store the registers' tile into buffer `buf` (same coordinates as the loads).
         auto stage = [&](int buf) {
@@ -154,10 +186,8 @@ gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
         };
         const rt_int64 tiles = (p.k + BK - 1) / BK;
         if (tiles > 0) {
-            load_tile<T, BM, BK>(a_mat, p.a_strides[1], p.a_strides[2], p.m, p.k, m0, 0,
-                                 a_reg, T(0));
-            load_tile<T, BN, BK>(b_mat, p.b_strides[2], p.b_strides[1], p.n, p.k, n0, 0,
-                                 b_reg, T(0));
+            a_tiles.load(0, p.k, a_reg);
+            b_tiles.load(0, p.k, b_reg);
             stage(0);
         }
         __syncthreads();
@@ -165,22 +195,24 @@ gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
             const int buf = (int)(t & 1);
             const bool more = t + 1 < tiles;
             if (more) {  // the next tile's loads, in flight during this tile's products
-                load_tile<T, BM, BK>(a_mat, p.a_strides[1], p.a_strides[2], p.m, p.k, m0,
-                                     (t + 1) * BK, a_reg, T(0));
-                load_tile<T, BN, BK>(b_mat, p.b_strides[2], p.b_strides[1], p.n, p.k, n0,
-                                     (t + 1) * BK, b_reg, T(0));
+                a_tiles.load((t + 1) * BK, p.k, a_reg);
+                b_tiles.load((t + 1) * BK, p.k, b_reg);
             }
 #pragma unroll
             for (int kk = 0; kk < BK; ++kk) {
-                T av[TM], bv[TN];
+                T av[2][V], bv[2][V];  // [run][element]: rows (columns) of the micro-tile
 #pragma unroll
-                for (int i = 0; i < TM; ++i) av[i] = As[buf][kk][ty + i * (BM / TM)];
-#pragma unroll
-                for (int j = 0; j < TN; ++j) bv[j] = Bs[buf][kk][tx + j * (BN / TN)];
+                for (int h = 0; h < 2; ++h) {
+                    unpack(*reinterpret_cast<const V16*>(&As[buf][kk][ty * V + h * (BM / 2)]),
+                           av[h]);
+                    unpack(*reinterpret_cast<const V16*>(&Bs[buf][kk][tx * V + h * (BN / 2)]),
+                           bv[h]);
+                }
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
-                    for (int j = 0; j < TN; ++j) acc[i][j] = rt_fma(av[i], bv[j], acc[i][j]);
+                    for (int j = 0; j < TN; ++j)
+                        acc[i][j] = rt_fma(av[i / V][i % V], bv[j / V][j % V], acc[i][j]);
             }
             // The other buffer was last read in iteration t - 1, before its closing barrier.
             if (more) stage(buf ^ 1);
@@ -188,10 +220,11 @@ gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
         }
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
-            const rt_int64 row = m0 + ty + i * (BM / TM);
+            // micro-tile row i: run i / V, element i % V (as the shared loads above)
+            const rt_int64 row = m0 + ty * V + (i / V) * (BM / 2) + i % V;
 #pragma unroll
             for (int j = 0; j < TN; ++j) {
-                const rt_int64 col = n0 + tx + j * (BN / TN);
+                const rt_int64 col = n0 + tx * V + (j / V) * (BN / 2) + j % V;
                 if (row < p.m && col < p.n) store_result(p, out, input, bi, row, col, acc[i][j]);
             }
         }
@@ -243,11 +276,90 @@ __device__ __forceinline__ unsigned shared_word(const unsigned short* p) {
     return *reinterpret_cast<const unsigned*>(p);
 }
 
+// One thread's share of the loads of a 16-bit operand's R x BK tiles, in chunks of 8
+// elements along the operand's stride-1 dim (k or r; r when neither has stride 1), as one
+// 16-byte word: 8 elements in order, the first in the low half of word x. A chunk is one
+// 16-byte load when the operand allows (`vector`: 16-byte aligned matrix, the other stride a
+// multiple of 8) and the chunk lies inside the matrix; else 8 bounds-checked loads (zeros
+// outside). Consecutive threads take chunks along the contiguous dim when it is k (so a
+// warp reads whole row segments) and along k when it is r (so a warp's shared stores of the
+// chunk's 8 rows fall in distinct banks).
+template <int R, int BK>
+struct ChunkReader {
+    enum { P = R * BK / 8 / RT_GEMM_THREADS };
+    const unsigned short* ptr[P];   // element (r0 + r, kk) of chunk q, r and kk its first
+    int r[P], kk[P];
+    rt_int64 stride_r, stride_k, rows, r0;
+    bool along_k, vector;
+
+    __device__ __forceinline__ ChunkReader(const unsigned short* base, rt_int64 stride_r_,
+                                           rt_int64 stride_k_, rt_int64 rows_, rt_int64 r0_)
+        : stride_r(stride_r_), stride_k(stride_k_), rows(rows_), r0(r0_) {
+        along_k = stride_k == 1;
+        const rt_int64 other = along_k ? stride_r : stride_k;
+        vector = (along_k || stride_r == 1) && other % 8 == 0 &&
+                 reinterpret_cast<unsigned long long>(base) % 16 == 0;
+#pragma unroll
+        for (int q = 0; q < P; ++q) {
+            const int c = threadIdx.x + q * RT_GEMM_THREADS;
+            if (along_k) {
+                r[q] = c / (BK / 8);
+                kk[q] = (c % (BK / 8)) * 8;
+            } else {
+                r[q] = (c / BK) * 8;
+                kk[q] = c % BK;
+            }
+            ptr[q] = base + (r0 + r[q]) * stride_r + kk[q] * stride_k;
+        }
+    }
+
+    __device__ __forceinline__ void load(rt_int64 k0, rt_int64 depth, uint4 (&reg)[P]) const {
+#pragma unroll
+        for (int q = 0; q < P; ++q) {
+            const rt_int64 gr = r0 + r[q], gk = k0 + kk[q];
+            const unsigned short* at = ptr[q] + k0 * stride_k;
+            const bool inside = along_k ? gr < rows && gk + 8 <= depth
+                                        : gk < depth && gr + 8 <= rows;
+            if (vector && inside) {
+                reg[q] = *reinterpret_cast<const uint4*>(at);
+                continue;
+            }
+            const rt_int64 step = along_k ? stride_k : stride_r;
+            unsigned half[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const bool in = along_k ? gr < rows && gk + j < depth
+                                        : gk < depth && gr + j < rows;
+                half[j] = in ? at[j * step] : 0u;  // 0: +0.0 in both formats
+            }
+            reg[q] = make_uint4(half[0] | half[1] << 16, half[2] | half[3] << 16,
+                                half[4] | half[5] << 16, half[6] | half[7] << 16);
+        }
+    }
+
+    // The chunks into a [R][ROW] shared tile (k-minor rows, 16-byte aligned).
+    template <int ROW>
+    __device__ __forceinline__ void store(unsigned short (&tile)[R][ROW],
+                                          const uint4 (&reg)[P]) const {
+#pragma unroll
+        for (int q = 0; q < P; ++q) {
+            if (along_k) {
+                *reinterpret_cast<uint4*>(&tile[r[q]][kk[q]]) = reg[q];
+                continue;
+            }
+            const unsigned words[4] = {reg[q].x, reg[q].y, reg[q].z, reg[q].w};
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                tile[r[q] + j][kk[q]] = (unsigned short)(words[j / 2] >> (16 * (j % 2)));
+        }
+    }
+};
+
 template <typename T>
 __global__ void __launch_bounds__(RT_GEMM_THREADS)
 mma_gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
-    enum { BM = RT_MMA_BM, BN = RT_MMA_BN, BK = RT_MMA_BK, ROW = RT_MMA_BK + RT_MMA_PAD,
-           A_LOADS = BM * BK / RT_GEMM_THREADS, B_LOADS = BN * BK / RT_GEMM_THREADS };
+    enum { BM = RT_MMA_BM, BN = RT_MMA_BN, BK = RT_MMA_BK, ROW = RT_MMA_BK + RT_MMA_PAD };
+    static_assert((ROW * 2) % 16 == 0, "16-byte aligned shared rows");
     // 16-bit elements as their bits: the tensor cores read them, nothing here computes.
     __shared__ __align__(16) unsigned short As[2][BM][ROW];
     __shared__ __align__(16) unsigned short Bs[2][BN][ROW];
@@ -258,11 +370,12 @@ mma_gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input
     const int g = lane >> 2, t4 = lane & 3;
     const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;    // the warp tile's corner
     const rt_int64 m0 = (rt_int64)blockIdx.y * BM, n0 = (rt_int64)blockIdx.x * BN;
-    const bool a_k_fast = p.a_strides[2] == 1, b_k_fast = p.b_strides[1] == 1;
 
     for (rt_int64 bi = blockIdx.z; bi < p.batch; bi += gridDim.z) {
-        const unsigned short* a_mat = a_bits + bi * p.a_strides[0];
-        const unsigned short* b_mat = b_bits + bi * p.b_strides[0];
+        const ChunkReader<BM, BK> a_tiles(a_bits + bi * p.a_strides[0], p.a_strides[1],
+                                          p.a_strides[2], p.m, m0);
+        const ChunkReader<BN, BK> b_tiles(b_bits + bi * p.b_strides[0], p.b_strides[2],
+                                          p.b_strides[1], p.n, n0);
         float acc[4][4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
@@ -271,39 +384,21 @@ mma_gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input
 #pragma unroll
                 for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
 
-        unsigned short a_reg[A_LOADS], b_reg[B_LOADS];
-        auto stage = [&](int buf) {
-#pragma unroll
-            for (int q = 0; q < A_LOADS; ++q) {
-                int r, kk;
-                tile_coords<BM, BK>(threadIdx.x + q * RT_GEMM_THREADS, a_k_fast, r, kk);
-                As[buf][r][kk] = a_reg[q];
-            }
-#pragma unroll
-            for (int q = 0; q < B_LOADS; ++q) {
-                int r, kk;
-                tile_coords<BN, BK>(threadIdx.x + q * RT_GEMM_THREADS, b_k_fast, r, kk);
-                Bs[buf][r][kk] = b_reg[q];
-            }
-        };
-        const unsigned short zero = 0;  // +0.0 in both formats
+        uint4 a_reg[ChunkReader<BM, BK>::P], b_reg[ChunkReader<BN, BK>::P];
         const rt_int64 tiles = (p.k + BK - 1) / BK;
         if (tiles > 0) {
-            load_tile<unsigned short, BM, BK>(a_mat, p.a_strides[1], p.a_strides[2], p.m, p.k,
-                                              m0, 0, a_reg, zero);
-            load_tile<unsigned short, BN, BK>(b_mat, p.b_strides[2], p.b_strides[1], p.n, p.k,
-                                              n0, 0, b_reg, zero);
-            stage(0);
+            a_tiles.load(0, p.k, a_reg);
+            b_tiles.load(0, p.k, b_reg);
+            a_tiles.store(As[0], a_reg);
+            b_tiles.store(Bs[0], b_reg);
         }
         __syncthreads();
         for (rt_int64 t = 0; t < tiles; ++t) {
             const int buf = (int)(t & 1);
             const bool more = t + 1 < tiles;
-            if (more) {
-                load_tile<unsigned short, BM, BK>(a_mat, p.a_strides[1], p.a_strides[2], p.m,
-                                                  p.k, m0, (t + 1) * BK, a_reg, zero);
-                load_tile<unsigned short, BN, BK>(b_mat, p.b_strides[2], p.b_strides[1], p.n,
-                                                  p.k, n0, (t + 1) * BK, b_reg, zero);
+            if (more) {  // the next tile's loads, in flight during this tile's products
+                a_tiles.load((t + 1) * BK, p.k, a_reg);
+                b_tiles.load((t + 1) * BK, p.k, b_reg);
             }
 #pragma unroll
             for (int ks = 0; ks < BK; ks += 16) {
@@ -328,7 +423,10 @@ mma_gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input
 #pragma unroll
                     for (int j = 0; j < 4; ++j) MmaType<T>::mma(acc[i][j], af[i], bf[j]);
             }
-            if (more) stage(buf ^ 1);
+            if (more) {  // the other buffer was last read before the previous barrier
+                a_tiles.store(As[buf ^ 1], a_reg);
+                b_tiles.store(Bs[buf ^ 1], b_reg);
+            }
             __syncthreads();
         }
 #pragma unroll
