@@ -30,8 +30,11 @@ kernel_cache_dir, plugin, compiled = base.kernel_cache_dir, base.plugin, base.co
 emulated, device_kind = base.emulated, base.device_kind
 FLOATS, host, reference = base.FLOATS, base.host, base.reference
 
-# (M, K, N): 1x1, odd sizes on both sides of the 64 and 128 tiles, a deep K.
-SIZES = [(1, 1, 1), (7, 5, 3), (65, 33, 129), (129, 257, 7), (130, 9, 257)]
+# (M, K, N): 1x1, odd sizes on both sides of the 64 and 128 tiles, a deep K; and multiples
+# of 8 (16-bit operands then load 16-byte chunks on a GPU, the matrix edges element by
+# element), one with a last k tile of one chunk.
+SIZES = [(1, 1, 1), (7, 5, 3), (65, 33, 129), (129, 257, 7), (130, 9, 257), (136, 64, 24),
+         (8, 40, 200)]
 
 
 def integers(shape, dtype_name, seed):
@@ -200,7 +203,7 @@ BATCH_LAYOUTS = {
 @pytest.mark.parametrize("dtype_name", FLOATS)
 def test_bmm_batch_layouts_exactly(device_kind, dtype_name, layout):
     plugins.reset_fallbacks()
-    for m, k, n in [(1, 1, 1), (65, 33, 129), (7, 130, 5)]:
+    for m, k, n in [(1, 1, 1), (65, 33, 129), (7, 130, 5), (16, 64, 136)]:
         a, a_dev = operand((3, m, k), BATCH_LAYOUTS, layout, dtype_name, 8)
         b, b_dev = operand((3, k, n), BATCH_LAYOUTS, layout, dtype_name, 9)
         expected = reference(reftorch.bmm, a, b)
