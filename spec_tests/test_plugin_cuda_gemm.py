@@ -346,6 +346,24 @@ def test_kernels_decline_what_they_do_not_handle(emulated):
         is not NotImplemented
 
 
+def test_16_bit_products_decline_below_sm_80(emulated, monkeypatch):
+    """mma.sync m16n8k16 needs sm_80: an older GPU keeps float32/float64 on the plugin (the
+    program still compiles for it, the tensor-core kernel as a trap) and sends float16 and
+    bfloat16 to the reference."""
+    a = reftorch.ones(3, 4, device="cuda")
+    monkeypatch.setattr(a._storage._driver, "arch", lambda index: "sm_75")
+    for dtype in (reftorch.float16, reftorch.bfloat16):
+        x = a.to(dtype)
+        assert G.mm_kernel(None, (x, x.t()), (dtype,) * 3, {}) is NotImplemented
+    assert G.mm_kernel(None, (a, a.t()), (reftorch.float32,) * 3, {}) is not NotImplemented
+
+
+@base.needs_nvrtc
+def test_program_compiles_for_a_gpu_without_mma(compiled):
+    result = compiled("sm_75", G.GEMM)
+    assert set(result.lowered) == set(G.GEMM.name_expressions)
+
+
 def test_program_instantiates_what_is_registered(plugin):
     assert G.GEMM in G.PROGRAMS and G.GEMM.filename == "gemm.cu"
     assert set(G.GEMM.name_expressions) == {G.expression(name) for name in FLOATS}

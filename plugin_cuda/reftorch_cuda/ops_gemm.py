@@ -14,12 +14,13 @@ Rounding: the reference is NumPy's matmul, whose summation order differs, so res
 within a rounding bound (a few eps times K times |a| @ |b|), not bit for bit.
 
 Declined (the reference runs through the counted fallback): other dtypes, mixed dtypes,
-tensors on other devices, complex alpha/beta, negative strides, and more than 65535 row
-tiles (the grid's y limit).
+tensors on other devices, complex alpha/beta, negative strides, more than 65535 row tiles
+(the grid's y limit), and float16/bfloat16 on GPUs older than sm_80 (no mma.sync m16n8k16).
 """
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 
 from reftorch import _dtype as D
@@ -65,6 +66,13 @@ def _batched(strides):
     return tuple(strides) if len(strides) == 3 else (0,) + tuple(strides)
 
 
+def _has_mma(storage):
+    """Whether the tensor's GPU runs mma.sync m16n8k16 with f16/bf16 inputs (sm_80 and later;
+    gemm.cu compiles the tensor-core kernel to a trap for older archs)."""
+    arch = storage._driver.arch(storage._index)
+    return int(re.search(r"\d+", arch).group()) >= 80
+
+
 def product(a, b, input, alpha, beta, skip_product=False):
     """beta * input + alpha * (a @ b) for two 2-D or two 3-D cuda tensors (input None: no
     addition), or NotImplemented. skip_product: a and b are not read (the kernel runs with
@@ -92,6 +100,8 @@ def product(a, b, input, alpha, beta, skip_product=False):
         strides.append((0, 0, 0))
     tile_m, tile_n = TILES[dtype.name]
     if min(min(s) for s in strides) < 0 or -(-m // tile_m) > MAX_GRID_YZ:
+        return NotImplemented
+    if dtype.name in TENSOR_CORE and not _has_mma(a._storage):
         return NotImplemented
     if skip_product:
         k = 0

@@ -248,19 +248,27 @@ template <typename T> struct MmaType;
 template <> struct MmaType<rt_float16> {
     static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+        __trap();  // never launched: the host declines 16-bit products below sm_80
+#endif
     }
 };
 template <> struct MmaType<rt_bfloat16> {
     static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+        __trap();
+#endif
     }
 };
 
