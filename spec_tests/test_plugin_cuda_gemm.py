@@ -62,11 +62,7 @@ def accumulation_eps(dtype_name):
     return float(np.finfo(np.float64 if dtype_name == "float64" else np.float32).eps)
 
 
-def output_eps(dtype_name):
-    return float(base_finfo(dtype_name).eps)
-
-
-def base_finfo(dtype_name):
+def finfo(dtype_name):
     import ml_dtypes
     return ml_dtypes.finfo(getattr(ml_dtypes, dtype_name)) if dtype_name == "bfloat16" \
         else np.finfo(dtype_name)
@@ -87,7 +83,7 @@ def assert_product_close(got, expected, a, b, alpha=1.0, beta=0.0, input=None, e
         magnitude = magnitude + 2 * np.abs(beta) * np.abs(np.broadcast_to(host(input), e.shape))
     allowed = 2 * (k + 2) * accumulation_eps(got.dtype.name) * magnitude
     if got.dtype.name in ("float16", "bfloat16"):
-        info = base_finfo(got.dtype.name)
+        info = finfo(got.dtype.name)
         allowed = allowed + np.maximum(float(info.eps) * np.abs(e), float(info.smallest_subnormal))
     np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=err_msg)
     numbers = ~np.isnan(e)
@@ -310,9 +306,9 @@ def test_out_and_in_place_forms(device_kind):
     assert plugins.fallbacks() == {}
 
 
-def test_matmul_and_linear_use_the_kernels(device_kind):
-    """matmul (3-D @ 2-D) and linear reach the products through their decompositions; their
-    backward formulas are products too."""
+def test_matmul_and_its_backward_use_the_kernels(device_kind):
+    """matmul (3-D @ 2-D, a transposed weight as in linear) reaches the products through its
+    decomposition; its backward formulas are products too."""
     x = integers((2, 5, 33), "float32", 37).cuda().requires_grad_()
     w = integers((17, 33), "float32", 38).cuda().requires_grad_()
     plugins.reset_fallbacks()
@@ -321,8 +317,10 @@ def test_matmul_and_linear_use_the_kernels(device_kind):
     cpu_x, cpu_w = x.detach().cpu(), w.detach().cpu()
     assert_exact(y.detach(), reference(lambda p, q: reftorch.matmul(p, q.t()), cpu_x, cpu_w))
     assert_exact(x.grad, reference(lambda q: reftorch.ones(2, 5, 17) @ q, cpu_w))
-    fallbacks = plugins.fallbacks()
-    assert not any(op in fallbacks for op in ("mm", "bmm", "addmm", "baddbmm")), fallbacks
+    expected_w_grad = reference(lambda p: reftorch.ones(17, 10) @ p.reshape(10, 33), cpu_x)
+    assert_exact(w.grad, expected_w_grad)
+    fell_back = {op for op, _device, _dtype in plugins.fallbacks()}
+    assert not fell_back & {"mm", "bmm", "addmm", "baddbmm"}, plugins.fallbacks()
 
 
 def test_kernels_decline_what_they_do_not_handle(emulated):
