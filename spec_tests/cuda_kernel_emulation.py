@@ -514,6 +514,6 @@ def layer_norm(driver, match, grid, block, shared, params):
         rstd_out[...] = rstd[..., 0].astype(storage)
 
 
-# --- index.cu: in its own module (registered by importing it) ---------------------------------
-from spec_tests import cuda_emulation_index  # noqa: E402
-EMULATION_MODULES = (cuda_emulation_index,)
+# --- index.cu and gemm.cu: in their own modules (registered by importing them) ----------
+from spec_tests import cuda_emulation_gemm, cuda_emulation_index  # noqa: E402
+EMULATION_MODULES = (cuda_emulation_index, cuda_emulation_gemm)
