@@ -304,6 +304,194 @@ def test_sum_backward_runs_through_the_plugin():
     np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
 
 
+
+# ---------------------------------------------------------------------------------------------
+# prod and norm
+
+def near_one(shape, dtype, seed, layout="contiguous", special=False):
+    """Factors 1 + N(0, 0.01): products of thousands stay finite and round at every step;
+    `special` mixes in 0, -0, inf, -inf and NaN."""
+    x = tensor(shape, dtype, seed, layout, special=special)
+    return x * 0.003 + 1 if not special else x.where(x.isnan() | x.isinf(), x * 0.003 + 1)
+
+
+def _zeros_and_signs(x):
+    a = x.clone()
+    a[0] = 0.0
+    a[1] = -0.0
+    return -a
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("special", [False, True])
+def test_prod_is_bit_equal(dtype, layout, special):
+    """Each output multiplies in index order, as NumPy's multiply.reduce: the same bits."""
+    x = near_one((6, 40, 33), dtype, 80, layout, special)
+    calls = [lambda: x.prod(), lambda: x.prod(0), lambda: x.prod(1), lambda: x.prod(2),
+             lambda: x.prod(-1, keepdim=True), lambda: reftorch.prod(x, 1, True),
+             lambda: _zeros_and_signs(x).prod(1)]
+    for i, call in enumerate(calls):
+        got, expected, ran = both(call, _reduce.calls)
+        assert_same(got, expected)
+        if layout in ("contiguous", "transposed") and i < 6:
+            assert ran == 1
+    if special:   # the special values reach the results (a NaN, an inf)
+        assert np.isnan(x.prod().numpy()) and not np.isfinite(x.prod(2).numpy()).all()
+
+
+def test_prod_of_long_rows_and_columns_in_order():
+    """Rows longer than a CHUNK are not split (a split would reassociate the product), and
+    columns multiply down in order: still the reference's bits."""
+    n = 2 * 65536 + 999
+    for dtype in DTYPES:
+        x = near_one((2, n), dtype, 81)
+        for call in (lambda: x.prod(1), lambda: x.prod(), lambda: x[1].prod(),
+                     lambda: x.t().prod(0), lambda: x.reshape(n, 2).prod(0)):
+            got, expected, ran = both(call, _reduce.calls)
+            assert ran == 1
+            assert_same(got, expected)
+        g = x.prod(1).numpy().astype(np.float64)
+        exact = np.prod(x.numpy().astype(np.longdouble), axis=1)
+        # a sequential product's relative error is at most n * eps
+        assert np.all(np.abs(g - exact) <= n * np.finfo(dtype.numpy_dtype).eps * np.abs(exact))
+
+
+def test_prod_declines_what_it_does_not_compute():
+    x = near_one((50, 60), F32, 82)
+    cases = [lambda: x.prod(dtype=reftorch.float64),       # another accumulation dtype
+             lambda: x.to(reftorch.int32).prod(),           # integers: int64 results
+             lambda: x.to(reftorch.float16).prod(1),        # half: float32 accumulator
+             lambda: x[:5, :5].prod(),                     # below MIN_NUMEL
+             lambda: tensor((3000, 0), F32, 82).prod(1),    # empty
+             lambda: x.expand(3, 50, 60).prod()]            # expanded: dims do not merge
+    for call in cases:
+        got, expected, ran = both(call, _reduce.calls)
+        assert ran == 0
+        assert_same(got, expected)
+
+
+NORM_PS = [2, 1, 0, math.inf, -math.inf, 3, 0.5, -1.5]
+
+
+def norm_bound(x, p, dims, dtype):
+    """Relative bound of the plugin's norm against the reference's: both sum positive terms
+    within eps * depth (pairwise orders, sum_bound's depth), a power per element is a few
+    ulp (NumPy's float32 power may be its own SIMD code, 4 ulp), and the final root scales
+    the sum's relative error by 1/p."""
+    if p in (0, math.inf, -math.inf):
+        return 0.0
+    eps = np.finfo(dtype.numpy_dtype).eps
+    n = x.numel() if dims is None else math.prod(x.shape[d] for d in dims)
+    depth = 32 + math.log2(max(n, 2))
+    per_term = 0 if p in (1, 2) else 8 * eps
+    return (2 * eps * depth + per_term) / abs(p) + 8 * eps
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dims", DIM_CASES, ids=str)
+def test_norm_against_the_reference(dtype, layout, dims):
+    x = tensor((6, 40, 33), dtype, 83, layout)
+    for p in NORM_PS:
+        call = (lambda: reftorch.norm(x, p)) if dims is None else \
+            (lambda: reftorch.norm(x, p, dims, keepdim=True))
+        got, expected, ran = both(call, _reduce.calls)
+        g, e = arrays(got)[0], arrays(expected)[0]
+        assert g.dtype == e.dtype and g.shape == e.shape
+        bound = norm_bound(x, p, dims, dtype)
+        if bound == 0:
+            assert_same(got, expected)
+        else:
+            assert np.all(np.abs(g - e) <= bound * np.abs(e)), (p, np.max(np.abs(g - e) / e))
+        if layout in ("contiguous", "transposed"):
+            assert ran == 1
+        if p == 2 and layout == "contiguous":   # against an exact (extended) computation
+            a = x.numpy().astype(np.longdouble)
+            exact = np.sqrt(np.sum(a * a, axis=dims, keepdims=dims is not None))
+            assert np.all(np.abs(g - exact) <= bound * exact)
+
+
+def test_norm_special_values_and_long_rows():
+    n = 3 * 65536 + 500
+    a = values((3, n), F32, 84)
+    a[0, [10, 70000]] = np.nan        # NaN: every norm but p = 0 (which counts it) is NaN
+    a[1, 150000] = np.inf             # inf: inf (the -inf norm is the smallest magnitude)
+    a[2, ::7] = 0                     # zeros: p = 0 counts the others, -inf gives 0
+    a[2, 1] = -0.0
+    x = reftorch.from_numpy(a)
+    for p in NORM_PS:
+        for call in (lambda: reftorch.norm(x, p, 1), lambda: reftorch.norm(x.t(), p, 0),
+                     lambda: reftorch.norm(x[1:], p)):
+            got, expected, ran = both(call, _reduce.calls)
+            assert ran == 1
+            g, e = got.numpy(), expected.numpy()
+            bound = norm_bound(x, p, (1,), F32)
+            assert np.array_equal(np.isnan(g), np.isnan(e)) and \
+                np.array_equal(np.isinf(g), np.isinf(e))
+            finite = np.isfinite(e)
+            assert np.all(np.abs(g[finite] - e[finite]) <= bound * np.abs(e[finite]))
+    assert reftorch.norm(x, 0, 1).tolist() == [n, n, n - len(range(0, n, 7)) - 1]  # -0 too
+    assert reftorch.norm(x, -math.inf, 1)[2].item() == 0
+    assert reftorch.norm(x, math.inf, 1)[1].item() == math.inf
+
+
+def test_norm_declines_and_errors_match():
+    x = tensor((50, 60), F32, 85)
+    for call in (lambda: reftorch.norm(x, math.nan),            # NaN p: the reference's
+                 lambda: reftorch.norm(x[:4, :4]),              # below MIN_NUMEL
+                 lambda: reftorch.norm(x.to(reftorch.float16), 2),
+                 lambda: reftorch.norm(x.expand(2, 50, 60), 1, (0, 2))):  # no merge
+        got, expected, ran = both(call, _reduce.calls)
+        assert ran == 0
+        assert_same(got, expected)
+    empty = tensor((0, 3000), F32, 85)
+    for p in (math.inf, -1):   # no identity: the reference's error, before any kernel
+        with pytest.raises(RuntimeError, match="cannot compute the"):
+            reftorch.norm(empty, p, 0)
+    with pytest.raises(RuntimeError, match="Expected a floating point"):
+        reftorch.norm(x.to(reftorch.int32))
+
+
+def test_prod_and_norm_do_not_depend_on_the_thread_count_or_isa():
+    x = near_one((3, 200_003), F32, 86)
+    m = tensor((4096, 257), F64, 87)
+    calls = [lambda: x.prod(), lambda: x.prod(1), lambda: m.prod(1), lambda: m.prod(0),
+             lambda: x.norm(), lambda: x.norm(1, 1), lambda: x.norm(3, 1),
+             lambda: x.norm(math.inf), lambda: m.norm(-math.inf, 1), lambda: m.norm(0, 0),
+             lambda: m.norm(2, 1), lambda: m.norm(0.5, 0)]
+    previous = _reduce.set_num_threads(1)
+    try:
+        runs = []
+        for threads in (1, 2, 3):
+            _reduce.set_num_threads(threads)
+            runs.append([arrays(call()) for call in calls])
+    finally:
+        _reduce.set_num_threads(previous)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert a[0].tobytes() == b[0].tobytes()
+    isa = _reduce.isa()
+    clones = []
+    try:
+        for name in _reduce.supported_isas():
+            _reduce.set_isa(name)
+            clones.append([arrays(call()) for call in calls])
+    finally:
+        _reduce.set_isa(isa)
+    for other in clones[1:]:
+        for a, b in zip(clones[0], other):
+            assert a[0].tobytes() == b[0].tobytes()
+
+
+def test_prod_and_norm_gradients_run_through_the_plugin():
+    x = near_one((64, 100), F64, 88).requires_grad_()
+    for fn in (lambda t: t.prod(1).sum(), lambda t: t.norm(2, 1).sum(),
+               lambda t: t.norm(3)):
+        got, expected, ran = both(lambda: reftorch.autograd.grad(fn(x), x)[0], _reduce.calls)
+        assert ran >= 1
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
+
 # ---------------------------------------------------------------------------------------------
 # nn rows: softmax, log_softmax, layer norm, nll_loss
 

@@ -6,6 +6,8 @@
     argmax, argmin       along one dim, or over the flattened tensor
     var, std             with any correction, over every dim or any set of dims
     logsumexp            over every dim or any set of dims
+    prod                 over every dim or one dim
+    norm                 p-norms (p = 2, 1, 0, inf, -inf, any other number) over any dims
     cumsum               along one dim
 
 How a call reaches C: the reduced dims must merge into ONE strided run and the kept dims
@@ -23,6 +25,15 @@ Results (see src/reduce.c for the orders):
   - amax/amin/max/min/argmax/argmin/max.dim/min.dim: exact; NaN propagates, indices are the
     first occurrence (the first NaN when there is one), as the reference's.
   - cumsum: the reference's sequential order: bit-equal.
+  - prod: each output multiplies its elements in index order (a strided run in the order of
+    its strides for prod over every dim), as NumPy's multiply.reduce does: bit-equal to the
+    reference. Only rows run in parallel (a single row runs on one thread).
+  - norm: p = inf, -inf and 0 (the largest / smallest magnitude, the count of nonzeros) are
+    exact; p = 2 is sqrt of the sum of x * x, p = 1 the sum of |x|, other p the sum of
+    |x| ** p (the C library's pow) ** (1 / p), summed in the order above: within the sums'
+    rounding of the reference (whose float32 power may come from NumPy's own SIMD code, a
+    few ulp apart from the C library's). float32 p = 0 declines rows longer than 2 ** 24
+    (a float32 count is exact below that).
 Declined (the reference runs): other dtypes, a `dtype=` other than the input's, 0-dim or
 empty inputs, empty reductions, fewer than MIN_NUMEL elements, and unmergeable geometries.
 """
@@ -58,6 +69,8 @@ def register(registrar):
     for name, code in (("var", _R.VAR), ("std", _R.STD)):
         registrar.kernel(name, "cpu", DTYPES, _variance_kernel(code))
     registrar.kernel("logsumexp", "cpu", DTYPES, _summing_kernel(_R.LOGSUMEXP))
+    registrar.kernel("prod", "cpu", DTYPES, _summing_kernel(_R.PROD))
+    registrar.kernel("norm", "cpu", DTYPES, norm_kernel)
     registrar.kernel("max.dim", "cpu", DTYPES, _extreme_dim_kernel(_R.MAX_DIM))
     registrar.kernel("min.dim", "cpu", DTYPES, _extreme_dim_kernel(_R.MIN_DIM))
     registrar.kernel("argmax", "cpu", DTYPES, _arg_kernel(_R.ARGMAX))
@@ -69,7 +82,7 @@ def register(registrar):
 
 def _summing_kernel(code):
     def kernel(out, inputs, dtypes, params):
-        """sum / mean / logsumexp over params['dim'] (None: every dim)."""
+        """sum / mean / logsumexp / prod over params['dim'] (None: every dim)."""
         x = _input(inputs)
         if x is None or params.get("dtype") is not x._storage.dtype:
             return NotImplemented
@@ -121,6 +134,17 @@ def _arg_kernel(code):
     return kernel
 
 
+def norm_kernel(out, inputs, dtypes, params):
+    """The vector p-norm over params['dim'] (None: every dim); the result has x's dtype."""
+    x = _input(inputs)
+    p = params.get("p", 2)
+    if x is None or type(p) not in (int, float) or math.isnan(p):
+        return NotImplemented
+    if p == 0 and x._storage.dtype is D.float32 and _reduced_numel(x, params["dim"]) > 2 ** 24:
+        return NotImplemented
+    return _reduce(_R.NORM, x, params["dim"], params["keepdim"], float(p))
+
+
 def cumsum_kernel(out, inputs, dtypes, params):
     """cumsum along params['dim'] (the result dtype must be the input's)."""
     x = _input(inputs)
@@ -154,6 +178,10 @@ def _input(inputs):
     if x._storage.dtype not in DTYPES or not x._shape or math.prod(x._shape) < MIN_NUMEL:
         return None
     return x
+
+
+def _reduced_numel(x, dims):
+    return math.prod(x._shape if dims is None else [x._shape[d] for d in dims])
 
 
 def _reduce(code, x, dims, keepdim, param=0.0, in_order=False, values=True, indices=False):

@@ -1,4 +1,5 @@
-/* reftorch_cpu._reduce: reductions over one (coalesced) dim for float32 and float64.
+/* reftorch_cpu._reduce: reductions over one (coalesced) dim for float32 and float64:
+ * sum, mean, var/std, logsumexp, extremes and their indices, prod, p-norms, cumsum.
  *
  * Entry points (called from reftorch_cpu/reductions.py, which turns the op's dims into this
  * geometry or declines):
@@ -7,7 +8,7 @@
  *          idx, idx_offset, (iso, isi), param)
  *       for every (o, i): reduce the R elements x[o*so + i*si + r*sr] into out[o, i]
  *       (and the int64 index of the extreme into idx[o, i]); out or idx may be None when
- *       the op has no such result. param is var/std's correction.
+ *       the op has no such result. param is var/std's correction, or norm's p.
  *   cumsum(x, x_offset, (O, I, R), (so, si, sr), out, out_offset, (oso, osi, osr))
  *
  * Buffers are contiguous float32 ('f') / float64 ('d') arrays (int64 for idx); offsets and
@@ -37,6 +38,13 @@
  * exp(x - max) (float32: this file's own vectorized exp, within 1 ulp; float64: the C
  * library's), log(sum) + max; a row whose max is NaN or +-inf has that max as its result,
  * as the reference computes it.
+ *
+ * prod: each row multiplies its elements in index order from 1, as NumPy's multiply.reduce
+ * does (both layouts): bit-equal. Its rows are not cut into chunks, so one row is one
+ * thread's work. norm(p): the passes above over a transform of each element: p = 2 sums
+ * x * x (the var pass around 0) and takes sqrt, p = 1 sums |x|, other p sum pow(|x|, p) and
+ * take pow(sum, 1 / p) (the reference's formulas, summed in this file's order); p = 0
+ * counts nonzeros (NaN included) and +-inf take the extreme magnitude: exact.
  *
  * Work is split into a fixed list of items (row x chunk, or column block) handed out by an
  * OpenMP static loop; partial results are combined in item order afterwards. The per-type,
@@ -72,9 +80,27 @@
 #define PARALLEL_MIN_ELEMENTS 32768
 
 enum { T_F32, T_F64, N_TYPES };
-enum { K_SUM, K_SQDEV, K_EXPSUM, K_MAX, K_MIN, N_KINDS }; /* what one pass computes per row */
+/* What one pass computes per row: sums of a transform of each element (pairwise, or down
+ * columns), the sequential product, or an extreme (of the element or of its magnitude). */
+enum { K_SUM, K_SQDEV, K_EXPSUM, K_ABSSUM, K_NONZERO, K_POWSUM, K_PROD, K_MAX, K_MIN,
+       K_ABSMAX, K_ABSMIN, N_KINDS };
 enum { OP_SUM, OP_MEAN, OP_AMAX, OP_AMIN, OP_MAX_DIM, OP_MIN_DIM, OP_ARGMAX, OP_ARGMIN,
-       OP_VAR, OP_STD, OP_LOGSUMEXP, N_OPS };
+       OP_VAR, OP_STD, OP_LOGSUMEXP, OP_PROD, OP_NORM, N_OPS };
+
+static int is_extreme(int kind)
+{
+    return kind == K_MAX || kind == K_MIN || kind == K_ABSMAX || kind == K_ABSMIN;
+}
+
+static int is_largest(int kind) { return kind == K_MAX || kind == K_ABSMAX; }
+
+/* The product must run in index order (NumPy's multiply.reduce does, and products round
+ * differently in any other order): its rows are never cut into chunks. */
+static int is_sequential(int kind) { return kind == K_PROD; }
+
+/* Magnitude and power for either element type (one definition for the six clones). */
+#define ABS(e) _Generic((e), float: fabsf, double: fabs)(e)
+#define POW(e, p) _Generic((e), float: powf, double: pow)((e), (p))
 
 /* The reduction geometry: x's element 0, and (O, I, R) with strides in elements. */
 typedef struct {
@@ -176,8 +202,8 @@ static int parallel_ok(ptrdiff_t elements)
             int64_t at = pi ? pi[row * nchunks] : 0;                                         \
             for (ptrdiff_t k = 1; k < nchunks; k++) {                                        \
                 T v = p[k];                                                                  \
-                if (kind == K_MAX || kind == K_MIN) {                                        \
-                    int better = kind == K_MAX ? v > best : v < best;                        \
+                if (is_extreme(kind)) {                                                      \
+                    int better = is_largest(kind) ? v > best : v < best;                     \
                     if (best == best && (better || v != v)) {                                \
                         best = v;                                                            \
                         if (pi) at = (int64_t)k * CHUNK + pi[row * nchunks + k];            \
@@ -206,9 +232,9 @@ static int run_pass(int type, const geo_t *g, int kind, const void *center, void
         FOR_GROUPS(g->O * blocks, 1, par, fn(g, kind, center, val, idx, 0, lo, hi));
         return 0;
     }
-    const ptrdiff_t nchunks = (g->R + CHUNK - 1) / CHUNK;
+    const ptrdiff_t nchunks = is_sequential(kind) ? 1 : (g->R + CHUNK - 1) / CHUNK;
     const ptrdiff_t items = nrows * nchunks;
-    const ptrdiff_t per_item = g->R < CHUNK ? g->R : CHUNK;
+    const ptrdiff_t per_item = g->R < CHUNK || is_sequential(kind) ? g->R : CHUNK;
     const ptrdiff_t group = per_item >= ITEM_MIN_ELEMENTS ? 1 : ITEM_MIN_ELEMENTS / per_item;
     const pass_fn fn = ROW_PASS[g_isa][type];
     if (nchunks == 1) {
@@ -228,6 +254,19 @@ static int run_pass(int type, const geo_t *g, int kind, const void *center, void
         combine_f64(kind, pv, pi, nchunks, nrows, val, idx, par);
     free(pv), free(pi);
     return 0;
+}
+
+/* The pass of the p-norm: p = 2 is the sum of squares (x - 0)^2 = x * x, as the
+ * reference's |x| * |x|; p = 0 counts nonzeros (NaN included); +-inf the largest and smallest
+ * magnitude; any other p sums |x| ** p. */
+static int norm_kind(double p)
+{
+    if (p == 2) return K_SQDEV;
+    if (p == 1) return K_ABSSUM;
+    if (p == 0) return K_NONZERO;
+    if (p == INFINITY) return K_ABSMAX;
+    if (p == -INFINITY) return K_ABSMIN;
+    return K_POWSUM;
 }
 
 /* The op's result per row from its passes, written to out/idx (strided over O x I). */
@@ -274,6 +313,17 @@ static int run_pass(int type, const geo_t *g, int kind, const void *center, void
                 shift[r] = isfinite(center[r]) ? center[r] : 0;                              \
             if (run_pass(type, g, K_EXPSUM, shift, val, NULL, par) < 0) goto done;           \
             break;                                                                           \
+        case OP_PROD:                                                                        \
+            if (run_pass(type, g, K_PROD, NULL, val, NULL, par) < 0) goto done;              \
+            break;                                                                           \
+        case OP_NORM: /* the general p's pass reads p (as T, as NumPy's power does) as the   \
+                       * per-row value */                                                    \
+            if (norm_kind(param) == K_POWSUM) {                                              \
+                if ((center = malloc((size_t)nrows * sizeof(T))) == NULL) goto done;         \
+                for (ptrdiff_t r = 0; r < nrows; r++) center[r] = (T)param;                  \
+            }                                                                                \
+            if (run_pass(type, g, norm_kind(param), center, val, NULL, par) < 0) goto done;  \
+            break;                                                                           \
         }                                                                                    \
         const double dof = (double)R - param > 0 ? (double)R - param : 0.0;                  \
         for (ptrdiff_t o = 0; o < g->O; o++) {                                               \
@@ -284,6 +334,10 @@ static int run_pass(int type, const geo_t *g, int kind, const void *center, void
                 case OP_MEAN: v = v / (T)R; break;                                           \
                 case OP_VAR: v = v / (T)dof; break;                                          \
                 case OP_STD: v = SQRT(v / (T)dof); break;                                    \
+                case OP_NORM: /* the reference's sqrt(sum) and sum ** (1 / p) */             \
+                    if (norm_kind(param) == K_SQDEV) v = SQRT(v);                            \
+                    if (norm_kind(param) == K_POWSUM) v = POW(v, (T)(1.0 / param));          \
+                    break;                                                                   \
                 case OP_LOGSUMEXP:                                                           \
                     v = isfinite(center[row]) ? LOG(v) + center[row] : center[row];          \
                     break;                                                                   \
@@ -480,7 +534,7 @@ PyMODINIT_FUNC PyInit__reduce(void)
     if (m == NULL) return NULL;
     static const char *const names[N_OPS] = {"SUM", "MEAN", "AMAX", "AMIN", "MAX_DIM",
                                              "MIN_DIM", "ARGMAX", "ARGMIN", "VAR", "STD",
-                                             "LOGSUMEXP"};
+                                             "LOGSUMEXP", "PROD", "NORM"};
     for (int i = 0; i < N_OPS; i++) {
         if (PyModule_AddIntConstant(m, names[i], i) < 0) {
             Py_DECREF(m);
@@ -509,6 +563,10 @@ typedef ITYPE NAME(nivec) __attribute__((vector_size(VBYTES)));
 #define NIVEC NAME(nivec)
 #define NL ((ptrdiff_t)(VBYTES / sizeof(T)))
 #define BLEND(m, a, b) ((NVEC)(((NIVEC)(a) & (m)) | ((NIVEC)(b) & ~(m))))
+/* |v| of every lane: the sign bit cleared (as fabs, NaN stays NaN). */
+#define ABS_BITS ((ITYPE)((((uint64_t)1) << (8 * sizeof(T) - 1)) - 1))
+#define VABS(v) ((VEC)((IVEC)(v) & ((IVEC){0} + ABS_BITS)))
+#define NABS(v) ((NVEC)((NIVEC)(v) & ((NIVEC){0} + ABS_BITS)))
 
 /* Vector i of a run with stride s (an unaligned load, or a gather by lanes). */
 #define LOAD(v, x, i, s)                                                                     \
@@ -654,28 +712,35 @@ ISA_ATTR static inline T NAME(scalar_exp)(T e)
 DEFINE_PAIRWISE(sum, (void)0, e)
 DEFINE_PAIRWISE(sqdev, v = (v - cv) * (v - cv), (e - c) * (e - c))
 DEFINE_PAIRWISE(expsum, v = v - cv; VECTOR_EXP(v), SCALAR_EXP(e - c))
+DEFINE_PAIRWISE(abssum, v = VABS(v), ABS(e))
+DEFINE_PAIRWISE(nonzero, v = (VEC)((v != (VEC){0}) & (IVEC)((VEC){0} + 1)), (T)(e != 0))
+DEFINE_PAIRWISE(powsum, for (ptrdiff_t j_ = 0; j_ < VL; j_++) v[j_] = POW(ABS(v[j_]), c),
+                POW(ABS(e), c))
 
 /* Extremes: `v` beats `best` when strictly greater (smaller), or when v is NaN: NaN, once
  * held, is never replaced (nothing compares greater than it, and v != v fails for numbers).
- * The first occurrence is then the first element equal to the result (or the first NaN):
- * the value pass keeps each BLOCK's extreme, the scan looks only inside the first block
- * whose extreme equals the result. */
-#define DEFINE_EXTREME(FN, CMP)                                                              \
-    ISA_ATTR static T NAME(FN##_run)(const T *x, ptrdiff_t n, ptrdiff_t s)                  \
+ * FN##_run gives the extreme of VX / SX of each element (the element, or its magnitude for
+ * the inf-norms). The first occurrence (plain extremes only) is then the first element equal
+ * to the result (or the first NaN): the value pass keeps each BLOCK's extreme, the scan
+ * looks only inside the first block whose extreme equals the result. */
+#define DEFINE_EXTREME_RUN(FN, CMP, VX, SX)                                                  \
+    ISA_ATTR static T NAME(FN##_run)(const T *x, ptrdiff_t n, ptrdiff_t s)                   \
     {                                                                                        \
         const ptrdiff_t nv = n / NL;                                                         \
-        T best = x[0];                                                                       \
+        T best = SX(x[0]);                                                                   \
         if (nv > 0) {                                                                        \
             NVEC a[4], v = {0};                                                              \
-            for (int k = 0; k < 4; k++) a[k] = (NVEC){0} + x[0];                             \
+            for (int k = 0; k < 4; k++) a[k] = (NVEC){0} + best;                             \
             ptrdiff_t i = 0;                                                                 \
             for (; i + 4 <= nv; i += 4)                                                      \
                 for (int k = 0; k < 4; k++) {                                                \
                     NLOAD(v, x, i + k, s);                                                   \
+                    v = VX(v);                                                               \
                     a[k] = BLEND((v CMP a[k]) | (v != v), v, a[k]);                          \
                 }                                                                            \
             for (; i < nv; i++) {                                                            \
                 NLOAD(v, x, i, s);                                                           \
+                v = VX(v);                                                                   \
                 a[0] = BLEND((v CMP a[0]) | (v != v), v, a[0]);                              \
             }                                                                                \
             for (int k = 1; k < 4; k++) a[0] = BLEND((a[k] CMP a[0]) | (a[k] != a[k]),       \
@@ -690,13 +755,15 @@ DEFINE_PAIRWISE(expsum, v = v - cv; VECTOR_EXP(v), SCALAR_EXP(e - c))
             best = t[0];                                                                     \
         }                                                                                    \
         for (ptrdiff_t i = nv * NL; i < n; i++) {                                            \
-            const T e = x[i * s];                                                            \
+            const T e = SX(x[i * s]);                                                        \
             best = ((e CMP best) | (e != e)) ? e : best;                                     \
         }                                                                                    \
         return best;                                                                         \
-    }                                                                                        \
+    }
+
+#define DEFINE_EXTREME_INDEX(FN, CMP)                                                        \
     /* n <= CHUNK elements; *index (if wanted) gets the first occurrence of the result */    \
-    ISA_ATTR static T NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s, int64_t *index)        \
+    ISA_ATTR static T NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s, int64_t *index)         \
     {                                                                                        \
         if (index == NULL) return NAME(FN##_run)(x, n, s);                                   \
         T block_best[CHUNK / BLOCK];                                                         \
@@ -716,10 +783,25 @@ DEFINE_PAIRWISE(expsum, v = v - cv; VECTOR_EXP(v), SCALAR_EXP(e - c))
         return best;                                                                         \
     }
 
-DEFINE_EXTREME(largest, >)
-DEFINE_EXTREME(smallest, <)
+#define SAME(e) (e)
+DEFINE_EXTREME_RUN(largest, >, SAME, SAME)
+DEFINE_EXTREME_RUN(smallest, <, SAME, SAME)
+DEFINE_EXTREME_RUN(abs_largest, >, NABS, ABS)
+DEFINE_EXTREME_RUN(abs_smallest, <, NABS, ABS)
+DEFINE_EXTREME_INDEX(largest, >)
+DEFINE_EXTREME_INDEX(smallest, <)
 
-/* Row layout: item = row * nchunks + chunk; writes the chunk's partial to val[item]. */
+/* The product of a row in index order, from 1 (NumPy's multiply.reduce: 1 * x[0] is x[0]
+ * exactly, so it equals starting from x[0]). Each step depends on the last: no vectors. */
+ISA_ATTR static T NAME(product)(const T *x, ptrdiff_t n, ptrdiff_t s)
+{
+    T acc = 1;
+    for (ptrdiff_t i = 0; i < n; i++) acc *= x[i * s];
+    return acc;
+}
+
+/* Row layout: item = row * nchunks + chunk; writes the chunk's partial to val[item] (a
+ * sequential kind's row is one item whatever its length). */
 ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center_, void *val_,
                                     int64_t *idx, ptrdiff_t nchunks, ptrdiff_t lo,
                                     ptrdiff_t hi)
@@ -729,21 +811,40 @@ ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center
     for (ptrdiff_t item = lo; item < hi; item++) {
         const ptrdiff_t row = item / nchunks, chunk = item % nchunks;
         const ptrdiff_t o = row / g->I, i = row % g->I, start = chunk * CHUNK;
-        const ptrdiff_t n = g->R - start < CHUNK ? g->R - start : CHUNK;
+        const ptrdiff_t n = nchunks == 1 ? g->R : g->R - start < CHUNK ? g->R - start : CHUNK;
         const T *x = (const T *)g->x + o * g->so + i * g->si + start * g->sr;
         const T c = center ? center[row] : 0;
         switch (kind) {
         case K_SUM: val[item] = NAME(sum)(x, n, g->sr, c); break;
         case K_SQDEV: val[item] = NAME(sqdev)(x, n, g->sr, c); break;
         case K_EXPSUM: val[item] = NAME(expsum)(x, n, g->sr, c); break;
+        case K_ABSSUM: val[item] = NAME(abssum)(x, n, g->sr, c); break;
+        case K_NONZERO: val[item] = NAME(nonzero)(x, n, g->sr, c); break;
+        case K_POWSUM: val[item] = NAME(powsum)(x, n, g->sr, c); break;
+        case K_PROD: val[item] = NAME(product)(x, n, g->sr); break;
         case K_MAX: val[item] = NAME(largest)(x, n, g->sr, idx ? idx + item : NULL); break;
         case K_MIN: val[item] = NAME(smallest)(x, n, g->sr, idx ? idx + item : NULL); break;
+        case K_ABSMAX: val[item] = NAME(abs_largest_run)(x, n, g->sr); break;
+        case K_ABSMIN: val[item] = NAME(abs_smallest_run)(x, n, g->sr); break;
         }
     }
 }
 
+/* One step down the columns: acc[i] OP= TERM for the w columns of this row r. */
+#define COLUMN_STEP(OP, TERM)                                                                \
+    for (ptrdiff_t i = 0; i < w; i++) acc[i] OP TERM
+/* One step of an extreme down the columns (SX: the element, or its magnitude). */
+#define COLUMN_EXTREME(CMP, SX)                                                              \
+    for (ptrdiff_t i = 0; i < w; i++) {                                                      \
+        const T v = SX(xr[i]);                                                               \
+        const int take = ((v CMP acc[i]) | (v != v)) & (acc[i] == acc[i]);                  \
+        acc[i] = take ? v : acc[i];                                                          \
+        at[i] = take ? r : at[i];                                                            \
+    }
+
 /* Column layout (si == 1): item = o * blocks + block of COLUMN_BLOCK columns; each column
- * runs down R in order. Writes final per-row values (row = o * I + i). */
+ * runs down R in order (NumPy's order for an outer axis, the product's too). Writes final
+ * per-row values (row = o * I + i). */
 ISA_ATTR static void NAME(column_pass)(const geo_t *g, int kind, const void *center_,
                                        void *val_, int64_t *idx, ptrdiff_t unused,
                                        ptrdiff_t lo, ptrdiff_t hi)
@@ -760,38 +861,33 @@ ISA_ATTR static void NAME(column_pass)(const geo_t *g, int kind, const void *cen
         const T *x = (const T *)g->x + o * g->so + i0;
         const ptrdiff_t sr = g->sr, R = g->R, row0 = o * g->I + i0;
         for (ptrdiff_t i = 0; i < w; i++) c[i] = center ? center[row0 + i] : 0;
-        if (kind == K_MAX || kind == K_MIN) {
-            for (ptrdiff_t i = 0; i < w; i++) acc[i] = x[i], at[i] = 0;
+        if (is_extreme(kind)) {
+            const int mag = kind == K_ABSMAX || kind == K_ABSMIN;
+            for (ptrdiff_t i = 0; i < w; i++) acc[i] = mag ? ABS(x[i]) : x[i], at[i] = 0;
             for (ptrdiff_t r = 1; r < R; r++) {
                 const T *xr = x + r * sr;
-                if (kind == K_MAX) {
-                    for (ptrdiff_t i = 0; i < w; i++) {
-                        const T v = xr[i];
-                        const int take = ((v > acc[i]) | (v != v)) & (acc[i] == acc[i]);
-                        acc[i] = take ? v : acc[i];
-                        at[i] = take ? r : at[i];
-                    }
-                } else {
-                    for (ptrdiff_t i = 0; i < w; i++) {
-                        const T v = xr[i];
-                        const int take = ((v < acc[i]) | (v != v)) & (acc[i] == acc[i]);
-                        acc[i] = take ? v : acc[i];
-                        at[i] = take ? r : at[i];
-                    }
+                switch (kind) {
+                case K_MAX: COLUMN_EXTREME(>, SAME); break;
+                case K_MIN: COLUMN_EXTREME(<, SAME); break;
+                case K_ABSMAX: COLUMN_EXTREME(>, ABS); break;
+                case K_ABSMIN: COLUMN_EXTREME(<, ABS); break;
                 }
             }
             if (idx)
                 for (ptrdiff_t i = 0; i < w; i++) idx[row0 + i] = at[i];
         } else {
-            for (ptrdiff_t i = 0; i < w; i++) acc[i] = 0;
+            for (ptrdiff_t i = 0; i < w; i++) acc[i] = kind == K_PROD ? 1 : 0;
             for (ptrdiff_t r = 0; r < R; r++) {
                 const T *xr = x + r * sr;
-                if (kind == K_SUM)
-                    for (ptrdiff_t i = 0; i < w; i++) acc[i] += xr[i];
-                else if (kind == K_SQDEV)
-                    for (ptrdiff_t i = 0; i < w; i++) acc[i] += (xr[i] - c[i]) * (xr[i] - c[i]);
-                else
-                    for (ptrdiff_t i = 0; i < w; i++) acc[i] += SCALAR_EXP(xr[i] - c[i]);
+                switch (kind) {
+                case K_SUM: COLUMN_STEP(+=, xr[i]); break;
+                case K_SQDEV: COLUMN_STEP(+=, (xr[i] - c[i]) * (xr[i] - c[i])); break;
+                case K_EXPSUM: COLUMN_STEP(+=, SCALAR_EXP(xr[i] - c[i])); break;
+                case K_ABSSUM: COLUMN_STEP(+=, ABS(xr[i])); break;
+                case K_NONZERO: COLUMN_STEP(+=, (T)(xr[i] != 0)); break;
+                case K_POWSUM: COLUMN_STEP(+=, POW(ABS(xr[i]), c[i])); break;
+                case K_PROD: COLUMN_STEP(*=, xr[i]); break;
+                }
             }
         }
         for (ptrdiff_t i = 0; i < w; i++) val[row0 + i] = acc[i];
@@ -847,4 +943,13 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef EXP
 #undef ISA_ATTR
 #undef NAME
+#undef ABS_BITS
+#undef VABS
+#undef NABS
+#undef SAME
+#undef COLUMN_STEP
+#undef COLUMN_EXTREME
+#undef DEFINE_EXTREME_RUN
+#undef DEFINE_EXTREME_INDEX
+#undef DEFINE_PAIRWISE
 #endif /* REDUCE_TEMPLATE */
