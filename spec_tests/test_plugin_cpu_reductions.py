@@ -371,20 +371,20 @@ def test_prod_declines_what_it_does_not_compute():
         assert_same(got, expected)
 
 
-NORM_PS = [2, 1, 0, math.inf, -math.inf, 3, 0.5, -1.5]
+NORM_PS = [2, 1, 0, math.inf, -math.inf, 3, 4, 8]
 
 
 def norm_bound(x, p, dims, dtype):
     """Relative bound of the plugin's norm against the reference's: both sum positive terms
-    within eps * depth (pairwise orders, sum_bound's depth), a power per element is a few
-    ulp (NumPy's float32 power may be its own SIMD code, 4 ulp), and the final root scales
-    the sum's relative error by 1/p."""
+    within eps * depth (pairwise orders, sum_bound's depth); a whole power p is p - 1
+    products in C and within 4 ulp in NumPy (its own SIMD power); the final root scales the
+    sum's relative error by 1/p."""
     if p in (0, math.inf, -math.inf):
         return 0.0
     eps = np.finfo(dtype.numpy_dtype).eps
     n = x.numel() if dims is None else math.prod(x.shape[d] for d in dims)
     depth = 32 + math.log2(max(n, 2))
-    per_term = 0 if p in (1, 2) else 8 * eps
+    per_term = 0 if p in (1, 2) else (p + 4) * eps
     return (2 * eps * depth + per_term) / abs(p) + 8 * eps
 
 
@@ -439,6 +439,9 @@ def test_norm_special_values_and_long_rows():
 def test_norm_declines_and_errors_match():
     x = tensor((50, 60), F32, 85)
     for call in (lambda: reftorch.norm(x, math.nan),            # NaN p: the reference's
+                 lambda: reftorch.norm(x, 0.5, 1),              # p with no C term
+                 lambda: reftorch.norm(x, -1.5, 0),
+                 lambda: reftorch.norm(x, 9),                   # past MAX_INT_P
                  lambda: reftorch.norm(x[:4, :4]),              # below MIN_NUMEL
                  lambda: reftorch.norm(x.to(reftorch.float16), 2),
                  lambda: reftorch.norm(x.expand(2, 50, 60), 1, (0, 2))):  # no merge
@@ -451,6 +454,11 @@ def test_norm_declines_and_errors_match():
             reftorch.norm(empty, p, 0)
     with pytest.raises(RuntimeError, match="Expected a floating point"):
         reftorch.norm(x.to(reftorch.int32))
+    a = np.ones(10, np.float32)
+    for p in (0.5, 3.5, 9.0, -3.0):   # the raw entry point refuses p it has no term for
+        with pytest.raises(ValueError, match="norm's p"):
+            _reduce.reduce(_reduce.NORM, a, 0, (1, 1, 10), (0, 0, 1), np.zeros(1, np.float32),
+                           0, (0, 0), None, 0, (0, 0), p)
 
 
 def test_prod_and_norm_do_not_depend_on_the_thread_count_or_isa():
@@ -459,7 +467,7 @@ def test_prod_and_norm_do_not_depend_on_the_thread_count_or_isa():
     calls = [lambda: x.prod(), lambda: x.prod(1), lambda: m.prod(1), lambda: m.prod(0),
              lambda: x.norm(), lambda: x.norm(1, 1), lambda: x.norm(3, 1),
              lambda: x.norm(math.inf), lambda: m.norm(-math.inf, 1), lambda: m.norm(0, 0),
-             lambda: m.norm(2, 1), lambda: m.norm(0.5, 0)]
+             lambda: m.norm(2, 1), lambda: m.norm(4, 0)]
     previous = _reduce.set_num_threads(1)
     try:
         runs = []
