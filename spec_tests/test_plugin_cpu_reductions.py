@@ -360,7 +360,7 @@ def test_prod_of_long_rows_and_columns_in_order():
 def test_prod_declines_what_it_does_not_compute():
     x = near_one((50, 60), F32, 82)
     cases = [lambda: x.prod(dtype=reftorch.float64),       # another accumulation dtype
-             lambda: x.to(reftorch.int32).prod(),           # integers: int64 results
+             lambda: x.to(reftorch.int32).prod(dtype=reftorch.int32),  # int64 only
              lambda: x.to(reftorch.float16).prod(1),        # half: float32 accumulator
              lambda: x[:5, :5].prod(),                     # below MIN_NUMEL
              lambda: tensor((3000, 0), F32, 82).prod(1),    # empty
@@ -369,6 +369,64 @@ def test_prod_declines_what_it_does_not_compute():
         got, expected, ran = both(call, _reduce.calls)
         assert ran == 0
         assert_same(got, expected)
+
+
+INT_DTYPES = [reftorch.bool, reftorch.uint8, reftorch.int8, reftorch.int16, reftorch.int32,
+              reftorch.int64]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_integer_prod_is_bit_equal_and_wraps(dtype, layout):
+    """Bool and integer inputs multiply into int64, wrapping as NumPy does (products of
+    hundreds of factors up to 9 overflow int64 many times over)."""
+    rng = np.random.default_rng(89)
+    shape = (6, 40, 33)
+    a = rng.integers(1, 10, shape) * rng.choice([-1, 1], shape)
+    base = reftorch.from_numpy(a).to(dtype)
+    x = {"contiguous": base, "transposed": base.permute(2, 1, 0).contiguous().permute(2, 1, 0),
+         "strided": reftorch.from_numpy(np.repeat(a, 2, -1)).to(dtype)[..., ::2],
+         "expanded": base[:1].expand(*shape)}[layout]
+    calls = [lambda: x.prod(), lambda: x.prod(0), lambda: x.prod(1), lambda: x.prod(2),
+             lambda: x.prod(-1, keepdim=True)]
+    for i, call in enumerate(calls):
+        got, expected, ran = both(call, _reduce.calls)
+        assert_same(got, expected)
+        assert got.dtype == reftorch.int64
+        if layout in ("contiguous", "transposed"):
+            assert ran == 1
+    if dtype in (reftorch.int16, reftorch.int32, reftorch.int64) and layout == "contiguous":
+        exact = math.prod(a[0, 0].tolist())        # 33 factors: past int64, so it wraps
+        assert abs(exact) >= 2 ** 63
+        assert x.prod(2)[0, 0].item() == (exact + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+
+def test_integer_prod_threads_and_bad_arguments():
+    a = np.random.default_rng(90).integers(-5, 6, (4096, 257))
+    x = reftorch.from_numpy(a)
+    calls = [lambda: x.prod(1), lambda: x.prod(0), lambda: x.prod(),
+             lambda: x.to(reftorch.int8).prod(1)]
+    previous = _reduce.set_num_threads(1)
+    try:
+        runs = []
+        for threads in (1, 2, 3):
+            _reduce.set_num_threads(threads)
+            runs.append([call().numpy().tobytes() for call in calls])
+    finally:
+        _reduce.set_num_threads(previous)
+    assert runs[0] == runs[1] == runs[2]
+    i8, out = np.ones(10, np.int8), np.zeros(1, np.int64)
+    with pytest.raises(TypeError):      # float input
+        _reduce.prod_int(np.ones(10, np.float32), 0, (1, 1, 10), (0, 0, 1), out, 0, (0, 0))
+    with pytest.raises(TypeError):      # out not int64
+        _reduce.prod_int(i8, 0, (1, 1, 10), (0, 0, 1), np.zeros(1, np.int32), 0, (0, 0))
+    with pytest.raises(ValueError):     # x's view past its buffer
+        _reduce.prod_int(i8, 1, (1, 1, 10), (0, 0, 1), out, 0, (0, 0))
+    with pytest.raises(ValueError):     # out's view past its buffer
+        _reduce.prod_int(i8, 0, (1, 2, 5), (0, 5, 1), out, 0, (0, 1))
+    assert out[0] == 0
+    _reduce.prod_int(np.full(10, -2, np.int16), 0, (1, 1, 10), (0, 0, 1), out, 0, (0, 0))
+    assert out[0] == 1024
 
 
 NORM_PS = [2, 1, 0, math.inf, -math.inf, 3, 4, 8]

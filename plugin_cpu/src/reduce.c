@@ -363,8 +363,28 @@ DEFINE_REDUCE(double, f64, log, sqrt)
 
 /* ---- argument checking ------------------------------------------------------------------ */
 
+/* The element kind of an integer product's input (bool and every integer type; int64 is
+ * also the output's kind), or -1 with TypeError set. */
+enum { E_BOOL, E_U8, E_I8, E_I16, E_I32, E_I64, N_INT_KINDS };
+
+static int int_kind(const Py_buffer *view, const char *what)
+{
+    const int c = format_char(view);
+    const Py_ssize_t size = view->itemsize;
+    if (c == '?' && size == 1) return E_BOOL;
+    if (c == 'B' && size == 1) return E_U8;
+    if (c == 'b' && size == 1) return E_I8;
+    if (c == 'h' && size == 2) return E_I16;
+    if ((c == 'i' || c == 'l') && size == 4) return E_I32;
+    if ((c == 'l' || c == 'q') && size == 8) return E_I64;
+    PyErr_Format(PyExc_TypeError, "%s must hold bool or integer elements (buffer format '%s', "
+                 "itemsize %zd)", what, view->format ? view->format : "B", size);
+    return -1;
+}
+
 /* One operand: (buffer, offset, strides) over `shape`; `kind` is the element kind it must
- * have (-1: float32 or float64, returned). Sets *ptr to the view's element 0. */
+ * have (-1: float32 or float64, returned; -2: any kind of int_kind). Sets *ptr to the
+ * view's element 0. */
 static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
                    const long long *shape, int writable, int kind, const char *what,
                    Py_buffer *view, char **ptr, long long *strides, int *held)
@@ -372,9 +392,9 @@ static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim
     long long offset;
     if (get_buffer(buf, view, writable, what) < 0) return -1;
     (*held)++;
-    int k = buffer_kind(view, what);
+    int k = kind == -2 ? int_kind(view, what) : buffer_kind(view, what);
     if (k < 0) return -1;
-    if ((kind >= 0 && k != kind) || (kind < 0 && k == KIND_I64)) {
+    if ((kind >= 0 && k != kind) || (kind == -1 && k == KIND_I64)) {
         PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
         return -1;
     }
@@ -477,6 +497,66 @@ done:
     return result;
 }
 
+/* Integer products: int64 wrapping multiplication (in uint64: no signed overflow) is
+ * associative and commutative, so any order gives the reference's bits (NumPy converts to
+ * int64 first, then multiplies, wrapping the same way); each row still runs in order. */
+#define DEFINE_INT_PRODUCTS(E, SFX)                                                          \
+    static void int_products_##SFX(const geo_t *g, int64_t *out, ptrdiff_t oso,             \
+                                   ptrdiff_t osi, ptrdiff_t lo, ptrdiff_t hi)                \
+    {                                                                                        \
+        for (ptrdiff_t row = lo; row < hi; row++) {                                          \
+            const ptrdiff_t o = row / g->I, i = row % g->I;                                  \
+            const E *x = (const E *)g->x + o * g->so + i * g->si;                            \
+            uint64_t acc = 1;                                                                \
+            for (ptrdiff_t r = 0; r < g->R; r++) acc *= (uint64_t)(int64_t)x[r * g->sr];     \
+            out[o * oso + i * osi] = (int64_t)acc; /* GCC: modulo 2^64, as NumPy wraps */    \
+        }                                                                                    \
+    }
+DEFINE_INT_PRODUCTS(uint8_t, bool) /* a bool byte is 0 or 1 */
+DEFINE_INT_PRODUCTS(uint8_t, u8)
+DEFINE_INT_PRODUCTS(int8_t, i8)
+DEFINE_INT_PRODUCTS(int16_t, i16)
+DEFINE_INT_PRODUCTS(int32_t, i32)
+DEFINE_INT_PRODUCTS(int64_t, i64)
+
+typedef void (*int_products_fn)(const geo_t *, int64_t *, ptrdiff_t, ptrdiff_t, ptrdiff_t,
+                                ptrdiff_t);
+static const int_products_fn INT_PRODUCTS[N_INT_KINDS] = {
+    int_products_bool, int_products_u8, int_products_i8, int_products_i16, int_products_i32,
+    int_products_i64};
+
+static PyObject *py_prod_int(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "prod_int() takes 7 arguments (x, x_offset, shape, "
+                     "x_strides, out, out_offset, out_strides), got %zd", nargs);
+        return NULL;
+    }
+    long long shape[3], xs[3], os[2];
+    if (parse_shape3(args[2], shape) < 0) return NULL;
+    Py_buffer views[2];
+    int held = 0, kind;
+    char *x, *out;
+    PyObject *result = NULL;
+    kind = operand(args[0], args[1], args[3], 3, shape, 0, -2, "x", &views[0], &x, xs, &held);
+    if (kind < 0 || operand(args[4], args[5], args[6], 2, shape, 1, KIND_I64, "out",
+                            &views[1], &out, os, &held) < 0)
+        goto done;
+    geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    const ptrdiff_t rows = g.O * g.I;
+    const int par = parallel_ok(rows * g.R);
+    const ptrdiff_t group = g.R >= ITEM_MIN_ELEMENTS ? 1 : ITEM_MIN_ELEMENTS / (g.R ? g.R : 1);
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    FOR_GROUPS(rows, group, par, INT_PRODUCTS[kind](&g, (int64_t *)out, os[0], os[1], lo, hi));
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
 static PyObject *py_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -522,6 +602,9 @@ static PyMethodDef METHODS[] = {
     {"reduce", (PyCFunction)(void (*)(void))py_reduce, METH_FASTCALL,
      "reduce(op, x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides, idx, "
      "idx_offset, idx_strides, param): reduce x's R axis into out[O, I] (and idx)."},
+    {"prod_int", (PyCFunction)(void (*)(void))py_prod_int, METH_FASTCALL,
+     "prod_int(x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides): int64 "
+     "(wrapping) products of bool / integer x along R into out[O, I]."},
     {"cumsum", (PyCFunction)(void (*)(void))py_cumsum, METH_FASTCALL,
      "cumsum(x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides): running sums "
      "along R."},

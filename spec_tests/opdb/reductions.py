@@ -166,7 +166,14 @@ LARGE_DTYPES = ("float32", "float64")
 
 
 def _large_prod(dtype, rng):
-    """Every dim, a row, a column of a large input."""
+    """Every dim, a row, a column of a large input (integers: nonzero factors up to 5, whose
+    int64 products wrap)."""
+    if dtype in ("bool",) + INTEGRAL:
+        for shape, dim, layout in (((30, 200), None, "contiguous"), ((30, 200), 1, "transposed"),
+                                   ((30, 200), 0, "strided")):
+            x = tensor(shape, dtype, rng, layout, small=True, nonzero=True)
+            yield Sample((x,) if dim is None else (x, dim), {}, f"large {layout} dim={dim}")
+        return
     if dtype not in LARGE_DTYPES:
         return
     yield Sample((_exact_factors((30, 200), dtype, rng),), {}, "large full")
