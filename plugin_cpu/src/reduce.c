@@ -10,6 +10,8 @@
  *       (and the int64 index of the extreme into idx[o, i]); out or idx may be None when
  *       the op has no such result. param is var/std's correction, or norm's p.
  *   cumsum(x, x_offset, (O, I, R), (so, si, sr), out, out_offset, (oso, osi, osr))
+ *   prod_int(x, x_offset, (O, I, R), (so, si, sr), out, out_offset, (oso, osi))
+ *       int64 products of a bool / integer x (any of those element types) into out[O, I]
  *
  * Buffers are contiguous float32 ('f') / float64 ('d') arrays (int64 for idx); offsets and
  * strides count elements (negative and zero strides allowed). Everything is checked before
