@@ -91,4 +91,31 @@ CASES["scatter_add float32 dim=1 1M"] = _case(
     None)
 del CASES["scatter_add float32 dim=1 1M"]["numpy"]
 
+# masked ops on 4M float32 elements with a random half-true mask (and the mask broadcast as
+# one row of 1024)
+_x = inputs(_rng.standard_normal((4096, 1024)).astype(np.float32))
+_m = inputs(_rng.random((4096, 1024)) < 0.5)
+_mrow = inputs(_rng.random(1024) < 0.5)
+_src = inputs(_rng.standard_normal(4096 * 1024).astype(np.float32))
+
+
+def _numpy_masked_scatter():
+    out = _x[2].copy()
+    out[_m[2]] = _src[2][:int(_m[2].sum())]
+    return out
+
+
+CASES["masked_fill float32 4M"] = _case(
+    lambda: _x[0].masked_fill(_m[0], 0.5), lambda: _x[1].masked_fill(_m[1], 0.5),
+    lambda: np.where(_m[2], np.float32(0.5), _x[2]))
+CASES["masked_fill float32 4M row mask"] = _case(
+    lambda: _x[0].masked_fill(_mrow[0], 0.5), lambda: _x[1].masked_fill(_mrow[1], 0.5),
+    lambda: np.where(_mrow[2], np.float32(0.5), _x[2]))
+CASES["masked_select float32 4M"] = _case(
+    lambda: _x[0].masked_select(_m[0]), lambda: _x[1].masked_select(_m[1]),
+    lambda: _x[2][_m[2]])
+CASES["masked_scatter float32 4M"] = _case(
+    lambda: _x[0].masked_scatter(_m[0], _src[0]), lambda: _x[1].masked_scatter(_m[1], _src[1]),
+    _numpy_masked_scatter)
+
 test_plugin_indexing = as_tests(CASES)

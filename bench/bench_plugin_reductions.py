@@ -1,5 +1,6 @@
 """The C plugin's reductions and fused nn rows (issue 11) at the issue's sizes: sum / mean /
-max over all and over the last dim of 4M float32, argmax, var, logsumexp, cumsum; softmax,
+max over all and over the last dim of 4M float32, argmax, var, logsumexp, cumsum, prod and
+norm (p = 2, 1, inf, 3); softmax,
 log_softmax and layer_norm on 4096 x 1024 float32; cross_entropy forward and
 forward+backward on 256 x 1000.
 
@@ -22,6 +23,7 @@ _X_R, _X_T, _X_N = float32_inputs((4096, 1024), _RNG)   # 4M elements
 _W_R, _W_T, _W_N = float32_inputs((1024,), _RNG)
 _B_R, _B_T, _B_N = float32_inputs((1024,), _RNG)
 _LOGITS_R, _LOGITS_T, _LOGITS_N = float32_inputs((256, 1000), _RNG)
+_P_R, _P_T, _P_N = inputs((1 + _RNG.standard_normal((4096, 1024)) * 1e-3).astype(np.float32))
 _CLASSES = _RNG.integers(0, 1000, 256)
 _CLASSES_R, _CLASSES_T, _ = inputs(_CLASSES)
 
@@ -92,6 +94,25 @@ CASES = {
                                     lambda: torch.logsumexp(_X_T, -1)),
     f"cumsum dim=-1 {_M}": _case(lambda: reftorch.cumsum(_X_R, -1),
                                  lambda: torch.cumsum(_X_T, -1), lambda: np.cumsum(_X_N, -1)),
+    # prod of factors near 1 (finite products): sequential in each row, as the reference
+    f"prod dim=-1 {_M}": _case(lambda: reftorch.prod(_P_R, -1), lambda: torch.prod(_P_T, -1),
+                               lambda: np.prod(_P_N, -1)),
+    f"prod all {_M}": _case(lambda: reftorch.prod(_P_R), lambda: torch.prod(_P_T),
+                            lambda: np.prod(_P_N)),
+    f"norm all {_M}": _case(lambda: reftorch.norm(_X_R), lambda: torch.norm(_X_T),
+                            lambda: np.linalg.norm(_X_N.reshape(-1))),
+    f"norm p=2 dim=-1 {_M}": _case(lambda: reftorch.norm(_X_R, 2, -1),
+                                   lambda: torch.norm(_X_T, 2, -1),
+                                   lambda: np.linalg.norm(_X_N, axis=-1)),
+    f"norm p=1 dim=-1 {_M}": _case(lambda: reftorch.norm(_X_R, 1, -1),
+                                   lambda: torch.norm(_X_T, 1, -1),
+                                   lambda: np.linalg.norm(_X_N, 1, axis=-1)),
+    f"norm p=inf dim=0 {_M}": _case(lambda: reftorch.norm(_X_R, float("inf"), 0),
+                                    lambda: torch.norm(_X_T, float("inf"), 0),
+                                    lambda: np.linalg.norm(_X_N, np.inf, axis=0)),
+    f"norm p=3 dim=-1 {_M}": _case(lambda: reftorch.norm(_X_R, 3, -1),
+                                   lambda: torch.norm(_X_T, 3, -1),
+                                   lambda: np.linalg.norm(_X_N, 3, axis=-1)),
     f"softmax dim=-1 {_M}": _case(lambda: reftorch.softmax(_X_R, -1),
                                   lambda: torch.softmax(_X_T, -1), lambda: _np_softmax(_X_N)),
     f"log_softmax dim=-1 {_M}": _case(lambda: reftorch.log_softmax(_X_R, -1),

@@ -304,6 +304,260 @@ def test_sum_backward_runs_through_the_plugin():
     np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
 
 
+
+# ---------------------------------------------------------------------------------------------
+# prod and norm
+
+def near_one(shape, dtype, seed, layout="contiguous", special=False):
+    """Factors 1 + N(0, 0.01): products of thousands stay finite and round at every step;
+    `special` mixes in 0, -0, inf, -inf and NaN."""
+    x = tensor(shape, dtype, seed, layout, special=special)
+    return x * 0.003 + 1 if not special else x.where(x.isnan() | x.isinf(), x * 0.003 + 1)
+
+
+def _zeros_and_signs(x):
+    a = x.clone()
+    a[0] = 0.0
+    a[1] = -0.0
+    return -a
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("special", [False, True])
+def test_prod_is_bit_equal(dtype, layout, special):
+    """Each output multiplies in index order, as NumPy's multiply.reduce: the same bits."""
+    x = near_one((6, 40, 33), dtype, 80, layout, special)
+    calls = [lambda: x.prod(), lambda: x.prod(0), lambda: x.prod(1), lambda: x.prod(2),
+             lambda: x.prod(-1, keepdim=True), lambda: reftorch.prod(x, 1, True),
+             lambda: _zeros_and_signs(x).prod(1)]
+    for i, call in enumerate(calls):
+        got, expected, ran = both(call, _reduce.calls)
+        assert_same(got, expected)
+        if layout in ("contiguous", "transposed") and i < 6:
+            assert ran == 1
+    if special:   # the special values reach the results (a NaN, an inf)
+        assert np.isnan(x.prod().numpy()) and not np.isfinite(x.prod(2).numpy()).all()
+
+
+def test_prod_of_long_rows_and_columns_in_order():
+    """Rows longer than a CHUNK are not split (a split would reassociate the product), and
+    columns multiply down in order: still the reference's bits."""
+    n = 2 * 65536 + 999
+    for dtype in DTYPES:
+        x = near_one((2, n), dtype, 81)
+        for call in (lambda: x.prod(1), lambda: x.prod(), lambda: x[1].prod(),
+                     lambda: x.t().prod(0), lambda: x.reshape(n, 2).prod(0)):
+            got, expected, ran = both(call, _reduce.calls)
+            assert ran == 1
+            assert_same(got, expected)
+        g = x.prod(1).numpy().astype(np.float64)
+        exact = np.prod(x.numpy().astype(np.longdouble), axis=1)
+        # a sequential product's relative error is at most n * eps
+        assert np.all(np.abs(g - exact) <= n * np.finfo(dtype.numpy_dtype).eps * np.abs(exact))
+
+
+def test_prod_declines_what_it_does_not_compute():
+    x = near_one((50, 60), F32, 82)
+    cases = [lambda: x.prod(dtype=reftorch.float64),       # another accumulation dtype
+             lambda: x.to(reftorch.int32).prod(dtype=reftorch.int32),  # int64 only
+             lambda: x.to(reftorch.float16).prod(1),        # half: float32 accumulator
+             lambda: x[:5, :5].prod(),                     # below MIN_NUMEL
+             lambda: tensor((3000, 0), F32, 82).prod(1),    # empty
+             lambda: x.expand(3, 50, 60).prod()]            # expanded: dims do not merge
+    for call in cases:
+        got, expected, ran = both(call, _reduce.calls)
+        assert ran == 0
+        assert_same(got, expected)
+
+
+INT_DTYPES = [reftorch.bool, reftorch.uint8, reftorch.int8, reftorch.int16, reftorch.int32,
+              reftorch.int64]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_integer_prod_is_bit_equal_and_wraps(dtype, layout):
+    """Bool and integer inputs multiply into int64, wrapping as NumPy does (products of
+    hundreds of factors up to 9 overflow int64 many times over)."""
+    rng = np.random.default_rng(89)
+    shape = (6, 40, 33)
+    a = rng.integers(1, 10, shape) * rng.choice([-1, 1], shape)
+    base = reftorch.from_numpy(a).to(dtype)
+    x = {"contiguous": base, "transposed": base.permute(2, 1, 0).contiguous().permute(2, 1, 0),
+         "strided": reftorch.from_numpy(np.repeat(a, 2, -1)).to(dtype)[..., ::2],
+         "expanded": base[:1].expand(*shape)}[layout]
+    calls = [lambda: x.prod(), lambda: x.prod(0), lambda: x.prod(1), lambda: x.prod(2),
+             lambda: x.prod(-1, keepdim=True)]
+    for i, call in enumerate(calls):
+        got, expected, ran = both(call, _reduce.calls)
+        assert_same(got, expected)
+        assert got.dtype == reftorch.int64
+        if layout in ("contiguous", "transposed"):
+            assert ran == 1
+    if dtype in (reftorch.int16, reftorch.int32, reftorch.int64) and layout == "contiguous":
+        exact = math.prod(a[0, 0].tolist())        # 33 factors: past int64, so it wraps
+        assert abs(exact) >= 2 ** 63
+        assert x.prod(2)[0, 0].item() == (exact + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+
+def test_integer_prod_threads_and_bad_arguments():
+    a = np.random.default_rng(90).integers(-5, 6, (4096, 257))
+    x = reftorch.from_numpy(a)
+    calls = [lambda: x.prod(1), lambda: x.prod(0), lambda: x.prod(),
+             lambda: x.to(reftorch.int8).prod(1)]
+    previous = _reduce.set_num_threads(1)
+    try:
+        runs = []
+        for threads in (1, 2, 3):
+            _reduce.set_num_threads(threads)
+            runs.append([call().numpy().tobytes() for call in calls])
+    finally:
+        _reduce.set_num_threads(previous)
+    assert runs[0] == runs[1] == runs[2]
+    i8, out = np.ones(10, np.int8), np.zeros(1, np.int64)
+    with pytest.raises(TypeError):      # float input
+        _reduce.prod_int(np.ones(10, np.float32), 0, (1, 1, 10), (0, 0, 1), out, 0, (0, 0))
+    with pytest.raises(TypeError):      # out not int64
+        _reduce.prod_int(i8, 0, (1, 1, 10), (0, 0, 1), np.zeros(1, np.int32), 0, (0, 0))
+    with pytest.raises(ValueError):     # x's view past its buffer
+        _reduce.prod_int(i8, 1, (1, 1, 10), (0, 0, 1), out, 0, (0, 0))
+    with pytest.raises(ValueError):     # out's view past its buffer
+        _reduce.prod_int(i8, 0, (1, 2, 5), (0, 5, 1), out, 0, (0, 1))
+    assert out[0] == 0
+    _reduce.prod_int(np.full(10, -2, np.int16), 0, (1, 1, 10), (0, 0, 1), out, 0, (0, 0))
+    assert out[0] == 1024
+
+
+NORM_PS = [2, 1, 0, math.inf, -math.inf, 3, 4, 8]
+
+
+def norm_bound(x, p, dims, dtype):
+    """Relative bound of the plugin's norm against the reference's: both sum positive terms
+    within eps * depth (pairwise orders, sum_bound's depth); a whole power p is p - 1
+    products in C and within 4 ulp in NumPy (its own SIMD power); the final root scales the
+    sum's relative error by 1/p."""
+    if p in (0, math.inf, -math.inf):
+        return 0.0
+    eps = np.finfo(dtype.numpy_dtype).eps
+    n = x.numel() if dims is None else math.prod(x.shape[d] for d in dims)
+    depth = 32 + math.log2(max(n, 2))
+    per_term = 0 if p in (1, 2) else (p + 4) * eps
+    return (2 * eps * depth + per_term) / abs(p) + 8 * eps
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dims", DIM_CASES, ids=str)
+def test_norm_against_the_reference(dtype, layout, dims):
+    x = tensor((6, 40, 33), dtype, 83, layout)
+    for p in NORM_PS:
+        call = (lambda: reftorch.norm(x, p)) if dims is None else \
+            (lambda: reftorch.norm(x, p, dims, keepdim=True))
+        got, expected, ran = both(call, _reduce.calls)
+        g, e = arrays(got)[0], arrays(expected)[0]
+        assert g.dtype == e.dtype and g.shape == e.shape
+        bound = norm_bound(x, p, dims, dtype)
+        if bound == 0:
+            assert_same(got, expected)
+        else:
+            assert np.all(np.abs(g - e) <= bound * np.abs(e)), (p, np.max(np.abs(g - e) / e))
+        if layout in ("contiguous", "transposed"):
+            assert ran == 1
+        if p == 2 and layout == "contiguous":   # against an exact (extended) computation
+            a = x.numpy().astype(np.longdouble)
+            exact = np.sqrt(np.sum(a * a, axis=dims, keepdims=dims is not None))
+            assert np.all(np.abs(g - exact) <= bound * exact)
+
+
+def test_norm_special_values_and_long_rows():
+    n = 3 * 65536 + 500
+    a = values((3, n), F32, 84)
+    a[0, [10, 70000]] = np.nan        # NaN: every norm but p = 0 (which counts it) is NaN
+    a[1, 150000] = np.inf             # inf: inf (the -inf norm is the smallest magnitude)
+    a[2, ::7] = 0                     # zeros: p = 0 counts the others, -inf gives 0
+    a[2, 1] = -0.0
+    x = reftorch.from_numpy(a)
+    for p in NORM_PS:
+        for call in (lambda: reftorch.norm(x, p, 1), lambda: reftorch.norm(x.t(), p, 0),
+                     lambda: reftorch.norm(x[1:], p)):
+            got, expected, ran = both(call, _reduce.calls)
+            assert ran == 1
+            g, e = got.numpy(), expected.numpy()
+            bound = norm_bound(x, p, (1,), F32)
+            assert np.array_equal(np.isnan(g), np.isnan(e)) and \
+                np.array_equal(np.isinf(g), np.isinf(e))
+            finite = np.isfinite(e)
+            assert np.all(np.abs(g[finite] - e[finite]) <= bound * np.abs(e[finite]))
+    assert reftorch.norm(x, 0, 1).tolist() == [n, n, n - len(range(0, n, 7)) - 1]  # -0 too
+    assert reftorch.norm(x, -math.inf, 1)[2].item() == 0
+    assert reftorch.norm(x, math.inf, 1)[1].item() == math.inf
+
+
+def test_norm_declines_and_errors_match():
+    x = tensor((50, 60), F32, 85)
+    for call in (lambda: reftorch.norm(x, math.nan),            # NaN p: the reference's
+                 lambda: reftorch.norm(x, 0.5, 1),              # p with no C term
+                 lambda: reftorch.norm(x, -1.5, 0),
+                 lambda: reftorch.norm(x, 9),                   # past MAX_INT_P
+                 lambda: reftorch.norm(x[:4, :4]),              # below MIN_NUMEL
+                 lambda: reftorch.norm(x.to(reftorch.float16), 2),
+                 lambda: reftorch.norm(x.expand(2, 50, 60), 1, (0, 2))):  # no merge
+        got, expected, ran = both(call, _reduce.calls)
+        assert ran == 0
+        assert_same(got, expected)
+    empty = tensor((0, 3000), F32, 85)
+    for p in (math.inf, -1):   # no identity: the reference's error, before any kernel
+        with pytest.raises(RuntimeError, match="cannot compute the"):
+            reftorch.norm(empty, p, 0)
+    with pytest.raises(RuntimeError, match="Expected a floating point"):
+        reftorch.norm(x.to(reftorch.int32))
+    a = np.ones(10, np.float32)
+    for p in (0.5, 3.5, 9.0, -3.0):   # the raw entry point refuses p it has no term for
+        with pytest.raises(ValueError, match="norm's p"):
+            _reduce.reduce(_reduce.NORM, a, 0, (1, 1, 10), (0, 0, 1), np.zeros(1, np.float32),
+                           0, (0, 0), None, 0, (0, 0), p)
+
+
+def test_prod_and_norm_do_not_depend_on_the_thread_count_or_isa():
+    x = near_one((3, 200_003), F32, 86)
+    m = tensor((4096, 257), F64, 87)
+    calls = [lambda: x.prod(), lambda: x.prod(1), lambda: m.prod(1), lambda: m.prod(0),
+             lambda: x.norm(), lambda: x.norm(1, 1), lambda: x.norm(3, 1),
+             lambda: x.norm(math.inf), lambda: m.norm(-math.inf, 1), lambda: m.norm(0, 0),
+             lambda: m.norm(2, 1), lambda: m.norm(4, 0)]
+    previous = _reduce.set_num_threads(1)
+    try:
+        runs = []
+        for threads in (1, 2, 3):
+            _reduce.set_num_threads(threads)
+            runs.append([arrays(call()) for call in calls])
+    finally:
+        _reduce.set_num_threads(previous)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert a[0].tobytes() == b[0].tobytes()
+    isa = _reduce.isa()
+    clones = []
+    try:
+        for name in _reduce.supported_isas():
+            _reduce.set_isa(name)
+            clones.append([arrays(call()) for call in calls])
+    finally:
+        _reduce.set_isa(isa)
+    for other in clones[1:]:
+        for a, b in zip(clones[0], other):
+            assert a[0].tobytes() == b[0].tobytes()
+
+
+def test_prod_and_norm_gradients_run_through_the_plugin():
+    x = near_one((64, 100), F64, 88).requires_grad_()
+    for fn in (lambda t: t.prod(1).sum(), lambda t: t.norm(2, 1).sum(),
+               lambda t: t.norm(3)):
+        got, expected, ran = both(lambda: reftorch.autograd.grad(fn(x), x)[0], _reduce.calls)
+        assert ran >= 1
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
+
 # ---------------------------------------------------------------------------------------------
 # nn rows: softmax, log_softmax, layer norm, nll_loss
 

@@ -10,6 +10,7 @@ geometry, declining what it does not handle) over its own C extension module:
     reductions   sum, mean, max, ... along dims       _reduce   (src/reduce.c)
     nn_rows      softmax, log_softmax, norms, losses  _nn_rows  (src/nn_rows.c)
     indexing     gather/scatter/index ops, embedding  _index    (src/index.c)
+    masked       masked_fill/select/scatter           _masked   (src/masked.c)
     gemm         mm, bmm, addmm, convolution          _gemm     (src/gemm.c)
     pooling      max/avg pooling, batch/group norm    _pool     (src/pool.c)
     sorting      sort, argsort, topk                  _sort     (src/sort.c)
@@ -76,8 +77,8 @@ def _keep_freed_memory():
 
 _keep_freed_memory()
 
-GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing", "gemm", "pooling", "sorting",
-          "random")
+GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing", "masked", "gemm", "pooling",
+          "sorting", "random")
 
 
 def register(registrar):

@@ -6,6 +6,8 @@
     argmax, argmin       along one dim, or over the flattened tensor
     var, std             with any correction, over every dim or any set of dims
     logsumexp            over every dim or any set of dims
+    prod                 over every dim or one dim (also bool / integer inputs into int64)
+    norm                 p-norms (p = 2, 1, 0, inf, -inf, whole 3..8) over any dims
     cumsum               along one dim
 
 How a call reaches C: the reduced dims must merge into ONE strided run and the kept dims
@@ -23,8 +25,19 @@ Results (see src/reduce.c for the orders):
   - amax/amin/max/min/argmax/argmin/max.dim/min.dim: exact; NaN propagates, indices are the
     first occurrence (the first NaN when there is one), as the reference's.
   - cumsum: the reference's sequential order: bit-equal.
-Declined (the reference runs): other dtypes, a `dtype=` other than the input's, 0-dim or
-empty inputs, empty reductions, fewer than MIN_NUMEL elements, and unmergeable geometries.
+  - prod: each output multiplies its elements in index order (a strided run in the order of
+    its strides for prod over every dim), as NumPy's multiply.reduce does: bit-equal to the
+    reference. Only rows run in parallel (a single row runs on one thread). Bool and
+    integer inputs multiply into int64, wrapping as NumPy does: bit-equal in any order.
+  - norm: p = inf, -inf and 0 (the largest / smallest magnitude, the count of nonzeros) are
+    exact; p = 2 is sqrt of the sum of x * x, p = 1 the sum of |x|, whole p from 3 to
+    MAX_INT_P (8) the sum of |x| * ... * |x| (p - 1 roundings per term where the reference's
+    power rounds about once) ** (1 / p), summed in the order above: within the sums' rounding
+    of the reference plus p ulp per term. Other p decline (see _norm_in_c). float32 p = 0
+    declines rows longer than 2 ** 24 (a float32 count is exact below that).
+Declined (the reference runs): other dtypes, a `dtype=` other than the input's (int64 for
+integer prod), 0-dim or empty inputs, empty reductions, fewer than MIN_NUMEL elements, and
+unmergeable geometries.
 """
 from __future__ import annotations
 
@@ -46,6 +59,7 @@ from . import _reduce as _R
 MIN_NUMEL = 1024
 
 DTYPES = (D.float32, D.float64)
+INT_DTYPES = (D.bool, D.uint8, D.int8, D.int16, D.int32, D.int64)   # prod's int64 results
 
 
 def register(registrar):
@@ -58,6 +72,9 @@ def register(registrar):
     for name, code in (("var", _R.VAR), ("std", _R.STD)):
         registrar.kernel(name, "cpu", DTYPES, _variance_kernel(code))
     registrar.kernel("logsumexp", "cpu", DTYPES, _summing_kernel(_R.LOGSUMEXP))
+    registrar.kernel("prod", "cpu", DTYPES, _summing_kernel(_R.PROD))
+    registrar.kernel("prod", "cpu", INT_DTYPES, int_prod_kernel)
+    registrar.kernel("norm", "cpu", DTYPES, norm_kernel)
     registrar.kernel("max.dim", "cpu", DTYPES, _extreme_dim_kernel(_R.MAX_DIM))
     registrar.kernel("min.dim", "cpu", DTYPES, _extreme_dim_kernel(_R.MIN_DIM))
     registrar.kernel("argmax", "cpu", DTYPES, _arg_kernel(_R.ARGMAX))
@@ -69,7 +86,7 @@ def register(registrar):
 
 def _summing_kernel(code):
     def kernel(out, inputs, dtypes, params):
-        """sum / mean / logsumexp over params['dim'] (None: every dim)."""
+        """sum / mean / logsumexp / prod over params['dim'] (None: every dim)."""
         x = _input(inputs)
         if x is None or params.get("dtype") is not x._storage.dtype:
             return NotImplemented
@@ -121,6 +138,25 @@ def _arg_kernel(code):
     return kernel
 
 
+def int_prod_kernel(out, inputs, dtypes, params):
+    """prod of a bool / integer tensor into int64 (the default dtype; others decline)."""
+    x = _input(inputs, INT_DTYPES)
+    if x is None or params.get("dtype") is not D.int64:
+        return NotImplemented
+    return _reduce(None, x, params["dim"], params["keepdim"], result_dtype=D.int64)
+
+
+def norm_kernel(out, inputs, dtypes, params):
+    """The vector p-norm over params['dim'] (None: every dim); the result has x's dtype."""
+    x = _input(inputs)
+    p = params.get("p", 2)
+    if x is None or type(p) not in (int, float) or not _norm_in_c(p):
+        return NotImplemented
+    if p == 0 and x._storage.dtype is D.float32 and _reduced_numel(x, params["dim"]) > 2 ** 24:
+        return NotImplemented
+    return _reduce(_R.NORM, x, params["dim"], params["keepdim"], float(p))
+
+
 def cumsum_kernel(out, inputs, dtypes, params):
     """cumsum along params['dim'] (the result dtype must be the input's)."""
     x = _input(inputs)
@@ -143,24 +179,38 @@ def cumsum_kernel(out, inputs, dtypes, params):
 
 # --- shared helpers ---------------------------------------------------------------------------
 
-def _input(inputs):
-    """The one input, if the C kernels take it: a cpu float32/float64 tensor, at least 1-D,
-    with at least MIN_NUMEL elements."""
+def _input(inputs, dtypes=DTYPES):
+    """The one input, if the C kernels take it: a cpu tensor of one of `dtypes`, at least
+    1-D, with at least MIN_NUMEL elements."""
     if len(inputs) != 1:
         return None
     x = inputs[0]
     if not isinstance(x, Tensor) or type(x._storage) is not CPUStorage:
         return None
-    if x._storage.dtype not in DTYPES or not x._shape or math.prod(x._shape) < MIN_NUMEL:
+    if x._storage.dtype not in dtypes or not x._shape or math.prod(x._shape) < MIN_NUMEL:
         return None
     return x
 
 
-def _reduce(code, x, dims, keepdim, param=0.0, in_order=False, values=True, indices=False):
+def _norm_in_c(p):
+    """p = 0, 1, 2, +-inf, or a whole p from 3 to MAX_INT_P (its terms as repeated products).
+    Other p decline: the C library's pow per element ran about 3x slower than the reference's
+    NumPy power (its own SIMD code) on a 2-core x86-64, 4M float32."""
+    if math.isnan(p):
+        return False
+    return p in (0, 1, 2, math.inf, -math.inf) or (p == int(p) and 3 <= p <= _R.MAX_INT_P)
+
+
+def _reduced_numel(x, dims):
+    return math.prod(x._shape if dims is None else [x._shape[d] for d in dims])
+
+
+def _reduce(code, x, dims, keepdim, param=0.0, in_order=False, values=True, indices=False,
+            result_dtype=None):
     """Run reduction `code` of x over `dims` (None: all); NotImplemented if the geometry
     does not fit (O, I, R). `in_order` keeps the reduced dims in logical order (needed when
     an index into them is returned); otherwise they are ordered by stride, so any dense
-    layout merges."""
+    layout merges. `result_dtype` int64 (code None) runs the integer product instead."""
     shape, strides = x._shape, x._strides
     reduced = list(range(len(shape))) if dims is None else list(dims)
     if not in_order:
@@ -181,6 +231,11 @@ def _reduce(code, x, dims, keepdim, param=0.0, in_order=False, values=True, indi
     result_shape = tuple(1 if d in reduced else s for d, s in enumerate(shape)) if keepdim \
         else tuple(kept_sizes)
     dtype = x._storage.dtype
+    if result_dtype is D.int64:
+        value = Tensor._empty(result_shape, D.int64)
+        _R.prod_int(x._storage.array, x._offset, (O, I, reduced_shape[0]),
+                    (so, si, reduced_strides[0]), value._storage.array, 0, (oso, osi))
+        return value
     value = Tensor._empty(result_shape, dtype) if values else None
     index = Tensor._empty(result_shape, D.int64) if indices else None
     _R.reduce(code, x._storage.array, x._offset, (O, I, reduced_shape[0]),

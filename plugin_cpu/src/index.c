@@ -52,6 +52,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#define COMMON_STRIDED_WALK /* walk_t and parse_operand from common.h */
 #include "common.h"
 
 #include <pthread.h>
@@ -85,46 +86,9 @@ static int n_threads(ptrdiff_t positions)
     return 1;
 }
 
-/* ---- the walk over a strided shape ---------------------------------------------------- */
-
-/* Up to 4 operands (out, src, index) walked together over one shape, row-major. */
-typedef struct {
-    int ndim; /* >= 1 */
-    ptrdiff_t shape[MAX_NDIM];
-    ptrdiff_t strides[3][MAX_NDIM];
-    ptrdiff_t offset[3];
-} walk_t;
+/* ---- the walk (walk_t, walk_seek, walk_next_row: common.h) and its operand slots ------- */
 
 enum { OP_OUT, OP_SRC, OP_IDX };
-
-/* Position `start` (linear, row-major): its multi-index and each operand's element offset. */
-static void walk_seek(const walk_t *W, ptrdiff_t start, ptrdiff_t *idx, ptrdiff_t *off)
-{
-    ptrdiff_t rem = start;
-    for (int d = W->ndim - 1; d >= 0; d--) {
-        idx[d] = rem % W->shape[d];
-        rem /= W->shape[d];
-    }
-    for (int k = 0; k < 3; k++) {
-        off[k] = W->offset[k];
-        for (int d = 0; d < W->ndim; d++) off[k] += idx[d] * W->strides[k][d];
-    }
-}
-
-/* Move from the end of a row (last coordinate past its end) to the next row's start. */
-static void walk_next_row(const walk_t *W, ptrdiff_t *idx, ptrdiff_t *off)
-{
-    const int last = W->ndim - 1;
-    for (int k = 0; k < 3; k++) off[k] -= idx[last] * W->strides[k][last];
-    idx[last] = 0;
-    for (int d = last - 1; d >= 0; d--) {
-        idx[d]++;
-        for (int k = 0; k < 3; k++) off[k] += W->strides[k][d];
-        if (idx[d] < W->shape[d]) break;
-        for (int k = 0; k < 3; k++) off[k] -= W->shape[d] * W->strides[k][d];
-        idx[d] = 0;
-    }
-}
 
 /* A thread's first bad index: its linear position (-1: none) and value. */
 typedef struct {
@@ -420,24 +384,6 @@ static int index_type(const Py_buffer *view)
     return -1;
 }
 
-/* The walk shape; returns numel or -1 with an exception set. */
-static long long parse_shape(PyObject *obj, long long *shape, int *ndim)
-{
-    long long numel = 1;
-    if (parse_dims(obj, "shape", -1, shape, ndim) < 0) return -1;
-    for (int d = 0; d < *ndim; d++) {
-        if (shape[d] < 0) {
-            PyErr_Format(PyExc_ValueError, "shape[%d] is negative (%lld)", d, shape[d]);
-            return -1;
-        }
-        if (__builtin_mul_overflow(numel, shape[d], &numel) || numel > PTRDIFF_MAX / 16) {
-            PyErr_SetString(PyExc_ValueError, "shape has too many elements");
-            return -1;
-        }
-    }
-    return numel;
-}
-
 static int parse_size(PyObject *obj, const char *what, long long *dst)
 {
     if (parse_offset(obj, what, dst) < 0) return -1; /* an int >= 0, not too large */
@@ -455,46 +401,6 @@ static int parse_stride(PyObject *obj, const char *what, long long *dst)
         return -1;
     }
     return 0;
-}
-
-/* One operand: buffer, offset, strides (one per walk dim). Its elements for every position
- * of the walk, plus `extra_stride` times every index in [0, extra_size) when extra_size > 0,
- * must lie in the buffer. */
-static int parse_operand(PyObject *const *arg, const char *name, int writable, int ndim,
-                         const long long *shape, long long numel, long long extra_stride,
-                         long long extra_size, Py_buffer *view, walk_t *W, int k)
-{
-    long long offset, strides[MAX_NDIM + 1], full_shape[MAX_NDIM + 1];
-    char what[64];
-    if (get_buffer(arg[0], view, writable, name) < 0) return -1;
-    snprintf(what, sizeof what, "%s_offset", name);
-    if (parse_offset(arg[1], what, &offset) < 0) goto fail;
-    snprintf(what, sizeof what, "%s_strides", name);
-    if (parse_dims(arg[2], what, ndim, strides, NULL) < 0) goto fail;
-    memcpy(full_shape, shape, sizeof(long long) * (size_t)ndim);
-    int checked_ndim = ndim;
-    if (extra_size > 0) {
-        full_shape[ndim] = extra_size;
-        strides[ndim] = extra_stride;
-        checked_ndim++;
-    }
-    if (numel > 0 &&
-        check_bounds(name, view->len / view->itemsize, offset, checked_ndim, full_shape,
-                     strides) < 0)
-        goto fail;
-    W->offset[k] = (ptrdiff_t)offset;
-    for (int d = 0; d < W->ndim; d++) W->strides[k][d] = ndim ? (ptrdiff_t)strides[d] : 0;
-    return 0;
-fail:
-    PyBuffer_Release(view);
-    return -1;
-}
-
-static void set_walk_shape(walk_t *W, int ndim, const long long *shape)
-{
-    memset(W, 0, sizeof *W);
-    W->ndim = ndim ? ndim : 1; /* a 0-dim walk is a 1-dim one of one position */
-    for (int d = 0; d < W->ndim; d++) W->shape[d] = ndim ? (ptrdiff_t)shape[d] : 1;
 }
 
 static PyObject *raise_bad(const bad_t *bad, long long size)

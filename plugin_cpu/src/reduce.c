@@ -1,4 +1,5 @@
-/* reftorch_cpu._reduce: reductions over one (coalesced) dim for float32 and float64.
+/* reftorch_cpu._reduce: reductions over one (coalesced) dim for float32 and float64:
+ * sum, mean, var/std, logsumexp, extremes and their indices, prod, p-norms, cumsum.
  *
  * Entry points (called from reftorch_cpu/reductions.py, which turns the op's dims into this
  * geometry or declines):
@@ -7,8 +8,10 @@
  *          idx, idx_offset, (iso, isi), param)
  *       for every (o, i): reduce the R elements x[o*so + i*si + r*sr] into out[o, i]
  *       (and the int64 index of the extreme into idx[o, i]); out or idx may be None when
- *       the op has no such result. param is var/std's correction.
+ *       the op has no such result. param is var/std's correction, or norm's p.
  *   cumsum(x, x_offset, (O, I, R), (so, si, sr), out, out_offset, (oso, osi, osr))
+ *   prod_int(x, x_offset, (O, I, R), (so, si, sr), out, out_offset, (oso, osi))
+ *       int64 products of a bool / integer x (any of those element types) into out[O, I]
  *
  * Buffers are contiguous float32 ('f') / float64 ('d') arrays (int64 for idx); offsets and
  * strides count elements (negative and zero strides allowed). Everything is checked before
@@ -37,6 +40,15 @@
  * exp(x - max) (float32: this file's own vectorized exp, within 1 ulp; float64: the C
  * library's), log(sum) + max; a row whose max is NaN or +-inf has that max as its result,
  * as the reference computes it.
+ *
+ * prod: each row multiplies its elements in index order from 1, as NumPy's multiply.reduce
+ * does (both layouts): bit-equal. Its rows are not cut into chunks, so one row is one
+ * thread's work. norm(p): the passes above over a transform of each element: p = 2 sums
+ * x * x (the var pass around 0) and takes sqrt, p = 1 sums |x|, whole p in 3..MAX_INT_P
+ * sum |x| * ... * |x| (p - 1 roundings; the C library's pow per element ran 3x slower than
+ * the reference's SIMD power) and take pow(sum, 1 / p): the reference's formulas, summed in
+ * this file's order (other p are declined by the Python side); p = 0
+ * counts nonzeros (NaN included) and +-inf take the extreme magnitude: exact.
  *
  * Work is split into a fixed list of items (row x chunk, or column block) handed out by an
  * OpenMP static loop; partial results are combined in item order afterwards. The per-type,
@@ -72,9 +84,28 @@
 #define PARALLEL_MIN_ELEMENTS 32768
 
 enum { T_F32, T_F64, N_TYPES };
-enum { K_SUM, K_SQDEV, K_EXPSUM, K_MAX, K_MIN, N_KINDS }; /* what one pass computes per row */
+/* What one pass computes per row: sums of a transform of each element (pairwise, or down
+ * columns), the sequential product, or an extreme (of the element or of its magnitude). */
+enum { K_SUM, K_SQDEV, K_EXPSUM, K_ABSSUM, K_NONZERO, K_POWSUM, K_PROD, K_MAX, K_MIN,
+       K_ABSMAX, K_ABSMIN, N_KINDS };
 enum { OP_SUM, OP_MEAN, OP_AMAX, OP_AMIN, OP_MAX_DIM, OP_MIN_DIM, OP_ARGMAX, OP_ARGMIN,
-       OP_VAR, OP_STD, OP_LOGSUMEXP, N_OPS };
+       OP_VAR, OP_STD, OP_LOGSUMEXP, OP_PROD, OP_NORM, N_OPS };
+
+static int is_extreme(int kind)
+{
+    return kind == K_MAX || kind == K_MIN || kind == K_ABSMAX || kind == K_ABSMIN;
+}
+
+static int is_largest(int kind) { return kind == K_MAX || kind == K_ABSMAX; }
+
+/* The product must run in index order (NumPy's multiply.reduce does, and products round
+ * differently in any other order): its rows are never cut into chunks. */
+static int is_sequential(int kind) { return kind == K_PROD; }
+
+/* Magnitude and power for either element type (one definition for the six clones). */
+#define ABS(e) _Generic((e), float: fabsf, double: fabs)(e)
+#define POW(e, p) _Generic((e), float: powf, double: pow)((e), (p))
+#define MAX_INT_P 8 /* the largest whole p of the general p-norm (p - 1 roundings a term) */
 
 /* The reduction geometry: x's element 0, and (O, I, R) with strides in elements. */
 typedef struct {
@@ -176,8 +207,8 @@ static int parallel_ok(ptrdiff_t elements)
             int64_t at = pi ? pi[row * nchunks] : 0;                                         \
             for (ptrdiff_t k = 1; k < nchunks; k++) {                                        \
                 T v = p[k];                                                                  \
-                if (kind == K_MAX || kind == K_MIN) {                                        \
-                    int better = kind == K_MAX ? v > best : v < best;                        \
+                if (is_extreme(kind)) {                                                      \
+                    int better = is_largest(kind) ? v > best : v < best;                     \
                     if (best == best && (better || v != v)) {                                \
                         best = v;                                                            \
                         if (pi) at = (int64_t)k * CHUNK + pi[row * nchunks + k];            \
@@ -206,9 +237,9 @@ static int run_pass(int type, const geo_t *g, int kind, const void *center, void
         FOR_GROUPS(g->O * blocks, 1, par, fn(g, kind, center, val, idx, 0, lo, hi));
         return 0;
     }
-    const ptrdiff_t nchunks = (g->R + CHUNK - 1) / CHUNK;
+    const ptrdiff_t nchunks = is_sequential(kind) ? 1 : (g->R + CHUNK - 1) / CHUNK;
     const ptrdiff_t items = nrows * nchunks;
-    const ptrdiff_t per_item = g->R < CHUNK ? g->R : CHUNK;
+    const ptrdiff_t per_item = g->R < CHUNK || is_sequential(kind) ? g->R : CHUNK;
     const ptrdiff_t group = per_item >= ITEM_MIN_ELEMENTS ? 1 : ITEM_MIN_ELEMENTS / per_item;
     const pass_fn fn = ROW_PASS[g_isa][type];
     if (nchunks == 1) {
@@ -228,6 +259,19 @@ static int run_pass(int type, const geo_t *g, int kind, const void *center, void
         combine_f64(kind, pv, pi, nchunks, nrows, val, idx, par);
     free(pv), free(pi);
     return 0;
+}
+
+/* The pass of the p-norm: p = 2 is the sum of squares (x - 0)^2 = x * x, as the
+ * reference's |x| * |x|; p = 0 counts nonzeros (NaN included); +-inf the largest and smallest
+ * magnitude; any other p sums |x| ** p. */
+static int norm_kind(double p)
+{
+    if (p == 2) return K_SQDEV;
+    if (p == 1) return K_ABSSUM;
+    if (p == 0) return K_NONZERO;
+    if (p == INFINITY) return K_ABSMAX;
+    if (p == -INFINITY) return K_ABSMIN;
+    return K_POWSUM;
 }
 
 /* The op's result per row from its passes, written to out/idx (strided over O x I). */
@@ -274,6 +318,17 @@ static int run_pass(int type, const geo_t *g, int kind, const void *center, void
                 shift[r] = isfinite(center[r]) ? center[r] : 0;                              \
             if (run_pass(type, g, K_EXPSUM, shift, val, NULL, par) < 0) goto done;           \
             break;                                                                           \
+        case OP_PROD:                                                                        \
+            if (run_pass(type, g, K_PROD, NULL, val, NULL, par) < 0) goto done;              \
+            break;                                                                           \
+        case OP_NORM: /* the general p's pass reads p (as T, as NumPy's power does) as the   \
+                       * per-row value */                                                    \
+            if (norm_kind(param) == K_POWSUM) {                                              \
+                if ((center = malloc((size_t)nrows * sizeof(T))) == NULL) goto done;         \
+                for (ptrdiff_t r = 0; r < nrows; r++) center[r] = (T)param;                  \
+            }                                                                                \
+            if (run_pass(type, g, norm_kind(param), center, val, NULL, par) < 0) goto done;  \
+            break;                                                                           \
         }                                                                                    \
         const double dof = (double)R - param > 0 ? (double)R - param : 0.0;                  \
         for (ptrdiff_t o = 0; o < g->O; o++) {                                               \
@@ -284,6 +339,10 @@ static int run_pass(int type, const geo_t *g, int kind, const void *center, void
                 case OP_MEAN: v = v / (T)R; break;                                           \
                 case OP_VAR: v = v / (T)dof; break;                                          \
                 case OP_STD: v = SQRT(v / (T)dof); break;                                    \
+                case OP_NORM: /* the reference's sqrt(sum) and sum ** (1 / p) */             \
+                    if (norm_kind(param) == K_SQDEV) v = SQRT(v);                            \
+                    if (norm_kind(param) == K_POWSUM) v = POW(v, (T)(1.0 / param));          \
+                    break;                                                                   \
                 case OP_LOGSUMEXP:                                                           \
                     v = isfinite(center[row]) ? LOG(v) + center[row] : center[row];          \
                     break;                                                                   \
@@ -306,8 +365,28 @@ DEFINE_REDUCE(double, f64, log, sqrt)
 
 /* ---- argument checking ------------------------------------------------------------------ */
 
+/* The element kind of an integer product's input (bool and every integer type; int64 is
+ * also the output's kind), or -1 with TypeError set. */
+enum { E_BOOL, E_U8, E_I8, E_I16, E_I32, E_I64, N_INT_KINDS };
+
+static int int_kind(const Py_buffer *view, const char *what)
+{
+    const int c = format_char(view);
+    const Py_ssize_t size = view->itemsize;
+    if (c == '?' && size == 1) return E_BOOL;
+    if (c == 'B' && size == 1) return E_U8;
+    if (c == 'b' && size == 1) return E_I8;
+    if (c == 'h' && size == 2) return E_I16;
+    if ((c == 'i' || c == 'l') && size == 4) return E_I32;
+    if ((c == 'l' || c == 'q') && size == 8) return E_I64;
+    PyErr_Format(PyExc_TypeError, "%s must hold bool or integer elements (buffer format '%s', "
+                 "itemsize %zd)", what, view->format ? view->format : "B", size);
+    return -1;
+}
+
 /* One operand: (buffer, offset, strides) over `shape`; `kind` is the element kind it must
- * have (-1: float32 or float64, returned). Sets *ptr to the view's element 0. */
+ * have (-1: float32 or float64, returned; -2: any kind of int_kind). Sets *ptr to the
+ * view's element 0. */
 static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
                    const long long *shape, int writable, int kind, const char *what,
                    Py_buffer *view, char **ptr, long long *strides, int *held)
@@ -315,9 +394,9 @@ static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim
     long long offset;
     if (get_buffer(buf, view, writable, what) < 0) return -1;
     (*held)++;
-    int k = buffer_kind(view, what);
+    int k = kind == -2 ? int_kind(view, what) : buffer_kind(view, what);
     if (k < 0) return -1;
-    if ((kind >= 0 && k != kind) || (kind < 0 && k == KIND_I64)) {
+    if ((kind >= 0 && k != kind) || (kind == -1 && k == KIND_I64)) {
         PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
         return -1;
     }
@@ -366,6 +445,12 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     double param = PyFloat_AsDouble(args[11]);
     if (param == -1.0 && PyErr_Occurred()) return NULL;
+    if (op == OP_NORM && norm_kind(param) == K_POWSUM &&
+        !(param == floor(param) && param >= 3 && param <= MAX_INT_P)) {
+        PyErr_Format(PyExc_ValueError, "norm's p must be 0, 1, 2, +-inf or a whole number "
+                     "from 3 to %d", MAX_INT_P);
+        return NULL;
+    }
     long long shape[3], xs[3], os[2] = {0, 0}, is[2] = {0, 0};
     if (parse_shape3(args[3], shape) < 0) return NULL;
     if (shape[2] < 1) {
@@ -409,6 +494,66 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     result = Py_None;
     Py_INCREF(result);
+done:
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+/* Integer products: int64 wrapping multiplication (in uint64: no signed overflow) is
+ * associative and commutative, so any order gives the reference's bits (NumPy converts to
+ * int64 first, then multiplies, wrapping the same way); each row still runs in order. */
+#define DEFINE_INT_PRODUCTS(E, SFX)                                                          \
+    static void int_products_##SFX(const geo_t *g, int64_t *out, ptrdiff_t oso,             \
+                                   ptrdiff_t osi, ptrdiff_t lo, ptrdiff_t hi)                \
+    {                                                                                        \
+        for (ptrdiff_t row = lo; row < hi; row++) {                                          \
+            const ptrdiff_t o = row / g->I, i = row % g->I;                                  \
+            const E *x = (const E *)g->x + o * g->so + i * g->si;                            \
+            uint64_t acc = 1;                                                                \
+            for (ptrdiff_t r = 0; r < g->R; r++) acc *= (uint64_t)(int64_t)x[r * g->sr];     \
+            out[o * oso + i * osi] = (int64_t)acc; /* GCC: modulo 2^64, as NumPy wraps */    \
+        }                                                                                    \
+    }
+DEFINE_INT_PRODUCTS(uint8_t, bool) /* a bool byte is 0 or 1 */
+DEFINE_INT_PRODUCTS(uint8_t, u8)
+DEFINE_INT_PRODUCTS(int8_t, i8)
+DEFINE_INT_PRODUCTS(int16_t, i16)
+DEFINE_INT_PRODUCTS(int32_t, i32)
+DEFINE_INT_PRODUCTS(int64_t, i64)
+
+typedef void (*int_products_fn)(const geo_t *, int64_t *, ptrdiff_t, ptrdiff_t, ptrdiff_t,
+                                ptrdiff_t);
+static const int_products_fn INT_PRODUCTS[N_INT_KINDS] = {
+    int_products_bool, int_products_u8, int_products_i8, int_products_i16, int_products_i32,
+    int_products_i64};
+
+static PyObject *py_prod_int(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "prod_int() takes 7 arguments (x, x_offset, shape, "
+                     "x_strides, out, out_offset, out_strides), got %zd", nargs);
+        return NULL;
+    }
+    long long shape[3], xs[3], os[2];
+    if (parse_shape3(args[2], shape) < 0) return NULL;
+    Py_buffer views[2];
+    int held = 0, kind;
+    char *x, *out;
+    PyObject *result = NULL;
+    kind = operand(args[0], args[1], args[3], 3, shape, 0, -2, "x", &views[0], &x, xs, &held);
+    if (kind < 0 || operand(args[4], args[5], args[6], 2, shape, 1, KIND_I64, "out",
+                            &views[1], &out, os, &held) < 0)
+        goto done;
+    geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    const ptrdiff_t rows = g.O * g.I;
+    const int par = parallel_ok(rows * g.R);
+    const ptrdiff_t group = g.R >= ITEM_MIN_ELEMENTS ? 1 : ITEM_MIN_ELEMENTS / (g.R ? g.R : 1);
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    FOR_GROUPS(rows, group, par, INT_PRODUCTS[kind](&g, (int64_t *)out, os[0], os[1], lo, hi));
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
 done:
     for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
     return result;
@@ -459,6 +604,9 @@ static PyMethodDef METHODS[] = {
     {"reduce", (PyCFunction)(void (*)(void))py_reduce, METH_FASTCALL,
      "reduce(op, x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides, idx, "
      "idx_offset, idx_strides, param): reduce x's R axis into out[O, I] (and idx)."},
+    {"prod_int", (PyCFunction)(void (*)(void))py_prod_int, METH_FASTCALL,
+     "prod_int(x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides): int64 "
+     "(wrapping) products of bool / integer x along R into out[O, I]."},
     {"cumsum", (PyCFunction)(void (*)(void))py_cumsum, METH_FASTCALL,
      "cumsum(x, x_offset, (O, I, R), x_strides, out, out_offset, out_strides): running sums "
      "along R."},
@@ -478,9 +626,13 @@ PyMODINIT_FUNC PyInit__reduce(void)
     init_module_state();
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "MAX_INT_P", MAX_INT_P) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     static const char *const names[N_OPS] = {"SUM", "MEAN", "AMAX", "AMIN", "MAX_DIM",
                                              "MIN_DIM", "ARGMAX", "ARGMIN", "VAR", "STD",
-                                             "LOGSUMEXP"};
+                                             "LOGSUMEXP", "PROD", "NORM"};
     for (int i = 0; i < N_OPS; i++) {
         if (PyModule_AddIntConstant(m, names[i], i) < 0) {
             Py_DECREF(m);
@@ -509,6 +661,10 @@ typedef ITYPE NAME(nivec) __attribute__((vector_size(VBYTES)));
 #define NIVEC NAME(nivec)
 #define NL ((ptrdiff_t)(VBYTES / sizeof(T)))
 #define BLEND(m, a, b) ((NVEC)(((NIVEC)(a) & (m)) | ((NIVEC)(b) & ~(m))))
+/* |v| of every lane: the sign bit cleared (as fabs, NaN stays NaN). */
+#define ABS_BITS ((ITYPE)((((uint64_t)1) << (8 * sizeof(T) - 1)) - 1))
+#define VABS(v) ((VEC)((IVEC)(v) & ((IVEC){0} + ABS_BITS)))
+#define NABS(v) ((NVEC)((NIVEC)(v) & ((NIVEC){0} + ABS_BITS)))
 
 /* Vector i of a run with stride s (an unaligned load, or a gather by lanes). */
 #define LOAD(v, x, i, s)                                                                     \
@@ -602,6 +758,15 @@ ISA_ATTR static inline T NAME(scalar_exp)(T e)
 #define SCALAR_EXP(e) EXP(e)
 #endif
 
+/* m ** p for a whole p >= 1 as m * m * ... * m in order (p - 1 roundings): the general
+ * p-norm's term. */
+ISA_ATTR static inline T NAME(ipow)(T m, int p)
+{
+    T r = m;
+    for (int k = 1; k < p; k++) r *= m;
+    return r;
+}
+
 /* Pairwise sum of XFORM(v) over nv vectors (the leaf: 4 interleaved accumulators, combined
  * (a0 + a1) + (a2 + a3); above it, halves split at multiples of the leaf), into *out. Then
  * the row's sum: the vectors' lanes added as a tree, then the < VL tail elements in order. */
@@ -654,28 +819,35 @@ ISA_ATTR static inline T NAME(scalar_exp)(T e)
 DEFINE_PAIRWISE(sum, (void)0, e)
 DEFINE_PAIRWISE(sqdev, v = (v - cv) * (v - cv), (e - c) * (e - c))
 DEFINE_PAIRWISE(expsum, v = v - cv; VECTOR_EXP(v), SCALAR_EXP(e - c))
+DEFINE_PAIRWISE(abssum, v = VABS(v), ABS(e))
+DEFINE_PAIRWISE(nonzero, v = (VEC)((v != (VEC){0}) & (IVEC)((VEC){0} + 1)), (T)(e != 0))
+DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k_++) v *= m_,
+                NAME(ipow)(ABS(e), (int)c))
 
 /* Extremes: `v` beats `best` when strictly greater (smaller), or when v is NaN: NaN, once
  * held, is never replaced (nothing compares greater than it, and v != v fails for numbers).
- * The first occurrence is then the first element equal to the result (or the first NaN):
- * the value pass keeps each BLOCK's extreme, the scan looks only inside the first block
- * whose extreme equals the result. */
-#define DEFINE_EXTREME(FN, CMP)                                                              \
-    ISA_ATTR static T NAME(FN##_run)(const T *x, ptrdiff_t n, ptrdiff_t s)                  \
+ * FN##_run gives the extreme of VX / SX of each element (the element, or its magnitude for
+ * the inf-norms). The first occurrence (plain extremes only) is then the first element equal
+ * to the result (or the first NaN): the value pass keeps each BLOCK's extreme, the scan
+ * looks only inside the first block whose extreme equals the result. */
+#define DEFINE_EXTREME_RUN(FN, CMP, VX, SX)                                                  \
+    ISA_ATTR static T NAME(FN##_run)(const T *x, ptrdiff_t n, ptrdiff_t s)                   \
     {                                                                                        \
         const ptrdiff_t nv = n / NL;                                                         \
-        T best = x[0];                                                                       \
+        T best = SX(x[0]);                                                                   \
         if (nv > 0) {                                                                        \
             NVEC a[4], v = {0};                                                              \
-            for (int k = 0; k < 4; k++) a[k] = (NVEC){0} + x[0];                             \
+            for (int k = 0; k < 4; k++) a[k] = (NVEC){0} + best;                             \
             ptrdiff_t i = 0;                                                                 \
             for (; i + 4 <= nv; i += 4)                                                      \
                 for (int k = 0; k < 4; k++) {                                                \
                     NLOAD(v, x, i + k, s);                                                   \
+                    v = VX(v);                                                               \
                     a[k] = BLEND((v CMP a[k]) | (v != v), v, a[k]);                          \
                 }                                                                            \
             for (; i < nv; i++) {                                                            \
                 NLOAD(v, x, i, s);                                                           \
+                v = VX(v);                                                                   \
                 a[0] = BLEND((v CMP a[0]) | (v != v), v, a[0]);                              \
             }                                                                                \
             for (int k = 1; k < 4; k++) a[0] = BLEND((a[k] CMP a[0]) | (a[k] != a[k]),       \
@@ -690,13 +862,15 @@ DEFINE_PAIRWISE(expsum, v = v - cv; VECTOR_EXP(v), SCALAR_EXP(e - c))
             best = t[0];                                                                     \
         }                                                                                    \
         for (ptrdiff_t i = nv * NL; i < n; i++) {                                            \
-            const T e = x[i * s];                                                            \
+            const T e = SX(x[i * s]);                                                        \
             best = ((e CMP best) | (e != e)) ? e : best;                                     \
         }                                                                                    \
         return best;                                                                         \
-    }                                                                                        \
+    }
+
+#define DEFINE_EXTREME_INDEX(FN, CMP)                                                        \
     /* n <= CHUNK elements; *index (if wanted) gets the first occurrence of the result */    \
-    ISA_ATTR static T NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s, int64_t *index)        \
+    ISA_ATTR static T NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s, int64_t *index)         \
     {                                                                                        \
         if (index == NULL) return NAME(FN##_run)(x, n, s);                                   \
         T block_best[CHUNK / BLOCK];                                                         \
@@ -716,34 +890,98 @@ DEFINE_PAIRWISE(expsum, v = v - cv; VECTOR_EXP(v), SCALAR_EXP(e - c))
         return best;                                                                         \
     }
 
-DEFINE_EXTREME(largest, >)
-DEFINE_EXTREME(smallest, <)
+#define SAME(e) (e)
+DEFINE_EXTREME_RUN(largest, >, SAME, SAME)
+DEFINE_EXTREME_RUN(smallest, <, SAME, SAME)
+DEFINE_EXTREME_RUN(abs_largest, >, NABS, ABS)
+DEFINE_EXTREME_RUN(abs_smallest, <, NABS, ABS)
+DEFINE_EXTREME_INDEX(largest, >)
+DEFINE_EXTREME_INDEX(smallest, <)
 
-/* Row layout: item = row * nchunks + chunk; writes the chunk's partial to val[item]. */
+/* The product of a row in index order, from 1 (NumPy's multiply.reduce: 1 * x[0] is x[0]
+ * exactly, so it equals starting from x[0]). Each step depends on the last: no vectors. */
+ISA_ATTR static T NAME(product)(const T *x, ptrdiff_t n, ptrdiff_t s)
+{
+    T acc = 1;
+    for (ptrdiff_t i = 0; i < n; i++) acc *= x[i * s];
+    return acc;
+}
+
+/* The products of rows [lo, hi), PRODUCT_LANES rows at a time: each row still multiplies in
+ * index order (the same bits as product()), but the rows' independent chains interleave, so
+ * the multiplier's latency is hidden (a lone row waits for each product before the next). */
+#define PRODUCT_LANES 8
+ISA_ATTR static void NAME(products)(const geo_t *g, ptrdiff_t lo, ptrdiff_t hi, T *val)
+{
+    for (ptrdiff_t r0 = lo; r0 < hi; r0 += PRODUCT_LANES) {
+        const ptrdiff_t n = hi - r0 < PRODUCT_LANES ? hi - r0 : PRODUCT_LANES;
+        if (n == 1) {
+            const T *x = (const T *)g->x + r0 / g->I * g->so + r0 % g->I * g->si;
+            val[r0] = NAME(product)(x, g->R, g->sr);
+            continue;
+        }
+        const T *x[PRODUCT_LANES];
+        T acc[PRODUCT_LANES];
+        for (ptrdiff_t j = 0; j < PRODUCT_LANES; j++) { /* missing rows repeat the last one */
+            const ptrdiff_t row = r0 + (j < n ? j : n - 1);
+            x[j] = (const T *)g->x + row / g->I * g->so + row % g->I * g->si;
+            acc[j] = 1;
+        }
+        for (ptrdiff_t i = 0; i < g->R; i++)
+            for (int j = 0; j < PRODUCT_LANES; j++) acc[j] *= x[j][i * g->sr];
+        for (ptrdiff_t j = 0; j < n; j++) val[r0 + j] = acc[j];
+    }
+}
+
+/* Row layout: item = row * nchunks + chunk; writes the chunk's partial to val[item] (a
+ * sequential kind's row is one item whatever its length). */
 ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center_, void *val_,
                                     int64_t *idx, ptrdiff_t nchunks, ptrdiff_t lo,
                                     ptrdiff_t hi)
 {
     const T *center = center_;
     T *val = val_;
+    if (kind == K_PROD) { /* one item per row (never chunked) */
+        NAME(products)(g, lo, hi, val);
+        return;
+    }
     for (ptrdiff_t item = lo; item < hi; item++) {
         const ptrdiff_t row = item / nchunks, chunk = item % nchunks;
         const ptrdiff_t o = row / g->I, i = row % g->I, start = chunk * CHUNK;
-        const ptrdiff_t n = g->R - start < CHUNK ? g->R - start : CHUNK;
+        const ptrdiff_t n = nchunks == 1 ? g->R : g->R - start < CHUNK ? g->R - start : CHUNK;
         const T *x = (const T *)g->x + o * g->so + i * g->si + start * g->sr;
         const T c = center ? center[row] : 0;
         switch (kind) {
         case K_SUM: val[item] = NAME(sum)(x, n, g->sr, c); break;
         case K_SQDEV: val[item] = NAME(sqdev)(x, n, g->sr, c); break;
         case K_EXPSUM: val[item] = NAME(expsum)(x, n, g->sr, c); break;
+        case K_ABSSUM: val[item] = NAME(abssum)(x, n, g->sr, c); break;
+        case K_NONZERO: val[item] = NAME(nonzero)(x, n, g->sr, c); break;
+        case K_POWSUM: val[item] = NAME(powsum)(x, n, g->sr, c); break;
+        case K_PROD: val[item] = NAME(product)(x, n, g->sr); break;
         case K_MAX: val[item] = NAME(largest)(x, n, g->sr, idx ? idx + item : NULL); break;
         case K_MIN: val[item] = NAME(smallest)(x, n, g->sr, idx ? idx + item : NULL); break;
+        case K_ABSMAX: val[item] = NAME(abs_largest_run)(x, n, g->sr); break;
+        case K_ABSMIN: val[item] = NAME(abs_smallest_run)(x, n, g->sr); break;
         }
     }
 }
 
+/* One step down the columns: acc[i] OP= TERM for the w columns of this row r. */
+#define COLUMN_STEP(OP, TERM)                                                                \
+    for (ptrdiff_t i = 0; i < w; i++) acc[i] OP TERM
+/* One step of an extreme down the columns (SX: the element, or its magnitude). */
+#define COLUMN_EXTREME(CMP, SX)                                                              \
+    for (ptrdiff_t i = 0; i < w; i++) {                                                      \
+        const T v = SX(xr[i]);                                                               \
+        const int take = ((v CMP acc[i]) | (v != v)) & (acc[i] == acc[i]);                  \
+        acc[i] = take ? v : acc[i];                                                          \
+        at[i] = take ? r : at[i];                                                            \
+    }
+
 /* Column layout (si == 1): item = o * blocks + block of COLUMN_BLOCK columns; each column
- * runs down R in order. Writes final per-row values (row = o * I + i). */
+ * runs down R in order (NumPy's order for an outer axis, the product's too). Writes final
+ * per-row values (row = o * I + i). */
 ISA_ATTR static void NAME(column_pass)(const geo_t *g, int kind, const void *center_,
                                        void *val_, int64_t *idx, ptrdiff_t unused,
                                        ptrdiff_t lo, ptrdiff_t hi)
@@ -760,38 +998,33 @@ ISA_ATTR static void NAME(column_pass)(const geo_t *g, int kind, const void *cen
         const T *x = (const T *)g->x + o * g->so + i0;
         const ptrdiff_t sr = g->sr, R = g->R, row0 = o * g->I + i0;
         for (ptrdiff_t i = 0; i < w; i++) c[i] = center ? center[row0 + i] : 0;
-        if (kind == K_MAX || kind == K_MIN) {
-            for (ptrdiff_t i = 0; i < w; i++) acc[i] = x[i], at[i] = 0;
+        if (is_extreme(kind)) {
+            const int mag = kind == K_ABSMAX || kind == K_ABSMIN;
+            for (ptrdiff_t i = 0; i < w; i++) acc[i] = mag ? ABS(x[i]) : x[i], at[i] = 0;
             for (ptrdiff_t r = 1; r < R; r++) {
                 const T *xr = x + r * sr;
-                if (kind == K_MAX) {
-                    for (ptrdiff_t i = 0; i < w; i++) {
-                        const T v = xr[i];
-                        const int take = ((v > acc[i]) | (v != v)) & (acc[i] == acc[i]);
-                        acc[i] = take ? v : acc[i];
-                        at[i] = take ? r : at[i];
-                    }
-                } else {
-                    for (ptrdiff_t i = 0; i < w; i++) {
-                        const T v = xr[i];
-                        const int take = ((v < acc[i]) | (v != v)) & (acc[i] == acc[i]);
-                        acc[i] = take ? v : acc[i];
-                        at[i] = take ? r : at[i];
-                    }
+                switch (kind) {
+                case K_MAX: COLUMN_EXTREME(>, SAME); break;
+                case K_MIN: COLUMN_EXTREME(<, SAME); break;
+                case K_ABSMAX: COLUMN_EXTREME(>, ABS); break;
+                case K_ABSMIN: COLUMN_EXTREME(<, ABS); break;
                 }
             }
             if (idx)
                 for (ptrdiff_t i = 0; i < w; i++) idx[row0 + i] = at[i];
         } else {
-            for (ptrdiff_t i = 0; i < w; i++) acc[i] = 0;
+            for (ptrdiff_t i = 0; i < w; i++) acc[i] = kind == K_PROD ? 1 : 0;
             for (ptrdiff_t r = 0; r < R; r++) {
                 const T *xr = x + r * sr;
-                if (kind == K_SUM)
-                    for (ptrdiff_t i = 0; i < w; i++) acc[i] += xr[i];
-                else if (kind == K_SQDEV)
-                    for (ptrdiff_t i = 0; i < w; i++) acc[i] += (xr[i] - c[i]) * (xr[i] - c[i]);
-                else
-                    for (ptrdiff_t i = 0; i < w; i++) acc[i] += SCALAR_EXP(xr[i] - c[i]);
+                switch (kind) {
+                case K_SUM: COLUMN_STEP(+=, xr[i]); break;
+                case K_SQDEV: COLUMN_STEP(+=, (xr[i] - c[i]) * (xr[i] - c[i])); break;
+                case K_EXPSUM: COLUMN_STEP(+=, SCALAR_EXP(xr[i] - c[i])); break;
+                case K_ABSSUM: COLUMN_STEP(+=, ABS(xr[i])); break;
+                case K_NONZERO: COLUMN_STEP(+=, (T)(xr[i] != 0)); break;
+                case K_POWSUM: COLUMN_STEP(+=, NAME(ipow)(ABS(xr[i]), (int)c[i])); break;
+                case K_PROD: COLUMN_STEP(*=, xr[i]); break;
+                }
             }
         }
         for (ptrdiff_t i = 0; i < w; i++) val[row0 + i] = acc[i];
@@ -847,4 +1080,14 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef EXP
 #undef ISA_ATTR
 #undef NAME
+#undef ABS_BITS
+#undef VABS
+#undef NABS
+#undef SAME
+#undef COLUMN_STEP
+#undef COLUMN_EXTREME
+#undef DEFINE_EXTREME_RUN
+#undef DEFINE_EXTREME_INDEX
+#undef DEFINE_PAIRWISE
+#undef PRODUCT_LANES
 #endif /* REDUCE_TEMPLATE */

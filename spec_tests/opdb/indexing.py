@@ -198,7 +198,15 @@ def index_put_samples(dtype, rng):
     yield Sample((a, (idx([0, 1]),), tensor((3, 3), dtype, rng)), {}, "shape mismatch")
 
 
+def _large_masks(rng):
+    """Masks past the plugins' size thresholds: (40, 130) and its broadcast row."""
+    return mask(rng.integers(0, 2, (40, 130))), mask(rng.integers(0, 2, (130,)))
+
+
 def masked_select_samples(dtype, rng):
+    full, row = _large_masks(rng)
+    yield Sample((tensor((40, 130), dtype, rng, "transposed"), full), {}, "large")
+    yield Sample((tensor((40, 1), dtype, rng), row), {}, "large broadcast both")
     yield Sample((tensor((3, 4), dtype, rng), mask(rng.integers(0, 2, (3, 4)))), {}, "same")
     yield Sample((tensor((3, 4), dtype, rng, "transposed"), mask([True, False, True, True])),
                  {}, "broadcast mask")
@@ -209,6 +217,10 @@ def masked_select_samples(dtype, rng):
 
 
 def masked_fill_samples(dtype, rng):
+    full, row = _large_masks(rng)
+    yield Sample((tensor((40, 130), dtype, rng, "strided"), full, 2), {}, "large")
+    yield Sample((tensor((40, 130), dtype, rng), row, tensor((), dtype, rng)), {},
+                 "large broadcast mask")
     yield Sample((tensor((3, 4), dtype, rng), mask(rng.integers(0, 2, (3, 4))), 2), {}, "number")
     yield Sample((tensor((3, 4), dtype, rng, "strided"), mask([True, False, True, True]),
                   tensor((), dtype, rng)), {}, "0-dim tensor")
@@ -219,6 +231,11 @@ def masked_fill_samples(dtype, rng):
 
 
 def masked_scatter_samples(dtype, rng):
+    full, row = _large_masks(rng)
+    yield Sample((tensor((40, 130), dtype, rng), full, tensor((60, 100), dtype, rng)), {},
+                 "large")
+    yield Sample((tensor((40, 130), dtype, rng, "transposed"), row,
+                  tensor((5200,), dtype, rng)), {}, "large broadcast mask")
     yield Sample((tensor((3, 4), dtype, rng), mask(rng.integers(0, 2, (3, 4))),
                   tensor((3, 5), dtype, rng)), {}, "extra source")
     yield Sample((tensor((3, 4), dtype, rng, "transposed"), mask([True, False, True, True]),

@@ -104,6 +104,14 @@ def _norm_samples(dtype, rng):
     yield Sample((tensor((0,), dtype, rng), float("inf")), {}, "empty inf-norm")
     yield Sample((tensor((), dtype, rng),), {"method": True}, "0-dim method")
     yield Sample((tensor((3, 4), dtype, rng),), {"dtype": DTypeArg("float64")}, "dtype=")
+    if dtype not in LARGE_DTYPES:
+        return
+    for p in (2, 1, 0, float("inf"), float("-inf"), 3):
+        yield Sample((tensor((40, 300), dtype, rng), p), {}, f"large p={p}")
+    yield Sample((tensor((40, 300), dtype, rng, "transposed"), 2, 1), {}, "large transposed dim=1")
+    yield Sample((tensor((20, 10, 30), dtype, rng, "strided"), 1, (1, 2)), {"keepdim": True},
+                 "large strided p=1 dim=(1,2)")
+    yield Sample((tensor((40, 300), dtype, rng), 4, 0), {}, "large p=4 dim=0")
 
 
 def _dist_samples(dtype, rng):
@@ -144,8 +152,40 @@ def _cumprod_extra(dtype, rng):
     yield Sample((TensorArg(values, dtype), 1), {}, "zeros")
 
 
+def _exact_factors(shape, dtype, rng, layout="contiguous"):
+    """Factors +-2^k (k in -1, 0, 1; mostly 0): every partial product is a power of two far
+    from float32's overflow, so products agree in any order."""
+    k = rng.choice([-1, 0, 1], size=shape, p=[0.05, 0.9, 0.05])
+    sign = rng.choice([-1.0, 1.0], size=shape)
+    return TensorArg(sign * 2.0 ** k, dtype, layout)
+
+
+# Large samples (past the plugins' size thresholds and CPU blocks) in the dtypes plugins
+# serve: half types overflow partial products, complex sums drift past the tolerances there.
+LARGE_DTYPES = ("float32", "float64")
+
+
+def _large_prod(dtype, rng):
+    """Every dim, a row, a column of a large input (integers: nonzero factors up to 5, whose
+    int64 products wrap)."""
+    if dtype in ("bool",) + INTEGRAL:
+        for shape, dim, layout in (((30, 200), None, "contiguous"), ((30, 200), 1, "transposed"),
+                                   ((30, 200), 0, "strided")):
+            x = tensor(shape, dtype, rng, layout, small=True, nonzero=True)
+            yield Sample((x,) if dim is None else (x, dim), {}, f"large {layout} dim={dim}")
+        return
+    if dtype not in LARGE_DTYPES:
+        return
+    yield Sample((_exact_factors((30, 200), dtype, rng),), {}, "large full")
+    yield Sample((_exact_factors((30, 200), dtype, rng, "transposed"), 1), {},
+                 "large transposed dim=1")
+    yield Sample((_exact_factors((30, 200), dtype, rng, "strided"), 0), {"keepdim": True},
+                 "large strided dim=0 keepdim")
+
+
 def _prod_samples(dtype, rng):
     yield from _reduce(tuples=False)(dtype, rng)
+    yield from _large_prod(dtype, rng)
     yield Sample((TensorArg(np.array([[1.5, 0.0, 2.0], [0.0, 3.0, 0.0], [1.0, 2.0, 0.5]]),
                             dtype), 1), {}, "zeros per row")
     yield Sample((TensorArg(np.array([[1.5, 0.0], [2.0, 3.0]]), dtype),), {}, "one zero full")
