@@ -93,3 +93,43 @@ def test_large_empty_storages_are_cache_line_aligned_like_torchs(make, dtype):
             else:
                 t = lib.empty(3, dtype=d).new_empty((2, n // 2))
             assert t.data_ptr() % 64 == 0, (lib.__name__, make, dtype, n)
+
+
+# --- a number stored into a dtype: PyTorch's overflow check ------------------------------------
+
+_FILL_VALUES = [-1.5, 300, 2.5, -1, -255, -256, 256, -1.0, 1e10, 2147483647.5, -2147483648.9,
+                2 ** 63, -2 ** 63, 2 ** 63 - 1, float("nan"), float("inf"), -float("inf"),
+                1e39, 3.4e38, 3.39e38, 65519.0, 70000, 1 + 0j, 1 + 1j, True]
+_FILL_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+                "float32", "float64", "complex64", "complex128"]
+_FILLS = {
+    "full": lambda m, n, dt, v: m.full((n,), v, dtype=dt),
+    "fill_": lambda m, n, dt, v: m.zeros(n, dtype=dt).fill_(v),
+    "masked_fill": lambda m, n, dt, v: m.zeros(n, dtype=dt).masked_fill(
+        m.ones(n, dtype=m.bool), v),
+    "index_fill": lambda m, n, dt, v: m.zeros(n, dtype=dt).index_fill(0, m.tensor([0]), v),
+}
+
+
+def _fill_outcomes(m, fill):
+    outcomes = []
+    for n in (1, 3):   # PyTorch skips the 16-bit range check when filling one element
+        for dtype_name in _FILL_DTYPES:
+            for value in _FILL_VALUES:
+                try:
+                    result = _FILLS[fill](m, n, getattr(m, dtype_name), value)
+                    outcome = ("ok", result.to(m.float64 if not result.is_complex()
+                                               else m.complex128).tolist())
+                except Exception as exc:  # noqa: BLE001 - compared with PyTorch's
+                    outcome = (type(exc).__name__, str(exc))
+                outcomes.append((n, dtype_name, repr(value), outcome))
+    return outcomes
+
+
+@pytest.mark.parametrize("fill", list(_FILLS))
+def test_filling_a_number_checks_its_range_as_pytorch(fill):
+    with np.errstate(all="ignore"):
+        ours = _fill_outcomes(reftorch, fill)
+    theirs = _fill_outcomes(torch, fill)
+    differ = [(o, t) for o, t in zip(ours, theirs) if repr(o) != repr(t)]
+    assert not differ, differ[:5]

@@ -114,14 +114,18 @@ def test_masked_fill_in_place_writes_through_views(dtype):
 
 
 def test_masked_fill_value_conversion_matches_the_reference():
-    """The value becomes an element as the reference makes it: float to int truncates, an
-    out-of-range int wraps, a float64 tensor rounds to float32."""
+    """The value becomes an element as the reference makes it: float to int truncates, a
+    float64 tensor rounds to float32; a value out of the dtype's range is refused before any
+    kernel runs (PyTorch's overflow check)."""
     x = values((50, 60), reftorch.int8, 4)
     m = mask_of((50, 60), 5)
-    for value in (3.9, -3.9, 300, reftorch.tensor(1e10)):
+    for value in (3.9, -3.9, -128, reftorch.tensor(100)):
         got, expected, ran = both(lambda: x.masked_fill(m, value))
         assert ran == 1
         assert_bits(got, expected)
+    for value in (300, reftorch.tensor(1e10)):
+        with pytest.raises(RuntimeError, match="cannot be converted to type int8_t"):
+            x.masked_fill(m, value)
     y = values((50, 60), reftorch.float32, 6)
     got, expected, ran = both(lambda: y.masked_fill(m, reftorch.tensor(0.1, dtype=reftorch.float64)))
     assert ran == 1

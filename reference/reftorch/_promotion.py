@@ -197,3 +197,56 @@ def check_output_cast(result, out_dtype):
         raise RuntimeError(
             f"result type {result.scalar_name} can't be cast to the desired output type "
             f"{out_dtype.scalar_name}")
+
+
+# --- storing one Python number into a dtype ---------------------------------------------------
+
+# The element type names PyTorch's message uses (its C++ types).
+_CPP_NAMES = {D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t", D.int32: "int",
+              D.int64: "int64_t", D.float16: "c10::Half", D.bfloat16: "c10::BFloat16",
+              D.float32: "float", D.float64: "double", D.complex64: "c10::complex<float>",
+              D.complex128: "c10::complex<double>"}
+_FLOAT_MAX = {D.float16: 65504.0, D.bfloat16: 3.3895313892515355e38,
+              D.float32: 3.4028234663852886e38, D.complex64: 3.4028234663852886e38}
+
+
+def check_scalar_fits(value, dtype):
+    """Raise PyTorch's RuntimeError when the number `value` cannot be stored in `dtype` (the
+    check of fill_, full, masked_fill and index_fill): an integer dtype takes integers in its
+    range (an unsigned one also takes negatives down to -max, which wrap) and floats in its
+    range (not NaN or an infinity); a float dtype takes finite values up to its max (compared
+    before rounding: 65519 does not fit float16) and NaN and the infinities; a real dtype
+    takes a complex value only with a zero imaginary part. bool and float64 take every
+    number."""
+    if dtype is D.bool:
+        return
+    parts = (value.real, value.imag) if isinstance(value, complex) else (value,)
+    if dtype.is_complex:
+        fits = all(_fits_float(p, dtype) for p in parts)
+    elif len(parts) == 2 and parts[1] != 0:
+        fits = False
+    elif dtype.is_floating_point:
+        fits = _fits_float(parts[0], dtype)
+    else:
+        fits = _fits_integer(parts[0], dtype)
+    if not fits:
+        raise RuntimeError(f"value cannot be converted to type {_CPP_NAMES[dtype]} without "
+                           f"overflow")
+
+
+def _fits_float(x, dtype):
+    limit = _FLOAT_MAX.get(dtype)
+    return limit is None or x != x or abs(x) == float("inf") or abs(x) <= limit
+
+
+def _fits_integer(x, dtype):
+    low, high = _INT_RANGES[dtype]
+    if isinstance(x, float) and x != x:
+        return False
+    if isinstance(x, int) and low == 0:
+        return -high <= x <= high     # unsigned: a negative integer wraps (-1 -> 255)
+    return low <= x <= high           # exact comparison of Python numbers (inf fails)
+
+
+_INT_RANGES = {D.uint8: (0, 255), D.int8: (-128, 127), D.int16: (-2 ** 15, 2 ** 15 - 1),
+               D.int32: (-2 ** 31, 2 ** 31 - 1), D.int64: (-2 ** 63, 2 ** 63 - 1)}

@@ -13,11 +13,12 @@ import numpy as np
 
 from .. import _dtype as D
 from .._device import CPU
-from .._promotion import promote_types, scalar_dtype
+from .._promotion import check_scalar_fits, promote_types, scalar_dtype
 from .._storage import CPUStorage, normalize_device
 from .._tensor import Tensor, _shape_arg
 from ..autograd.graph import set_requires_grad
 from .copy import copy_, empty_like_layout
+from .inplace_meta import fill_check_dtype
 
 
 # --- placing computed values --------------------------------------------------------------------
@@ -193,7 +194,10 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
         dtype = scalar_dtype(fill_value.item() if isinstance(fill_value, (Tensor, np.generic))
                              else fill_value)
     dtype = _factory_dtype(dtype, out)
-    values = np.full(_size((size,)), np.array(fill_value).astype(dtype.numpy_dtype))
+    shape = _size((size,))
+    if not isinstance(fill_value, (Tensor, np.generic)):
+        check_scalar_fits(fill_value, fill_check_dtype(math.prod(shape), dtype))
+    values = np.full(shape, np.array(fill_value).astype(dtype.numpy_dtype))
     return _finish(values, dtype, device, requires_grad, out)
 
 

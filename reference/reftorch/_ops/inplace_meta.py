@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype as D
+from .._promotion import check_scalar_fits
 from .._shape import contiguous_strides
 from .._tensor import Tensor
 from .copy import copy_
@@ -33,9 +35,18 @@ def fill_(self, value):
         if value.ndim != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
                                f"with {value.ndim} dimensions.")
-        value = value.item()
+        value = value.item()      # a tensor's value is converted unchecked, as in PyTorch
+    else:
+        check_scalar_fits(value, fill_check_dtype(self.numel(), self.dtype))
     from .elementwise import scalar_tensor
     return copy_(self, scalar_tensor(value, self.dtype, self.device))
+
+
+def fill_check_dtype(numel, dtype):
+    """The dtype a fill value is checked against. PyTorch fills a one-element float16 or
+    bfloat16 tensor through a double, so there the value only has to fit a double (70000
+    becomes inf), while for more elements it must fit the 16-bit type."""
+    return D.float64 if numel == 1 and dtype in (D.float16, D.bfloat16) else dtype
 
 
 def zero_(self):

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from .._promotion import broadcast_shapes, check_output_cast, promote_types
+from .._promotion import broadcast_shapes, check_output_cast, check_scalar_fits, promote_types
 from .._shape import wrap_dim
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
@@ -665,6 +665,11 @@ def _index_fill_args(fn, self, dim, index, value):
     elif not isinstance(value, numbers.Number):
         raise TypeError(f"{fn}(): argument 'value' must be Number, not "
                         f"{type(value).__name__}")
+    number = value.item() if isinstance(value, Tensor) else value
+    if isinstance(number, complex) and not self.is_complex():
+        raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not "
+                           "supported")
+    check_scalar_fits(number, self.dtype)
     return dim
 
 
@@ -847,9 +852,7 @@ def _masked_fill_args(fn, self, mask, value):
                                f"got tensor with {value.ndim} dimension(s).")
     elif not isinstance(value, numbers.Number):
         raise TypeError(f"{fn}(): argument 'value' must be Number, not {type(value).__name__}")
-    elif isinstance(value, complex) and not self.is_complex():
-        raise RuntimeError(f"value cannot be converted to type {self.dtype.scalar_name} "
-                           f"without overflow")
+    check_scalar_fits(value.item() if isinstance(value, Tensor) else value, self.dtype)
 
 
 def masked_fill(input, mask, value):
