@@ -512,3 +512,6 @@ def layer_norm(driver, match, grid, block, shared, params):
         out[...] = value.astype(storage)
         mean_out[...] = mean[..., 0].astype(storage)
         rstd_out[...] = rstd[..., 0].astype(storage)
+
+
+__import__("spec_tests.cuda_emulation_nn")  # registers the emulations of loss.cu's kernels
