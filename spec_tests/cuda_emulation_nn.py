@@ -1,6 +1,7 @@
-"""NumPy emulations of reftorch-cuda's neural-network kernels (kernels/loss.cu), in each
-kernel's exact order, registered with cuda_kernel_emulation's `emulates` (which imports this
-module). Parameters are decoded from the raw bytes with the kernels' C layouts, as there.
+"""NumPy emulations of reftorch-cuda's neural-network kernels (kernels/loss.cu and
+kernels/batchnorm.cu), in each kernel's exact order, registered with cuda_kernel_emulation's
+`emulates` (which imports this module). Parameters are decoded from the raw bytes with the
+kernels' C layouts, as there.
 """
 from __future__ import annotations
 
@@ -116,3 +117,108 @@ def nll_loss_backward(driver, match, grid, block, shared, params):
             weight = driver.view(E.pointer(p[10]), storage, (classes,), (weight_stride,))
             w = weight[targets[rows]].astype(c)
         out[rows, targets[rows]] = (-w * g).astype(storage)
+
+
+# --- batchnorm.cu -----------------------------------------------------------------------------
+
+def _channel_values(driver, address, storage, planes, strides):
+    """An operand as (channels, batch * inner) in the kernels' element order m = b * inner + l
+    (strides: its (batch, channel, inner) strides)."""
+    batch, channels, inner = planes
+    view = driver.view(address, storage, (channels, batch, inner),
+                       (strides[1], strides[0], strides[2]))
+    return view.reshape(channels, batch * inner)
+
+
+def _write_channels(driver, address, storage, planes, strides, values):
+    batch, channels, inner = planes
+    view = driver.view(address, storage, (channels, batch, inner),
+                       (strides[1], strides[0], strides[2]))
+    view[...] = values.reshape(channels, batch, inner).astype(storage)
+
+
+def _channel_parameter(driver, address, storage, channels, stride):
+    """A per-channel operand (None for a null pointer)."""
+    return driver.view(address, storage, (channels,), (stride,)) if address else None
+
+
+def _one_block_per_channel(grid, block, shared, channels):
+    assert grid[1:] == (1, 1) and grid[0] == min(channels, 1 << 20)
+    assert block == (E.REDUCE_THREADS, 1, 1) and shared == 0
+
+
+@E.emulates(r"batch_norm_kernel<(.+)>")
+def batch_norm(driver, match, grid, block, shared, params):
+    # (batch, channels, inner, x strides[3], out strides[3], weight/bias/running_mean/
+    #  running_var strides, int training, double momentum, double eps, out, save_mean,
+    #  save_rstd, x, weight, bias, running_mean, running_var)
+    p = E.slots(params, 25)
+    planes = tuple(_int64(p[k]) for k in range(3))
+    x_strides, out_strides = (tuple(_int64(p[k]) for k in range(s, s + 3)) for s in (3, 6))
+    parameter_strides = [_int64(p[k]) for k in range(9, 13)]
+    training = _int32(p[13])
+    momentum, eps = (ctypes.c_double.from_address(p[k]).value for k in (14, 15))
+    storage = E.STORAGE[match.group(1)]
+    c = E.compute_type(storage)
+    channels, count = planes[1], planes[0] * planes[2]
+    _one_block_per_channel(grid, block, shared, channels)
+    weight, bias, running_mean, running_var = (
+        _channel_parameter(driver, E.pointer(p[20 + k]), storage, channels,
+                           parameter_strides[k]) for k in range(4))
+    x = _channel_values(driver, E.pointer(p[19]), storage, planes, x_strides).astype(c)
+    with np.errstate(all="ignore"):
+        if training:
+            mean = E._block_reduce(x, c(0), np.add) / c(count)
+            centered = x - mean[:, None]
+            var = E._block_reduce(centered * centered, c(0), np.add) / c(count)
+            rstd = c(1) / np.sqrt(var + c(eps))
+            for k, value in ((17, mean), (18, rstd)):
+                driver.view(E.pointer(p[k]), storage, (channels,), (1,))[...] = \
+                    value.astype(storage)
+            if running_mean is not None:
+                keep, take = c(1.0 - momentum), c(momentum)
+                factor = c(count / (count - 1)) if count > 1 else c(np.inf)
+                running_mean[...] = (keep * running_mean.astype(c) + take * mean).astype(
+                    storage)
+                running_var[...] = (keep * running_var.astype(c) + take * (var * factor)
+                                    ).astype(storage)
+        else:
+            mean = running_mean.astype(c)
+            rstd = c(1) / np.sqrt(running_var.astype(c) + c(eps))
+        value = (x - mean[:, None]) * rstd[:, None]
+        if weight is not None:
+            value = value * weight.astype(c)[:, None]
+        if bias is not None:
+            value = value + bias.astype(c)[:, None]
+        _write_channels(driver, E.pointer(p[16]), storage, planes, out_strides, value)
+
+
+@E.emulates(r"batch_norm_backward_kernel<(.+)>")
+def batch_norm_backward(driver, match, grid, block, shared, params):
+    # (batch, channels, inner, grad strides[3], x strides[3], out strides[3], weight_stride,
+    #  grad_input, grad_weight, grad_bias, grad, x, weight, saved_mean, saved_rstd)
+    p = E.slots(params, 21)
+    planes = tuple(_int64(p[k]) for k in range(3))
+    g_strides, x_strides, out_strides = (tuple(_int64(p[k]) for k in range(s, s + 3))
+                                         for s in (3, 6, 9))
+    storage = E.STORAGE[match.group(1)]
+    c = E.compute_type(storage)
+    channels, count = planes[1], planes[0] * planes[2]
+    _one_block_per_channel(grid, block, shared, channels)
+    g = _channel_values(driver, E.pointer(p[16]), storage, planes, g_strides).astype(c)
+    x = _channel_values(driver, E.pointer(p[17]), storage, planes, x_strides).astype(c)
+    weight = _channel_parameter(driver, E.pointer(p[18]), storage, channels, _int64(p[12]))
+    mean, rstd = (driver.view(E.pointer(p[k]), storage, (channels,), (1,)).astype(c)[:, None]
+                  for k in (19, 20))
+    with np.errstate(all="ignore"):
+        x_hat = (x - mean) * rstd
+        g_hat = g * weight.astype(c)[:, None] if weight is not None else g
+        sums = [E._block_reduce(v, c(0), np.add) for v in (g, g * x_hat, g_hat, g_hat * x_hat)]
+        for k, value in ((14, sums[1]), (15, sums[0])):
+            if E.pointer(p[k]):
+                driver.view(E.pointer(p[k]), storage, (channels,), (1,))[...] = \
+                    value.astype(storage)
+        if E.pointer(p[13]):
+            mean_gh, mean_ghx = (s[:, None] / c(count) for s in sums[2:])
+            _write_channels(driver, E.pointer(p[13]), storage, planes, out_strides,
+                            rstd * ((g_hat - mean_gh) - x_hat * mean_ghx))

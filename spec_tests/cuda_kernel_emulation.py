@@ -514,4 +514,4 @@ def layer_norm(driver, match, grid, block, shared, params):
         rstd_out[...] = rstd[..., 0].astype(storage)
 
 
-__import__("spec_tests.cuda_emulation_nn")  # registers the emulations of loss.cu's kernels
+__import__("spec_tests.cuda_emulation_nn")  # registers loss.cu's and batchnorm.cu's emulations

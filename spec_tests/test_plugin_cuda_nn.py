@@ -284,7 +284,7 @@ def test_cross_entropy_runs_on_the_device_forward_and_backward(device_kind, dtyp
 
 # --- layer_norm backward ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+@pytest.mark.parametrize("dtype_name", FLOATS)
 def test_layer_norm_backward_runs_on_the_device(device_kind, dtype_name):
     """The reference differentiates native_layer_norm by composition (no backward op of its
     own): every op of that composition is served, so nothing falls back."""
@@ -300,6 +300,141 @@ def test_layer_norm_backward_runs_on_the_device(device_kind, dtype_name):
     fallbacks = plugins.fallbacks()
     for expected, got in zip(leaves, device_leaves):
         e, d = host(expected.grad), host(got.grad)
-        bound = 256 * accumulator_eps(dtype_name)
+        bound = 256 * accumulator_eps(dtype_name) + float(finfo(dtype_name).eps)
         assert np.all(np.abs(d - e) <= bound * (np.abs(e) + np.max(np.abs(e))))
     assert fallbacks == {}
+
+
+# --- batch_norm -------------------------------------------------------------------------------
+
+BATCH_NORM_CASES = {  # name -> input layout from a (4, 3, 5, 6) tensor
+    "nchw": lambda x: x,
+    "channels_last": lambda x: x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),
+    "two_dims": lambda x: x[:, :, 0, 0],
+    "three_dims": lambda x: x.reshape(4, 3, 30),
+    "channel_slice": lambda x: x[:, 1:],
+    "batch_of_one": lambda x: x[:1],
+    "one_element_per_channel": lambda x: x[:1, :, 0, 0],
+}
+
+
+def assert_near(got, expected, ulps, err_msg):
+    """Shape, dtype, then values within `ulps` accumulator ulp of each value plus as many of
+    the largest (the statistics are sums in another order than NumPy's; the gradients
+    cancel)."""
+    assert got.device.type == "cuda", err_msg
+    assert got.shape == expected.shape and got.dtype is expected.dtype, err_msg
+    g, e = host(got), host(expected)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=err_msg)
+    np.testing.assert_array_equal(np.isinf(g), np.isinf(e), err_msg=err_msg)
+    finite = np.isfinite(e)
+    if not finite.any():
+        return
+    scale = np.max(np.abs(e[finite]))
+    allowed = ulps * accumulator_eps(got.dtype.name) * (np.abs(e[finite]) + scale)
+    assert np.all(np.abs(g[finite] - e[finite]) <= allowed), (err_msg, np.max(np.abs(
+        g[finite] - e[finite])), scale)
+
+
+def batch_norm_operands(dtype_name, channels, affine, running):
+    weight = finite_values((channels,), dtype_name, 21) if affine else None
+    bias = finite_values((channels,), dtype_name, 22) if affine else None
+    mean = finite_values((channels,), dtype_name, 23) if running else None
+    var = finite_values((channels,), dtype_name, 24).abs() + 0.5 if running else None
+    return weight, bias, mean, var
+
+
+# mode -> (training, running statistics given); evaluation needs them
+BATCH_NORM_MODES = {"training": (True, True), "training_without_running_stats": (True, False),
+                    "eval": (False, True)}
+
+
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+@pytest.mark.parametrize("mode", BATCH_NORM_MODES)
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_batch_norm_matches_the_cpu_reference(device_kind, dtype_name, mode, affine):
+    from reftorch._ops.nn_normalization import native_batch_norm
+    training, running = BATCH_NORM_MODES[mode]
+    base_x = finite_values((4, 3, 5, 6), dtype_name, 20) + 1.5
+    plugins.reset_fallbacks()
+    for case, arrange in BATCH_NORM_CASES.items():
+        x = arrange(base_x)
+        weight, bias, mean, var = batch_norm_operands(dtype_name, x.shape[1], affine, running)
+        on = [cuda(t) for t in (x, weight, bias, mean, var)]  # before the cpu update
+        expected = reference(native_batch_norm, x, weight, bias, mean, var, training, 0.1,
+                             1e-5)
+        got = native_batch_norm(arrange(base_x.cuda()), *on[1:], training, 0.1, 1e-5)
+        for name, g, e in zip(("output", "save_mean", "save_rstd"), got, expected):
+            assert_near(g, e, 64, f"{case} {name}")
+        if running and training:  # updated in place on both sides
+            assert_near(on[3], mean, 64, f"{case} running_mean")
+            assert_near(on[4], var, 64, f"{case} running_var")
+    assert plugins.fallbacks() == {}
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_batch_norm_statistics_are_the_blocks_order(device_kind, dtype_name):
+    """On a GPU this checks the device code's order bit for bit: a channel's elements in
+    (batch, inner) order, thread t taking t, t + 256, ..., then the block's tree."""
+    from reftorch._ops.nn_normalization import native_batch_norm
+    from spec_tests.cuda_kernel_emulation import block_order_reduce
+    x = finite_values((7, 2, 100), dtype_name, 25)
+    wide = host(x).astype(np.float64 if dtype_name == "float64" else np.float32)
+    per_channel = wide.transpose(1, 0, 2).reshape(2, 700)
+    model = block_order_reduce(per_channel, wide.dtype.type(0), np.add, 700) / \
+        wide.dtype.type(700)
+    _, mean, _ = native_batch_norm(x.cuda(), None, None, None, None, True, 0.1, 1e-5)
+    np.testing.assert_array_equal(host(mean), model)
+
+
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_batch_norm_backward_matches_the_cpu_reference(device_kind, dtype_name, affine):
+    base_x = finite_values((4, 3, 5, 6), dtype_name, 26)
+    base_g = finite_values((4, 3, 5, 6), dtype_name, 27)
+    plugins.reset_fallbacks()
+    for case, arrange in BATCH_NORM_CASES.items():
+        if case == "one_element_per_channel":
+            continue  # F.batch_norm refuses to train on it
+        x, g = arrange(base_x), arrange(base_g)
+        weight, bias, _, _ = batch_norm_operands(dtype_name, x.shape[1], True, False)
+        grads = []
+        for move in (lambda t: t, cuda):
+            leaves = [move(t).detach().requires_grad_(True) for t in (x, weight, bias)]
+            with plugins.use_reference_kernels() if move is not cuda else _nothing():
+                F.batch_norm(leaves[0], None, None, leaves[1] if affine else None,
+                             leaves[2] if affine else None, training=True).backward(move(g))
+            grads.append([leaf.grad for leaf in leaves])
+        for name, e, d in zip(("input", "weight", "bias"), *grads):
+            if not affine and name != "input":
+                assert d is None and e is None
+                continue
+            assert_near(d, e, 256, f"{case} grad {name}")
+    assert plugins.fallbacks() == {}
+
+
+def test_batch_norm_backward_output_mask(device_kind):
+    from reftorch._ops.nn_normalization import batch_norm_backward, native_batch_norm
+    x, g = finite_values((4, 3, 10), "float64", 28), finite_values((4, 3, 10), "float64", 29)
+    weight = finite_values((3,), "float64", 30)
+    _, mean, rstd = reference(native_batch_norm, x, weight, None, None, None, True, 0.1, 1e-5)
+    for mask in [(True, False, False), (False, True, True), (False, False, True)]:
+        expected = reference(batch_norm_backward, g, x, weight, mean, rstd, mask)
+        got = batch_norm_backward(*(t.cuda() for t in (g, x, weight, mean, rstd)), mask)
+        for wanted, d, e in zip(mask, got, expected):
+            assert (d is None) == (not wanted) and (e is None) == (not wanted)
+            if wanted:
+                assert_near(d, e, 256, str(mask))
+
+
+def test_batch_norm_declines_what_it_does_not_handle(device_kind):
+    from reftorch._ops.nn_normalization import native_batch_norm
+    x = finite_values((4, 3, 5, 6), "float32", 31)
+    for arrange, dtype in ((lambda t: t[..., :3], reftorch.float32),    # spatial dims apart
+                           (lambda t: t.half(), reftorch.float16)):
+        plugins.reset_fallbacks()
+        got = native_batch_norm(arrange(x.cuda()), None, None, None, None, True, 0.1, 1e-5)
+        expected = reference(native_batch_norm, arrange(x), None, None, None, None, True, 0.1,
+                             1e-5)
+        np.testing.assert_array_equal(host(got[0]), host(expected[0]))
+        assert plugins.fallbacks() == {("native_batch_norm", "cuda", dtype): 1}
