@@ -152,7 +152,7 @@ def batch_norm(driver, match, grid, block, shared, params):
     # (batch, channels, inner, x strides[3], out strides[3], weight/bias/running_mean/
     #  running_var strides, int training, double momentum, double eps, out, save_mean,
     #  save_rstd, x, weight, bias, running_mean, running_var)
-    p = E.slots(params, 25)
+    p = E.slots(params, 24)
     planes = tuple(_int64(p[k]) for k in range(3))
     x_strides, out_strides = (tuple(_int64(p[k]) for k in range(s, s + 3)) for s in (3, 6))
     parameter_strides = [_int64(p[k]) for k in range(9, 13)]

@@ -105,7 +105,8 @@ def nll_case(case, dtype_name, weighted):
     classes = x.shape[-1]
     all_targets = targets(300, classes, 2, ignored, ignore_index)
     target = all_targets[rows]
-    weight = finite_values((classes,), dtype_name, 3).abs() if weighted else None
+    # every other element of a longer tensor: a weight stride of 2
+    weight = finite_values((2 * classes,), dtype_name, 3).abs()[::2] if weighted else None
     return x, target, weight, ignore_index
 
 
