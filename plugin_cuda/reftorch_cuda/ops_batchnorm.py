@@ -1,16 +1,19 @@
-"""native_batch_norm (training and evaluation) and native_batch_norm_backward (training) on
-cuda for float32 and float64 (kernels/batchnorm.cu).
+"""native_batch_norm (training and evaluation) on cuda for the four float dtypes, and
+native_batch_norm_backward (training) for float32 and float64, the dtypes the reference
+declares it for (kernels/batchnorm.cu).
 
 Served: an (N, C, ...) input whose spatial dims coalesce to one strided dim (NCHW contiguous,
 channels-last, a 2-D (N, C) input) with at least one element per channel; weight, bias and
 the running statistics 1-D of C elements of the input's dtype, any stride, on the input's
 device. Training updates running_mean / running_var in place, as the reference does; they must
-be distinct storages from every other operand. The 16-bit dtypes (whose reference update mixes
-float16 and float32 arithmetic) and mixed dtypes decline.
+be distinct storages from every other operand. Mixed dtypes (a 16-bit input with float32
+parameters) decline.
 
 Order and accuracy: one block per channel; the channel's sums run in block_reduce's fixed
 order, so the statistics, the running-stat update and the gradients' sums differ from the
-reference's NumPy sums by rounding only; every other step is the reference's formula.
+reference's NumPy sums by rounding only; every other step is the reference's formula, in
+float for the 16-bit dtypes (whose running-stat update the reference partly computes in the
+16-bit type: (1 - momentum) * running_mean is rounded once more there, a 16-bit ulp).
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from reftorch_plugins.geometry import coalesce
 
 from .kernel_base import FLOAT_TYPES, Program, launch_blocks, on_one_cuda_device, pointer
 
-DTYPES = ("float32", "float64")
+DTYPES = tuple(FLOAT_TYPES)            # the forward's
+BACKWARD_DTYPES = ("float32", "float64")
 
 
 def forward_expression(dtype_name):
@@ -35,7 +39,7 @@ def backward_expression(dtype_name):
 
 
 BATCHNORM = Program("batchnorm.cu", tuple(forward_expression(n) for n in DTYPES)
-                    + tuple(backward_expression(n) for n in DTYPES))
+                    + tuple(backward_expression(n) for n in BACKWARD_DTYPES))
 PROGRAMS = (BATCHNORM,)
 
 
@@ -53,8 +57,8 @@ def _channel_parameter(p, x):
     return p is None or (p.dtype is x.dtype and p.ndim == 1 and p._shape[0] == x._shape[1])
 
 
-def _served_input(x):
-    return x.dtype.name in DTYPES and x.ndim >= 2 and x._shape[0] * x._shape[1] > 0 and \
+def _served_input(x, dtypes=DTYPES):
+    return x.dtype.name in dtypes and x.ndim >= 2 and x._shape[0] * x._shape[1] > 0 and \
         x.numel() > 0
 
 
@@ -118,7 +122,8 @@ def batch_norm_backward_kernel(out, inputs, dtypes, params):
     if out is not None or len(inputs) != 5:
         return NotImplemented
     grad, x, weight, mean, rstd = inputs
-    if not _served_input(x) or grad.dtype is not x.dtype or grad._shape != x._shape:
+    if not _served_input(x, BACKWARD_DTYPES) or grad.dtype is not x.dtype or \
+            grad._shape != x._shape:
         return NotImplemented
     if mean is None or rstd is None or not all(_channel_parameter(p, x)
                                                for p in (weight, mean, rstd)):
@@ -148,6 +153,7 @@ batch_norm_backward_kernel.__name__ = "cuda_native_batch_norm_backward"
 
 
 def register_kernels(registrar):
-    floats = [D.by_name(name) for name in DTYPES]
-    registrar.kernel("native_batch_norm", "cuda", floats, batch_norm_kernel)
-    registrar.kernel("native_batch_norm_backward", "cuda", floats, batch_norm_backward_kernel)
+    registrar.kernel("native_batch_norm", "cuda", [D.by_name(n) for n in DTYPES],
+                     batch_norm_kernel)
+    registrar.kernel("native_batch_norm_backward", "cuda",
+                     [D.by_name(n) for n in BACKWARD_DTYPES], batch_norm_backward_kernel)

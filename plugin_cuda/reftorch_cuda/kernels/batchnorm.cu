@@ -23,7 +23,8 @@
 // Per-channel parameters are 1-D with a stride each; a null pointer: absent (or not wanted).
 // The element loops stay rolled (#pragma unroll 1): unrolled, their 64-bit index divisions
 // tripled the program's NVRTC time (about 3-4 s to about 1.2 s per arch).
-// Name expressions: "batch_norm_kernel<float>", "batch_norm_backward_kernel<double>".
+// Name expressions: "batch_norm_kernel<rt_float16>" (the four float types),
+// "batch_norm_backward_kernel<double>" (float and double).
 
 // The offset of element m of a channel's (batch, inner) plane, given (batch, inner) strides.
 __device__ __forceinline__ rt_int64 rt_plane_offset(rt_int64 m, rt_int64 inner,
