@@ -26,31 +26,41 @@ def _one_block(grid, block, shared):
     assert grid == (1, 1, 1) and block == (E.REDUCE_THREADS, 1, 1) and shared == 0
 
 
-def _targets(driver, address, n, stride):
-    return driver.view(address, np.int64, (n,), (stride,)) if n else np.zeros(0, np.int64)
+def _per_row(driver, address, dtype, n, spatial, strides):
+    """A per-row operand (target, gradient) as (n,) in row order: row i is (i // spatial,
+    i % spatial) at the operand's (batch, spatial) strides."""
+    if not n:
+        return np.zeros(0, dtype)
+    view = driver.view(address, dtype, (n // spatial, spatial), strides)
+    return view.reshape(n)
 
 
 def _valid(targets, classes, ignore_index):
     return (targets != ignore_index) & (targets >= 0) & (targets < classes)
 
 
-def _gather(driver, address, storage, n, classes, strides, rows, columns):
-    """x[rows, columns] of an (n, classes) operand (only where the kernel reads)."""
+def _picked(driver, address, storage, n, classes, spatial, x_strides, rows, targets):
+    """x[row, target] for the given rows of a (batch, classes, spatial) input."""
     if not rows.size:
         return np.zeros(0, storage)
-    view = driver.view(address, storage, (n, classes), strides)
-    return view[rows, columns]
+    batch_stride, class_stride, spatial_stride = x_strides
+    view = driver.view(address, storage, (n // spatial, classes, spatial),
+                       (batch_stride, class_stride, spatial_stride))
+    return view[rows // spatial, targets, rows % spatial]
 
 
 @E.emulates(r"nll_check_targets_kernel<long long>")
 def nll_check_targets(driver, match, grid, block, shared, params):
     _one_block(grid, block, shared)
-    p = E.slots(params, 6)   # (n, classes, target_stride, ignore_index, status, target)
-    n, classes, stride, ignore_index = (_int64(p[k]) for k in range(4))
-    targets = _targets(driver, E.pointer(p[5]), n, stride)
+    # (n, classes, spatial, target batch/spatial strides, ignore_index, status, target)
+    p = E.slots(params, 8)
+    n, classes, spatial, batch_stride, spatial_stride, ignore_index = (
+        _int64(p[k]) for k in range(6))
+    targets = _per_row(driver, E.pointer(p[7]), np.int64, n, spatial,
+                       (batch_stride, spatial_stride))
     bad = ~_valid(targets, classes, ignore_index) & (targets != ignore_index)
     first = int(np.argmax(bad)) if bad.any() else n
-    status = driver.view(E.pointer(p[4]), np.int64, (2,), (1,))
+    status = driver.view(E.pointer(p[6]), np.int64, (2,), (1,))
     status[...] = (first, targets[first] if first < n else 0)
 
 
@@ -59,64 +69,68 @@ def nll_loss(driver, match, grid, block, shared, params):
     """Per-row losses and weights (0 for ignored and bad rows), each summed in block_reduce's
     order (thread t: rows t, t + 256, ... in turn, then the tree)."""
     _one_block(grid, block, shared)
-    # (n, classes, x_row_stride, x_class_stride, target_stride, weight_stride, ignore_index,
-    #  int reduction, out, total_weight, x, target, weight)
-    p = E.slots(params, 13)
-    n, classes, row_stride, class_stride, target_stride, weight_stride, ignore_index = (
-        _int64(p[k]) for k in range(7))
-    reduction = _int32(p[7])
+    # (n, classes, spatial, x batch/class/spatial strides, target batch/spatial strides,
+    #  weight_stride, ignore_index, int reduction, out, total_weight, x, target, weight)
+    p = E.slots(params, 16)
+    n, classes, spatial = (_int64(p[k]) for k in range(3))
+    x_strides = tuple(_int64(p[k]) for k in range(3, 6))
+    target_strides = (_int64(p[6]), _int64(p[7]))
+    weight_stride, ignore_index = _int64(p[8]), _int64(p[9])
+    reduction = _int32(p[10])
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
-    targets = _targets(driver, E.pointer(p[11]), n, target_stride)
-    valid = _valid(targets, classes, ignore_index)
-    rows = np.nonzero(valid)[0]
+    targets = _per_row(driver, E.pointer(p[14]), np.int64, n, spatial, target_strides)
+    rows = np.nonzero(_valid(targets, classes, ignore_index))[0]
     w = np.zeros(n, c)
-    if E.pointer(p[12]):
-        weight = driver.view(E.pointer(p[12]), storage, (classes,), (weight_stride,))
+    if E.pointer(p[15]):
+        weight = driver.view(E.pointer(p[15]), storage, (classes,), (weight_stride,))
         w[rows] = weight[targets[rows]].astype(c)
     else:
         w[rows] = c(1)
     loss = np.zeros(n, c)
     with np.errstate(all="ignore"):
-        picked = _gather(driver, E.pointer(p[10]), storage, n, classes,
-                         (row_stride, class_stride), rows, targets[rows]).astype(c)
+        picked = _picked(driver, E.pointer(p[13]), storage, n, classes, spatial, x_strides,
+                         rows, targets[rows]).astype(c)
         loss[rows] = -(picked * w[rows])
         loss_sum = E._block_reduce(loss, c(0), np.add)
         weight_sum = E._block_reduce(w, c(0), np.add)
-        driver.view(E.pointer(p[9]), storage, (), ())[...] = weight_sum.astype(storage)
+        driver.view(E.pointer(p[12]), storage, (), ())[...] = weight_sum.astype(storage)
         if reduction == NONE:
             if n:
-                driver.view(E.pointer(p[8]), storage, (n,), (1,))[...] = loss.astype(storage)
+                driver.view(E.pointer(p[11]), storage, (n,), (1,))[...] = loss.astype(storage)
         else:
             value = loss_sum / weight_sum if reduction == MEAN else loss_sum
-            driver.view(E.pointer(p[8]), storage, (), ())[...] = value.astype(storage)
+            driver.view(E.pointer(p[11]), storage, (), ())[...] = value.astype(storage)
 
 
 @E.emulates(r"nll_loss_backward_kernel<(.+)>")
 def nll_loss_backward(driver, match, grid, block, shared, params):
     E.grid_stride(grid, block)
     assert shared == 0
-    # (n, classes, grad_stride, target_stride, weight_stride, ignore_index, int mean, out,
-    #  grad, target, weight, total_weight)
-    p = E.slots(params, 12)
-    n, classes, grad_stride, target_stride, weight_stride, ignore_index = (
-        _int64(p[k]) for k in range(6))
-    mean = _int32(p[6])
+    # (n, classes, spatial, grad batch/spatial strides, target batch/spatial strides,
+    #  weight_stride, ignore_index, int mean, out, grad, target, weight, total_weight)
+    p = E.slots(params, 15)
+    n, classes, spatial = (_int64(p[k]) for k in range(3))
+    grad_strides, target_strides = (_int64(p[3]), _int64(p[4])), (_int64(p[5]), _int64(p[6]))
+    weight_stride, ignore_index = _int64(p[7]), _int64(p[8])
+    mean = _int32(p[9])
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
-    targets = _targets(driver, E.pointer(p[9]), n, target_stride)
+    targets = _per_row(driver, E.pointer(p[12]), np.int64, n, spatial, target_strides)
     rows = np.nonzero(_valid(targets, classes, ignore_index))[0]
-    out = driver.view(E.pointer(p[7]), storage, (n, classes), (classes, 1))
+    batch = n // spatial
+    out = driver.view(E.pointer(p[10]), storage, (batch, classes, spatial),
+                      (classes * spatial, spatial, 1))
     out[...] = storage(0)
-    g = driver.view(E.pointer(p[8]), storage, (n,), (grad_stride,))[rows].astype(c)
+    g = _per_row(driver, E.pointer(p[11]), storage, n, spatial, grad_strides)[rows].astype(c)
     with np.errstate(all="ignore"):
         if mean:
-            g = g / driver.view(E.pointer(p[11]), storage, (), ()).astype(c)
+            g = g / driver.view(E.pointer(p[14]), storage, (), ()).astype(c)
         w = np.ones(rows.size, c)
-        if E.pointer(p[10]):
-            weight = driver.view(E.pointer(p[10]), storage, (classes,), (weight_stride,))
+        if E.pointer(p[13]):
+            weight = driver.view(E.pointer(p[13]), storage, (classes,), (weight_stride,))
             w = weight[targets[rows]].astype(c)
-        out[rows, targets[rows]] = (-w * g).astype(storage)
+        out[rows // spatial, targets[rows], rows % spatial] = (-w * g).astype(storage)
 
 
 # --- batchnorm.cu -----------------------------------------------------------------------------

@@ -99,15 +99,22 @@ NLL_CASES = {
 }
 
 
-def nll_case(case, dtype_name, weighted):
-    """(x, target, weight, ignore_index) for one case, on the cpu."""
+def mover(device):
+    """cuda, or the identity: tensors are laid out after the move (a copy to the device is
+    dense, whatever the source's strides)."""
+    return cuda if device else (lambda t: t)
+
+
+def nll_case(case, dtype_name, weighted, device=False):
+    """(x, target, weight, ignore_index) for one case, on the cpu or the device."""
     arrange, rows, ignored, ignore_index = NLL_CASES[case]
-    x = arrange(finite_values((300, 7), dtype_name, 1))
+    move = mover(device)
+    x = arrange(move(finite_values((300, 7), dtype_name, 1)))
     classes = x.shape[-1]
-    all_targets = targets(300, classes, 2, ignored, ignore_index)
-    target = all_targets[rows]
+    target = move(targets(300, classes, 2, ignored, ignore_index))[rows]
     # every other element of a longer tensor: a weight stride of 2
-    weight = finite_values((2 * classes,), dtype_name, 3).abs()[::2] if weighted else None
+    weight = move(finite_values((2 * classes,), dtype_name, 3).abs())[::2] if weighted \
+        else None
     return x, target, weight, ignore_index
 
 
@@ -121,7 +128,8 @@ def test_nll_loss_matches_the_cpu_reference(device_kind, dtype_name, reduction, 
         x, target, weight, ignore_index = nll_case(case, dtype_name, weighted)
         expected_loss, expected_weight = reference(nll, x, target, weight, code, ignore_index)
         terms = host(reference(nll, x, target, weight, L.NONE, ignore_index)[0])
-        loss, total_weight = nll(cuda(x), cuda(target), cuda(weight), code, ignore_index)
+        on = nll_case(case, dtype_name, weighted, device=True)
+        loss, total_weight = nll(*on[:3], code, ignore_index)
         tw = float(host(expected_weight))
         assert_loss_close(loss, expected_loss, terms, tw, code, case)
         t = host(target).astype(np.int64)
@@ -214,18 +222,17 @@ def test_nll_loss_backward_matches_the_cpu_reference(device_kind, dtype_name, re
     accumulator ulp, reaches the gradient)."""
     plugins.reset_fallbacks()
     for case in NLL_CASES:
-        x, target, weight, ignore_index = nll_case(case, dtype_name, weighted)
-        g = finite_values(x.shape[:1] if reduction == "none" and x.ndim == 2 else (),
-                          dtype_name, 9)
         grads = []
         for on_device in (False, True):
-            move = cuda if on_device else (lambda t: t)
-            leaf = move(x).detach().requires_grad_(True)
+            x, target, weight, ignore_index = nll_case(case, dtype_name, weighted, on_device)
+            g = finite_values(x.shape[:1] if reduction == "none" and x.ndim == 2 else (),
+                              dtype_name, 9)
+            leaf = x.detach().requires_grad_(True)
             oracle = contextlib.nullcontext() if on_device else plugins.use_reference_kernels()
             with oracle:
-                loss = F.nll_loss(leaf, move(target), move(weight), ignore_index=ignore_index,
+                loss = F.nll_loss(leaf, target, weight, ignore_index=ignore_index,
                                   reduction=reduction)
-                loss.backward(move(g))
+                loss.backward(mover(on_device)(g))
             grads.append(leaf.grad)
         expected, got = grads
         assert got.device.type == "cuda" and got.shape == expected.shape, case
@@ -237,12 +244,61 @@ def test_nll_loss_backward_matches_the_cpu_reference(device_kind, dtype_name, re
     assert plugins.fallbacks() == {}
 
 
-def test_nll_loss_declines_what_it_does_not_handle(device_kind):
-    x = finite_values((2, 3, 2, 2), "float32", 10)
-    target = targets(8, 3, 11).reshape(2, 2, 2)
+# name -> (input layout from a (3, 5, 4, 6) tensor, target layout from a (3, 4, 6) view of
+# stride 2 along the last dim)
+SPATIAL_CASES = {
+    "nchw": (lambda x: x, lambda t: t),
+    "channels_last": (lambda x: x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),
+                      lambda t: t),
+    "contiguous_target": (lambda x: x, lambda t: t.contiguous()),
+    "three_dims": (lambda x: x.reshape(3, 5, 24), lambda t: t.reshape(3, 24)),
+    "five_dims": (lambda x: x.reshape(3, 5, 2, 2, 6), lambda t: t.reshape(3, 2, 2, 6)),
+    "strided_width": (lambda x: x[..., ::2], lambda t: t[..., ::2]),
+    "empty_batch": (lambda x: x[:0], lambda t: t[:0]),
+}
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_nll_loss_with_spatial_dims_matches_the_cpu_reference(device_kind, dtype_name,
+                                                              reduction):
+    """nll_loss2d's form: every position of the spatial dims is a row; the loss and its
+    gradient (nll_loss2d_backward) on the device."""
+    base_x = finite_values((3, 5, 4, 6), dtype_name, 40)
+    base_target = targets(144, 5, 41, ignored=(0, 67)).reshape(3, 4, 12)
+    weight = finite_values((5,), dtype_name, 42).abs()
     plugins.reset_fallbacks()
-    got = F.nll_loss(x.cuda(), target.cuda())            # 4-D: nll_loss2d's form
-    expected = reference(F.nll_loss, x, target)
+    for case, (arrange_x, arrange_t) in SPATIAL_CASES.items():
+        x, target = arrange_x(base_x), arrange_t(base_target[..., ::2])
+        terms = host(reference(lambda *a: F.nll_loss(*a, reduction="none"), x, target, weight))
+        t = host(target).astype(np.int64)
+        tw = float(np.sum(host(weight)[np.where(t == -100, 0, t)] * (t != -100)))
+        grads = []
+        for move in (lambda v: v, cuda):
+            leaf = arrange_x(move(base_x)).detach().requires_grad_(True)
+            oracle = contextlib.nullcontext() if move is cuda else \
+                plugins.use_reference_kernels()
+            with oracle:
+                loss = F.nll_loss(leaf, arrange_t(move(base_target)[..., ::2]), move(weight),
+                                  reduction=reduction)
+                loss.backward(move(finite_values(loss.shape, dtype_name, 43)))
+            grads.append((loss, leaf.grad))
+        (expected, expected_grad), (got, got_grad) = grads
+        assert_loss_close(got, expected, terms, tw, REDUCTIONS[reduction], case)
+        e, d = host(expected_grad), host(got_grad)
+        ulps = 16 * accumulator_eps(dtype_name) + float(finfo(dtype_name).eps) \
+            if reduction == "mean" else 0.0
+        assert got_grad.shape == expected_grad.shape, case
+        assert np.all(np.abs(d - e) <= ulps * np.abs(e)), case
+    assert plugins.fallbacks() == {}
+
+
+def test_nll_loss_declines_what_it_does_not_handle(device_kind):
+    x = finite_values((2, 3, 4, 4), "float32", 10)
+    target = targets(32, 3, 11).reshape(2, 4, 4)
+    plugins.reset_fallbacks()
+    got = F.nll_loss(x.cuda()[..., :2], target.cuda()[..., :2])   # H and W do not coalesce
+    expected = reference(F.nll_loss, x[..., :2], target[..., :2])
     np.testing.assert_allclose(host(got), host(expected), rtol=1e-6)
     assert plugins.fallbacks() == {("nll_loss", "cuda", reftorch.float32): 1}
     x2, bytes_target = finite_values((4, 3), "float32", 12), targets(4, 3, 13).to(reftorch.uint8)
@@ -399,15 +455,17 @@ def test_batch_norm_backward_matches_the_cpu_reference(device_kind, dtype_name, 
     for case, arrange in BATCH_NORM_CASES.items():
         if case == "one_element_per_channel":
             continue  # F.batch_norm refuses to train on it
-        x, g = arrange(base_x), arrange(base_g)
-        weight, bias, _, _ = batch_norm_operands(dtype_name, x.shape[1], True, False)
+        channels = arrange(base_x).shape[1]
+        weight, bias, _, _ = batch_norm_operands(dtype_name, channels, True, False)
         grads = []
         for move in (lambda t: t, cuda):
-            leaves = [move(t).detach().requires_grad_(True) for t in (x, weight, bias)]
+            leaves = [t.detach().requires_grad_(True)
+                      for t in (arrange(move(base_x)), move(weight), move(bias))]
             oracle = contextlib.nullcontext() if move is cuda else plugins.use_reference_kernels()
             with oracle:
                 F.batch_norm(leaves[0], None, None, leaves[1] if affine else None,
-                             leaves[2] if affine else None, training=True).backward(move(g))
+                             leaves[2] if affine else None, training=True).backward(
+                                 arrange(move(base_g)))
             grads.append([leaf.grad for leaf in leaves])
         for name, e, d in zip(("input", "weight", "bias"), *grads):
             if not affine and name != "input":

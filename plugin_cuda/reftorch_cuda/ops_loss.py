@@ -1,9 +1,12 @@
-"""nll_loss and nll_loss_backward on cuda (kernels/loss.cu) for the four float dtypes, so
-cross_entropy (log_softmax + nll_loss) runs on the device forward and backward.
+"""nll_loss, nll_loss_backward and nll_loss2d_backward on cuda (kernels/loss.cu) for the four
+float dtypes, so cross_entropy (log_softmax + nll_loss) runs on the device forward and
+backward.
 
-Served: a (N, C) or (C,) input of any strides with C >= 1, int64 targets of any stride, an
-optional weight of the input's dtype, every reduction and ignore_index; a uint8 target, other
-dims (nll_loss2d's 4-D form) and mixed dtypes decline to the reference.
+Served: a (C,), (N, C) or (N, C, H, W) input (the reference views every other input with
+spatial dims as 4-D) with C >= 1, whose H and W coalesce to one strided dim together with the
+target's (and a 'none' gradient's), int64 targets, an optional weight of the input's dtype,
+any other strides, every reduction and ignore_index; a uint8 target and mixed dtypes decline
+to the reference.
 
 Order and accuracy: the forward's loss and weight sums run in one block, in block_reduce's
 fixed order (computation type: float for float32 and the 16-bit types, double for float64),
@@ -21,9 +24,11 @@ for), the price of raising at the call as the reference does.
 from __future__ import annotations
 
 import ctypes
+from typing import NamedTuple
 
 from reftorch import _dtype as D
 from reftorch._tensor import Tensor
+from reftorch_plugins.geometry import coalesce
 
 from .kernel_base import FLOAT_TYPES, Program, launch_blocks, on_one_cuda_device, pointer
 
@@ -49,44 +54,66 @@ LOSS = Program("loss.cu", (check_expression(),)
 PROGRAMS = (LOSS,)
 
 
-def _rows(x, target, weight, params):
-    """(n, classes, x row stride, x class stride) when the call is served, else None."""
-    if x.dtype.name not in FLOAT_TYPES or x.ndim not in (1, 2) or target.dtype is not D.int64:
+class Rows(NamedTuple):
+    """An nll_loss call as the kernels see it: (batch, classes, spatial), rows n = batch *
+    spatial; each operand's strides (x: batch, class, spatial; the per-row operands: batch,
+    spatial)."""
+    n: int
+    classes: int
+    spatial: int
+    x_strides: tuple
+    row_strides: tuple      # one (batch, spatial) pair per per-row operand (target first)
+
+
+def _rows(x, target, weight, params, per_row=()):
+    """The call's Rows when it is served, else None. `per_row`: more operands shaped like
+    target (a 'none' gradient), whose strides come after target's."""
+    if x.dtype.name not in FLOAT_TYPES or x.ndim not in (1, 2, 4) or target.dtype is not D.int64:
         return None
     if params.get("reduction", MEAN) not in (NONE, MEAN, SUM):
         return None
     if not -2 ** 63 <= params.get("ignore_index", -100) < 2 ** 63:
         return None
-    if x.ndim == 2:
-        (n, classes), (row_stride, class_stride) = x._shape, x._strides
+    row_operands = (target, *per_row)
+    if any(t._shape != target._shape for t in per_row) or target.ndim != max(x.ndim - 1, 0):
+        return None
+    if x.ndim == 1:
+        batch, classes, spatial = 1, x._shape[0], 1
+        x_strides, row_strides = (0, x._strides[0], 0), [(0, 0)] * len(row_operands)
     else:
-        (n, classes), (row_stride, class_stride) = (1, x._shape[0]), (0, x._strides[0])
-    if classes == 0 or target.numel() != n or target.ndim != x.ndim - 1:
+        batch, classes = x._shape[:2]
+        shape, strides = coalesce(list(x._shape[2:]), [list(x._strides[2:])] + [
+            list(t._strides[1:]) for t in row_operands])
+        if len(shape) != 1 or tuple(target._shape) != (batch, *x._shape[2:]):
+            return None
+        spatial = shape[0]
+        x_strides = (x._strides[0], x._strides[1], strides[0][0])
+        row_strides = [(t._strides[0], s[0]) for t, s in zip(row_operands, strides[1:])]
+    if classes == 0:
         return None
     if weight is not None and (weight.dtype is not x.dtype or weight.ndim != 1 or
                                weight.numel() != classes):
         return None
-    tensors = (x, target) if weight is None else (x, target, weight)
+    tensors = (x, *row_operands) if weight is None else (x, *row_operands, weight)
     if not on_one_cuda_device(tensors):
         return None
-    return n, classes, row_stride, class_stride
-
-
-def _stride(t):
-    """The one stride of a 0-dim or 1-dim tensor (0 for 0-dim)."""
-    return t._strides[0] if t.ndim else 0
+    return Rows(batch * spatial, classes, spatial, x_strides, tuple(row_strides))
 
 
 def _null_or(t):
     return pointer(t) if t is not None else ctypes.c_uint64(0)
 
 
-def _check_targets(x, target, n, classes, ignore_index):
+def _ints(values):
+    return tuple(ctypes.c_int64(v) for v in values)
+
+
+def _check_targets(x, target, rows, ignore_index):
     """Queue the target check; returns the status buffer to read once the op's kernels are
     queued too (one synchronisation for the whole op)."""
     status = Tensor._empty((2,), D.int64, x.device)
-    args = (ctypes.c_int64(n), ctypes.c_int64(classes), ctypes.c_int64(_stride(target)),
-            ctypes.c_int64(ignore_index), pointer(status), pointer(target))
+    args = (*_ints((rows.n, rows.classes, rows.spatial, *rows.row_strides[0], ignore_index)),
+            pointer(status), pointer(target))
     launch_blocks(LOSS, check_expression(), 1, x, args)
     return status
 
@@ -98,6 +125,10 @@ def _raise_on_bad_target(status, n):
         raise IndexError(f"Target {target} is out of bounds.")
 
 
+def _weight_stride(weight):
+    return 0 if weight is None else weight._strides[0]
+
+
 def nll_loss_kernel(out, inputs, dtypes, params):
     """(loss, total_weight) as the reference's nll_loss kernel returns them."""
     if out is not None or len(inputs) != 3:
@@ -106,19 +137,16 @@ def nll_loss_kernel(out, inputs, dtypes, params):
     rows = _rows(x, target, weight, params)
     if rows is None:
         return NotImplemented
-    n, classes, row_stride, class_stride = rows
     reduction, ignore_index = params.get("reduction", MEAN), params.get("ignore_index", -100)
-    status = _check_targets(x, target, n, classes, ignore_index)
-    loss_shape = x._shape[:1] if reduction == NONE and x.ndim == 2 else ()
-    loss = Tensor._empty(loss_shape, x.dtype, x.device)
+    status = _check_targets(x, target, rows, ignore_index)
+    loss = Tensor._empty(target._shape if reduction == NONE else (), x.dtype, x.device)
     total_weight = Tensor._empty((), x.dtype, x.device)
-    args = (ctypes.c_int64(n), ctypes.c_int64(classes), ctypes.c_int64(row_stride),
-            ctypes.c_int64(class_stride), ctypes.c_int64(_stride(target)),
-            ctypes.c_int64(0 if weight is None else weight._strides[0]),
-            ctypes.c_int64(ignore_index), ctypes.c_int(reduction), pointer(loss),
-            pointer(total_weight), pointer(x), pointer(target), _null_or(weight))
+    args = (*_ints((rows.n, rows.classes, rows.spatial, *rows.x_strides, *rows.row_strides[0],
+                    _weight_stride(weight), ignore_index)),
+            ctypes.c_int(reduction), pointer(loss), pointer(total_weight), pointer(x),
+            pointer(target), _null_or(weight))
     launch_blocks(LOSS, forward_expression(x.dtype.name), 1, x, args)
-    _raise_on_bad_target(status, n)
+    _raise_on_bad_target(status, rows.n)
     return loss, total_weight
 
 
@@ -127,34 +155,29 @@ def nll_loss_backward_kernel(out, inputs, dtypes, params):
     if out is not None or len(inputs) != 5:
         return NotImplemented
     grad, x, target, weight, total_weight = inputs
-    rows = _rows(x, target, weight, params)
-    if rows is None or grad.dtype is not x.dtype or not on_one_cuda_device((x, grad)):
-        return NotImplemented
-    n, classes = rows[:2]
     reduction, ignore_index = params.get("reduction", MEAN), params.get("ignore_index", -100)
-    per_row = reduction == NONE and x.ndim == 2
-    if per_row and (grad.numel() != n or grad.ndim != 1):
+    per_row = reduction == NONE and x.ndim > 1
+    if grad.dtype is not x.dtype or (not per_row and grad.numel() != 1):
+        return NotImplemented   # (a reduced loss with another gradient: the reference raises)
+    rows = _rows(x, target, weight, params, (grad,) if per_row else ())
+    if rows is None or not on_one_cuda_device((x, grad)):
         return NotImplemented
-    if not per_row and grad.numel() != 1:
-        return NotImplemented   # the reference raises its error
     mean = reduction == MEAN
     if mean and not (total_weight is not None and total_weight.dtype is x.dtype and
                      total_weight.numel() == 1 and on_one_cuda_device((x, total_weight))):
         return NotImplemented
-    status = _check_targets(x, target, n, classes, ignore_index)
+    status = _check_targets(x, target, rows, ignore_index)
     result = Tensor._empty(x._shape, x.dtype, x.device)
-    args = (ctypes.c_int64(n), ctypes.c_int64(classes),
-            ctypes.c_int64(grad._strides[0] if per_row else 0),
-            ctypes.c_int64(_stride(target)),
-            ctypes.c_int64(0 if weight is None else weight._strides[0]),
-            ctypes.c_int64(ignore_index), ctypes.c_int(int(mean)), pointer(result),
-            pointer(grad), pointer(target), _null_or(weight),
-            pointer(total_weight) if mean else ctypes.c_uint64(0))
-    if n:
+    grad_strides = rows.row_strides[1] if per_row else (0, 0)
+    args = (*_ints((rows.n, rows.classes, rows.spatial, *grad_strides, *rows.row_strides[0],
+                    _weight_stride(weight), ignore_index)),
+            ctypes.c_int(int(mean)), pointer(result), pointer(grad), pointer(target),
+            _null_or(weight), pointer(total_weight) if mean else ctypes.c_uint64(0))
+    if rows.n:
         storage = result._storage
         storage._driver.launch(storage._index, LOSS, backward_expression(x.dtype.name),
-                               n * classes, args)
-    _raise_on_bad_target(status, n)
+                               rows.n * rows.classes, args)
+    _raise_on_bad_target(status, rows.n)
     return result
 
 
@@ -166,3 +189,4 @@ def register_kernels(registrar):
     floats = [D.by_name(name) for name in FLOAT_TYPES]
     registrar.kernel("nll_loss", "cuda", floats, nll_loss_kernel)
     registrar.kernel("nll_loss_backward", "cuda", floats, nll_loss_backward_kernel)
+    registrar.kernel("nll_loss2d_backward", "cuda", floats, nll_loss_backward_kernel)
