@@ -338,6 +338,25 @@ def test_cross_entropy_runs_on_the_device_forward_and_backward(device_kind, dtyp
     assert np.all(np.abs(g - e) <= bound * (np.abs(e) + scale))
 
 
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_cross_entropy_over_images_runs_on_the_device(device_kind, dtype_name):
+    x = finite_values((2, 5, 3, 4), dtype_name, 44)
+    target = targets(24, 5, 45, ignored=(7,)).reshape(2, 3, 4)
+    leaf = x.detach().requires_grad_(True)
+    with plugins.use_reference_kernels():
+        expected_loss = F.cross_entropy(leaf, target)
+        expected_loss.backward()
+    plugins.reset_fallbacks()
+    device_leaf = x.detach().cuda().requires_grad_(True)
+    loss = F.cross_entropy(device_leaf, target.cuda())
+    loss.backward()
+    assert plugins.fallbacks() == {}
+    bound = 64 * float(finfo(dtype_name).eps)
+    np.testing.assert_allclose(host(loss), host(expected_loss), rtol=bound, atol=bound)
+    e, g = host(leaf.grad), host(device_leaf.grad)
+    assert np.all(np.abs(g - e) <= bound * (np.abs(e) + np.max(np.abs(e))))
+
+
 # --- layer_norm backward ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype_name", FLOATS)
