@@ -291,6 +291,25 @@ static inline ptrdiff_t group_for(ptrdiff_t per_unit, ptrdiff_t elements)
     return per_unit >= elements ? 1 : elements / (per_unit > 0 ? per_unit : 1);
 }
 
+/* A shape (ints >= 0, at most MAX_NDIM of them, numel not overflowing); returns numel or -1
+ * with an exception set. */
+static inline long long parse_shape(PyObject *obj, long long *shape, int *ndim)
+{
+    long long numel = 1;
+    if (parse_dims(obj, "shape", -1, shape, ndim) < 0) return -1;
+    for (int d = 0; d < *ndim; d++) {
+        if (shape[d] < 0) {
+            PyErr_Format(PyExc_ValueError, "shape[%d] is negative (%lld)", d, shape[d]);
+            return -1;
+        }
+        if (__builtin_mul_overflow(numel, shape[d], &numel) || numel > PTRDIFF_MAX / 16) {
+            PyErr_SetString(PyExc_ValueError, "shape has too many elements");
+            return -1;
+        }
+    }
+    return numel;
+}
+
 /* ---- the walk over a strided shape ------------------------------------------------------
  * For the modules that define COMMON_STRIDED_WALK before including this file (index.c,
  * masked.c); other modules have their own walk_t / parse_operand. */
@@ -331,24 +350,6 @@ static inline void walk_next_row(const walk_t *W, ptrdiff_t *idx, ptrdiff_t *off
         for (int k = 0; k < 3; k++) off[k] -= W->shape[d] * W->strides[k][d];
         idx[d] = 0;
     }
-}
-
-/* The walk shape; returns numel or -1 with an exception set. */
-static inline long long parse_shape(PyObject *obj, long long *shape, int *ndim)
-{
-    long long numel = 1;
-    if (parse_dims(obj, "shape", -1, shape, ndim) < 0) return -1;
-    for (int d = 0; d < *ndim; d++) {
-        if (shape[d] < 0) {
-            PyErr_Format(PyExc_ValueError, "shape[%d] is negative (%lld)", d, shape[d]);
-            return -1;
-        }
-        if (__builtin_mul_overflow(numel, shape[d], &numel) || numel > PTRDIFF_MAX / 16) {
-            PyErr_SetString(PyExc_ValueError, "shape has too many elements");
-            return -1;
-        }
-    }
-    return numel;
 }
 
 /* One operand: buffer, offset, strides (one per walk dim). Its elements for every position

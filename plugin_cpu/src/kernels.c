@@ -289,19 +289,10 @@ static const char *const COPY_NAMES[2][3] = {
 static long long prepare(loop_t *L, Py_buffer *views, int nops, PyObject *const *args,
                          const char *const (*names)[3], int *type)
 {
-    long long shape[MAX_NDIM], strides[MAX_NDIM], offset, numel = 1;
+    long long shape[MAX_NDIM], strides[MAX_NDIM], offset;
     int ndim;
-    if (parse_dims(args[0], "shape", -1, shape, &ndim) < 0) return -1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0) {
-            PyErr_Format(PyExc_ValueError, "shape[%d] is negative (%lld)", d, shape[d]);
-            return -1;
-        }
-        if (__builtin_mul_overflow(numel, shape[d], &numel) || numel > PTRDIFF_MAX / 16) {
-            PyErr_SetString(PyExc_ValueError, "shape has too many elements");
-            return -1;
-        }
-    }
+    const long long numel = parse_shape(args[0], shape, &ndim);
+    if (numel < 0) return -1;
     memset(L, 0, sizeof *L);
     int held = 0; /* views[0..held) are acquired */
     /* a 0-dim operation is a 1-dim one of one element */

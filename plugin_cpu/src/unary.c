@@ -1116,20 +1116,10 @@ static int buffer_type(const Py_buffer *view, const char *what)
 }
 
 /* Parse the shape (args[0]) into L; returns numel or -1 with an exception set. */
-static long long parse_shape(loop_t *L, PyObject *shape_obj, long long *shape, int *ndim)
+static long long parse_loop_shape(loop_t *L, PyObject *shape_obj, long long *shape, int *ndim)
 {
-    long long numel = 1;
-    if (parse_dims(shape_obj, "shape", -1, shape, ndim) < 0) return -1;
-    for (int d = 0; d < *ndim; d++) {
-        if (shape[d] < 0) {
-            PyErr_Format(PyExc_ValueError, "shape[%d] is negative (%lld)", d, shape[d]);
-            return -1;
-        }
-        if (__builtin_mul_overflow(numel, shape[d], &numel) || numel > PTRDIFF_MAX / 16) {
-            PyErr_SetString(PyExc_ValueError, "shape has too many elements");
-            return -1;
-        }
-    }
+    const long long numel = parse_shape(shape_obj, shape, ndim);
+    if (numel < 0) return -1;
     memset(L, 0, sizeof *L);
     L->ndim = *ndim ? *ndim : 1; /* a 0-dim operation is a 1-dim one of one element */
     for (int d = 0; d < L->ndim; d++) L->shape[d] = *ndim ? (ptrdiff_t)shape[d] : 1;
@@ -1215,7 +1205,7 @@ static PyObject *py_elementwise(PyObject *self, PyObject *const *args, Py_ssize_
     loop_t L;
     long long shape[MAX_NDIM];
     int ndim;
-    long long numel = parse_shape(&L, args[1], shape, &ndim);
+    long long numel = parse_loop_shape(&L, args[1], shape, &ndim);
     if (numel < 0) return NULL;
     Py_buffer views[MAX_OPERANDS];
     int type = -1;
@@ -1275,7 +1265,7 @@ static PyObject *py_cast(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     loop_t L;
     long long shape[MAX_NDIM];
     int ndim;
-    long long numel = parse_shape(&L, args[0], shape, &ndim);
+    long long numel = parse_loop_shape(&L, args[0], shape, &ndim);
     if (numel < 0) return NULL;
     Py_buffer views[2];
     static const char *const names[2] = {"out", "src"};
