@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass
 from importlib import resources
 
+from reftorch import _dtype as D
 from reftorch._ops.copy import empty_like_layout
 from reftorch._promotion import broadcast_shapes
 from reftorch._tensor import Tensor
@@ -32,6 +33,7 @@ PRELUDE = "common.cuh"   # put in front of every program's source (see kernels/c
 # floats are the kernels' own storage types (NVRTC wheels ship no cuda_fp16.h / cuda_bf16.h).
 FLOAT_TYPES = {"float32": CUDA_TYPES["float32"], "float64": CUDA_TYPES["float64"],
                "float16": "rt_float16", "bfloat16": "rt_bfloat16"}
+FLOAT_DTYPES = tuple(D.by_name(name) for name in FLOAT_TYPES)  # what most families register
 # bool and the integer types, as built-in C++ types (NVRTC has no <cstdint> without headers).
 INT_TYPES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short",
              "int32": "int", "int64": "long long"}

@@ -20,7 +20,7 @@ from reftorch import _dtype as D
 
 from . import (ops_batchnorm, ops_cast, ops_gemm, ops_index, ops_loss, ops_norm, ops_reduce,
                ops_select, ops_softmax, ops_unary)
-from .kernel_base import (FLOAT_TYPES, HALF_TYPES, WORDS, Program, geometry_struct,
+from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, HALF_TYPES, WORDS, Program, geometry_struct,
                           geometry_type, max_dims, on_one_cuda_device, operand_types, pointer,
                           run_elementwise, scalar_pairs, writable)
 from reftorch_plugins.geometry import elementwise_geometry
@@ -120,9 +120,8 @@ copy_kernel.__name__ = "cuda_copy_"
 
 
 def register_kernels(registrar):
-    floats = [D.by_name(name) for name in FLOAT_TYPES]
     for op_name in BINARY_OPS:
-        registrar.kernel(op_name, "cuda", floats, binary_kernel(op_name))
+        registrar.kernel(op_name, "cuda", FLOAT_DTYPES, binary_kernel(op_name))
     copyable = [d for d in D.ALL_DTYPES if d.itemsize in WORDS]
     registrar.kernel("copy_", "cuda", copyable, copy_kernel)
     for module in (ops_unary, ops_select, ops_reduce, ops_softmax, ops_norm, ops_index,

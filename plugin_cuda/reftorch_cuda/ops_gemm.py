@@ -23,11 +23,10 @@ import ctypes
 import re
 import struct
 
-from reftorch import _dtype as D
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import broadcast_strides
 
-from .kernel_base import FLOAT_TYPES, Program, on_one_cuda_device, pointer
+from .kernel_base import FLOAT_DTYPES, FLOAT_TYPES, Program, on_one_cuda_device, pointer
 
 THREADS = 256                      # RT_GEMM_THREADS
 MAX_GRID_YZ = 65535
@@ -147,8 +146,7 @@ addmm_kernel.__name__ = addmm_kernel.__qualname__ = "cuda_addmm"
 
 
 def register_kernels(registrar):
-    floats = [D.by_name(name) for name in FLOAT_TYPES]
     for op_name in ("mm", "bmm"):
-        registrar.kernel(op_name, "cuda", floats, mm_kernel)
+        registrar.kernel(op_name, "cuda", FLOAT_DTYPES, mm_kernel)
     for op_name in ("addmm", "baddbmm"):
-        registrar.kernel(op_name, "cuda", floats, addmm_kernel)
+        registrar.kernel(op_name, "cuda", FLOAT_DTYPES, addmm_kernel)

@@ -30,7 +30,8 @@ from reftorch import _dtype as D
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
-from .kernel_base import FLOAT_TYPES, Program, launch_blocks, on_one_cuda_device, pointer
+from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, Program, launch_blocks,
+                          on_one_cuda_device, pointer)
 
 NONE, MEAN, SUM = 0, 1, 2     # reftorch._ops.nn_loss's reduction codes
 TARGET_TYPE = "long long"     # int64 targets
@@ -186,7 +187,6 @@ nll_loss_backward_kernel.__name__ = "cuda_nll_loss_backward"
 
 
 def register_kernels(registrar):
-    floats = [D.by_name(name) for name in FLOAT_TYPES]
-    registrar.kernel("nll_loss", "cuda", floats, nll_loss_kernel)
-    registrar.kernel("nll_loss_backward", "cuda", floats, nll_loss_backward_kernel)
-    registrar.kernel("nll_loss2d_backward", "cuda", floats, nll_loss_backward_kernel)
+    registrar.kernel("nll_loss", "cuda", FLOAT_DTYPES, nll_loss_kernel)
+    registrar.kernel("nll_loss_backward", "cuda", FLOAT_DTYPES, nll_loss_backward_kernel)
+    registrar.kernel("nll_loss2d_backward", "cuda", FLOAT_DTYPES, nll_loss_backward_kernel)

@@ -16,8 +16,8 @@ from reftorch import _dtype as D
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
-from .kernel_base import (FLOAT_TYPES, Program, geometry_struct, launch_blocks, max_dims,
-                          on_one_cuda_device, pointer)
+from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, Program, geometry_struct, launch_blocks,
+                          max_dims, on_one_cuda_device, pointer)
 
 REDUCE_OPS = {"sum": "SumOp", "mean": "MeanOp", "amax": "AmaxOp", "amin": "AminOp",
               "max": "AmaxOp", "min": "AminOp"}
@@ -106,6 +106,5 @@ def reduce_kernel(op_name):
 
 
 def register_kernels(registrar):
-    floats = [D.by_name(name) for name in FLOAT_TYPES]
     for op_name in REDUCE_OPS:
-        registrar.kernel(op_name, "cuda", floats, reduce_kernel(op_name))
+        registrar.kernel(op_name, "cuda", FLOAT_DTYPES, reduce_kernel(op_name))

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import ctypes
 
-from reftorch import _dtype as D
 from reftorch._ops.copy import empty_like_layout
 from reftorch_plugins.geometry import coalesce
 
-from .kernel_base import (FLOAT_TYPES, Program, all_of_dtype, geometry_struct, launch_blocks,
-                          max_dims, on_one_cuda_device, pointer)
+from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, Program, all_of_dtype, geometry_struct,
+                          launch_blocks, max_dims, on_one_cuda_device, pointer)
 
 FORWARD = {"softmax": False, "log_softmax": True}             # op -> Log
 BACKWARD = {"_softmax_backward_data": False, "_log_softmax_backward_data": True}
@@ -103,8 +102,7 @@ def backward_kernel(op_name):
 
 
 def register_kernels(registrar):
-    floats = [D.by_name(name) for name in FLOAT_TYPES]
     for op_name in FORWARD:
-        registrar.kernel(op_name, "cuda", floats, forward_kernel(op_name))
+        registrar.kernel(op_name, "cuda", FLOAT_DTYPES, forward_kernel(op_name))
     for op_name in BACKWARD:
-        registrar.kernel(op_name, "cuda", floats, backward_kernel(op_name))
+        registrar.kernel(op_name, "cuda", FLOAT_DTYPES, backward_kernel(op_name))

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import ctypes
 
-from reftorch import _dtype as D
 
-from .kernel_base import FLOAT_TYPES, Program, all_of_dtype, run_elementwise
+from .kernel_base import FLOAT_DTYPES, FLOAT_TYPES, Program, all_of_dtype, run_elementwise
 
 # op name -> the Op struct of unary.cu; gelu picks its form from `approximate` (GELU below).
 UNARY_OPS = {"neg": "NegOp", "abs": "AbsOp", "exp": "ExpOp", "expm1": "Expm1Op",
@@ -95,8 +94,7 @@ def grad_kernel(op_name):
 
 
 def register_kernels(registrar):
-    floats = [D.by_name(name) for name in FLOAT_TYPES]
     for op_name in UNARY_OPS:
-        registrar.kernel(op_name, "cuda", floats, unary_kernel(op_name))
+        registrar.kernel(op_name, "cuda", FLOAT_DTYPES, unary_kernel(op_name))
     for op_name in GRAD_OPS:
-        registrar.kernel(op_name, "cuda", floats, grad_kernel(op_name))
+        registrar.kernel(op_name, "cuda", FLOAT_DTYPES, grad_kernel(op_name))
