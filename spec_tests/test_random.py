@@ -82,11 +82,9 @@ def test_rand(seed, n, dtype):
 @pytest.mark.parametrize("n", SIZES)
 def test_randn_float64(seed, n):
     # float64 Box-Muller calls the C library's log1p (under 16 elements) or log, sin and cos
-    # (16 and more), which round to nearest in all but rare cases; reftorch rounds correctly
-    # (settling near-midpoint cases with the C library): a radius and a cosine each 1 ulp
-    # apart make a value at most 2 ulp apart, in about 0.03% of values.
-    assert_close_in_ulp(lambda m: m.randn(n, dtype=m.float64), seed, max_ulp=2,
-                        min_identical=0.999 if n >= 16 else 0.5)
+    # (16 and more); reftorch calls the same functions, so the bits are PyTorch's even where
+    # the library's result is not the nearest float64.
+    assert_identical(lambda m: m.randn(n, dtype=m.float64), seed)
 
 
 def _cpu_flags():
@@ -118,9 +116,9 @@ def test_normal_float32(seed, n, mean_std):
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 def test_randn_half_precision(seed, n, dtype):
-    # float16/bfloat16 16-blocks call the C library's float32 log/sin/cos, which round to
-    # nearest in all but rare cases (reftorch always does): within 1 ulp of the dtype, and
-    # float16/bfloat16 rounding hides the difference almost always.
+    # float16/bfloat16 16-blocks: a few values per 100,000 are 1 ulp of the dtype apart
+    # (calling the C library's float32 logf/cosf/sinf instead does not remove them; the cause
+    # is not known yet).
     if n < 16:
         assert_identical(lambda m: m.randn(n, dtype=getattr(m, dtype)), seed)
     else:
@@ -188,7 +186,7 @@ def test_samplers_fill_non_contiguous_tensors_in_memory_order(layout):
     assert_identical(lambda m: view(m).uniform_(), 4)
     assert_identical(lambda m: view(m).random_(0, 1000), 4)
     # non-contiguous: the one-at-a-time normal path (log1p, see test_randn_float64)
-    assert_close_in_ulp(lambda m: view(m).normal_(), 4, max_ulp=2, min_identical=0.5)
+    assert_identical(lambda m: view(m).normal_(), 4)
 
 
 @pytest.mark.parametrize("self_dtype", ("float32", "float64", "int64", "bool"))
@@ -223,13 +221,10 @@ def test_float64_derived_samplers_reduced_precision(dtype, method, args):
 @pytest.mark.parametrize("method,args", [("exponential_", (1.7,)), ("cauchy_", (0.5, 2.0)),
                                          ("log_normal_", (0.5, 0.7))])
 def test_float64_derived_samplers_float64(method, args):
-    # PyTorch's log1p and tan come from the C library, which is not correctly rounded;
-    # reftorch rounds them correctly: 1 ulp apart there, a few more where cauchy's
-    # median + sigma * tan cancels.
-    expected, actual = _same_seed(
-        lambda m: getattr(m.empty(10007, dtype=m.float64), method)(*args), 2)
-    np.testing.assert_allclose(actual, expected, rtol=1e-15, atol=1e-15)
-    assert (actual == expected).mean() >= 0.9
+    # PyTorch's log1p, tan and exp come from the C library, whose results are not always the
+    # nearest float64 (about 6% of exponential_'s log1p values here); reftorch calls the
+    # same functions.
+    assert_identical(lambda m: getattr(m.empty(100003, dtype=m.float64), method)(*args), 2)
 
 
 @pytest.mark.parametrize("dtype", ("float32", "float64"))
@@ -257,11 +252,7 @@ def test_normal_overloads(dtype):
         mean, std = m.arange(100, dtype=dt), m.arange(100, dtype=dt) / 10
         return m.cat([m.normal(mean, std), m.normal(mean[:10], 2.0), m.normal(2.0, std[:10]),
                       m.normal(2.0, 3.0, (10,), dtype=dt), m.normal(mean[:5], std[:5])])
-    if dtype == "float64":
-        # the one-at-a-time path uses log1p: within 1 ulp (scaled by std and shifted)
-        expected, actual = _same_seed(draws, 4)
-        np.testing.assert_allclose(actual, expected, rtol=4e-16, atol=1e-14)
-    elif {"avx2", "fma"} <= set(_cpu_flags()):
+    if dtype == "float64" or {"avx2", "fma"} <= set(_cpu_flags()):
         assert_identical(draws, 4)
     else:
         expected, actual = _same_seed(draws, 4)
@@ -274,8 +265,7 @@ def test_normal_scalar_path_caches_the_second_value():
     def draws(m):
         return m.cat([m.randn(3, dtype=m.float64), m.randn(1, dtype=m.float64),
                       m.randn(2, dtype=m.float64)])
-    expected, actual = _same_seed(draws, 0)
-    np.testing.assert_allclose(actual, expected, rtol=3e-16)
+    assert_identical(draws, 0)
     torch.manual_seed(0)
     reftorch.manual_seed(0)
     torch.randn(3, dtype=torch.float64)
@@ -287,8 +277,7 @@ def test_normal_scalar_path_caches_the_second_value():
 def test_complex_samplers():
     expected, actual = _same_seed(lambda m: m.rand(4, 6, dtype=m.complex64), 1)
     assert np.array_equal(expected, actual)
-    expected, actual = _same_seed(lambda m: m.randn(5, dtype=m.complex128), 1)
-    np.testing.assert_allclose(actual, expected, rtol=3e-16)
+    assert_identical(lambda m: m.randn(5, dtype=m.complex128), 1)
 
 
 # --- generator state ----------------------------------------------------------------------

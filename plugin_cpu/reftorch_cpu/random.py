@@ -13,17 +13,11 @@ Results against the reference (and PyTorch):
   uniform_, random_, bernoulli_     bit for bit (the same integer and exactly rounded steps);
   normal_ float32                   bit for bit (Cephes log/sincos with the same fused
                                     multiply-adds as PyTorch's AVX2 kernel and the reference);
-  normal_ float64                   the C library's log/cos/sin, as PyTorch calls them: bit for
-                                    bit PyTorch's; the reference rounds those functions
-                                    correctly, so it may differ in the last bits: within 2 ulp
-                                    (a radius and a cosine each 1 ulp off), about 0.03% of
-                                    values.
+  normal_ float64                   the C library's log/cos/sin, as PyTorch and the
+                                    reference call them: bit for bit both.
   exponential_, cauchy_, geometric_, log_normal_, normal_ on fewer than 16 or non-contiguous
                                     elements (the one-at-a-time path): likewise the C
-                                    library's log1p/tan/log/sin/cos/exp: PyTorch's bits;
-                                    the reference's may differ in the last bit (exponential_
-                                    in about 7% of values: glibc's log1p is not correctly
-                                    rounded).
+                                    library's log1p/tan/log/sin/cos/exp: bit for bit both.
 What is declined (the reference runs): empty tensors (MIN_NUMEL); normal_ of
 float16/bfloat16; a non-dense tensor (a strided view); uniform_ bounds whose dtype values are
 not finite; anything not a dense cpu tensor of a supported dtype.

@@ -28,7 +28,8 @@ log_normal_ are ops of the dispatch registry, so that plugins may fill cpu tenso
 
 The reference is vectorized: NumPy produces the draws and transforms them; no loop runs over
 the elements of a tensor. Where PyTorch calls the C library's log, log1p, sin, cos, tan or exp
-in float64, `_libm` reproduces the correctly rounded result those functions return.
+in float64, `_libm` calls the same functions (through Python's math module), so float64
+results are PyTorch's bits on the machine that runs them.
 """
 from __future__ import annotations
 
@@ -61,15 +62,27 @@ DIGITS = {D.float64: 53, D.float32: 24, D.float16: 11, D.bfloat16: 8}
 # --- float64 arithmetic as PyTorch's compiled kernels do it ---------------------------------
 
 def _libm(name, x):
-    """`math.<name>` over an array: the float64 nearest to the exact result.
+    """The C library's float64 function `name` over an array, element by element.
 
-    NumPy's float64 loops are fast approximations that differ from the C library (which
-    PyTorch's kernels call) in the last bit for about 0.1% of inputs; see `_round_once`.
+    PyTorch's CPU samplers call the C library's log, log1p, sin, cos, tan and exp, whose
+    results are not always the nearest float64 and differ between the library's variants for
+    different CPUs (glibc picks an FMA or an SSE2 version at load time). NumPy's float64 loops
+    use approximations of their own. So the only way to reproduce PyTorch's bits is to call
+    the same functions, as Python's math module does. Arguments whose NumPy result is not
+    finite, or beyond 2**1023 in magnitude, keep NumPy's value: there math raises instead of
+    returning C's inf or NaN (both libraries agree on those special values).
     """
     x = np.asarray(x, np.float64)
-    exact = getattr(math, name)
-    return _round_once(getattr(np, name)(x.astype(np.longdouble)),
-                       lambda i: exact(float(x.flat[i])))
+    with np.errstate(all="ignore"):
+        result = np.asarray(getattr(np, name)(x), np.float64).copy()
+    ordinary = np.isfinite(result) & (np.abs(result) < 2.0 ** 1023)
+    result[ordinary] = _C_LIBRARY[name](x[ordinary])
+    return result
+
+
+# math.<name> as ufuncs (object results, converted by _libm's assignment)
+_C_LIBRARY = {name: np.frompyfunc(getattr(math, name), 1, 1)
+              for name in ("log", "log1p", "sin", "cos", "tan", "exp")}
 
 
 def _fma(a, b, c):
@@ -280,8 +293,9 @@ def _box_muller_blocks(u, dtype, mean, std):
         log_u1 = cephes.log(f32(1) - blocks[:, :8].astype(f32))
         sin, cos = cephes.sincos(f32(2 * math.pi) * blocks[:, 8:].astype(f32))
     else:
-        # float16/bfloat16: the C library's logf/cosf/sinf, which are correctly rounded, as
-        # float64 evaluation rounded to float32 is
+        # float16/bfloat16: PyTorch calls the C library's logf/cosf/sinf; float64 NumPy
+        # rounded to float32 gives its values but for a few per 100,000 that end 1 ulp of
+        # the dtype apart (not from these functions: calling them does not remove those)
         log_u1 = np.log(1.0 - blocks[:, :8]).astype(f32)
         theta = f32(2 * math.pi) * blocks[:, 8:].astype(f32)
         cos = np.cos(theta.astype(np.float64)).astype(f32)
