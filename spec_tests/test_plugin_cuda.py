@@ -82,15 +82,18 @@ def plugin():
             _storage._BACKENDS["cuda"] = previous_backend
 
 
+# Compile results shared by every test module of the run (each cuda test module imports these
+# fixtures; compiling every program for one arch takes ~20 s on a 2-core machine).
+_COMPILED = {}
+
+
 @pytest.fixture(scope="module")
 def compiled():
-    """Each kernel program compiled for each arch, once per test module."""
-    cache = {}
-
+    """Each kernel program compiled for each arch, once per test run."""
     def get(arch, program=O.ELEMENTWISE):
-        if (arch, program) not in cache:
-            cache[arch, program] = program.compile(arch)
-        return cache[arch, program]
+        if (arch, program) not in _COMPILED:
+            _COMPILED[arch, program] = program.compile(arch)
+        return _COMPILED[arch, program]
     return get
 
 

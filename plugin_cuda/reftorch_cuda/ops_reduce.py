@@ -1,5 +1,7 @@
 """Reductions on cuda (kernels/reduce.cu): sum, mean, amax, amin (and max/min over every
-element, which share amax/amin's kernel) over any dims, for the four float dtypes.
+element, which share amax/amin's kernel) over any dims, for the four float dtypes; and
+sum_to_size (the sum autograd uses to undo broadcasting, e.g. a bias's gradient), which is
+sum over the leading and the expanded dims.
 
 The kernel reduces one output element per block in a fixed order (see reduce.cu), so results
 do not depend on the launch; sums differ from the reference's pairwise NumPy sum by rounding
@@ -13,6 +15,8 @@ from __future__ import annotations
 import ctypes
 
 from reftorch import _dtype as D
+from reftorch._shape import contiguous_strides
+from reftorch.autograd.grad_mode import no_grad
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
@@ -105,6 +109,25 @@ def reduce_kernel(op_name):
     return kernel
 
 
+def sum_to_size_kernel(out, inputs, dtypes, params):
+    """sum_to_size: `a` summed over its leading dims and the dims where `size` has 1, as a
+    new tensor of shape `size` (a copy when nothing is summed, as the reference's)."""
+    if out is not None or len(inputs) != 1:
+        return NotImplemented
+    a, size = inputs[0], tuple(params["size"])
+    lead = a.ndim - len(size)
+    dims = [*range(lead), *(lead + i for i, n in enumerate(size)
+                            if n == 1 and a._shape[lead + i] != 1)]
+    if not dims:
+        with no_grad():   # a plain copy: the dispatcher records the op's own history
+            return a.clone()
+    summed = reduce_kernel("sum")(None, (a,), dtypes, {"dim": dims, "keepdim": True})
+    if summed is NotImplemented:
+        return NotImplemented
+    return Tensor._make(summed._storage, summed._offset, size, contiguous_strides(size))
+
+
 def register_kernels(registrar):
     for op_name in REDUCE_OPS:
         registrar.kernel(op_name, "cuda", FLOAT_DTYPES, reduce_kernel(op_name))
+    registrar.kernel("sum_to_size", "cuda", FLOAT_DTYPES, sum_to_size_kernel)
