@@ -144,7 +144,8 @@ def _gelu_tanh(x):
 
 
 UNARY = {
-    "Neg": np.negative, "Abs": np.abs, "Exp": np.exp, "Expm1": np.expm1, "Log": np.log,
+    "Neg": np.negative, "Abs": np.abs,
+    "Sign": lambda x: np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(x.dtype), "Exp": np.exp, "Expm1": np.expm1, "Log": np.log,
     "Log1p": np.log1p, "Sqrt": np.sqrt, "Sin": np.sin, "Cos": np.cos, "Tanh": np.tanh,
     "Rsqrt": lambda x: 1 / np.sqrt(x),
     "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),

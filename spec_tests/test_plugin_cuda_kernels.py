@@ -108,6 +108,8 @@ UNARY_LAYOUTS = {
 UNARY = {
     "neg": (reftorch.neg, 0, 0),
     "abs": (reftorch.abs, 0, 0),
+    "sign": (reftorch.sign, 0, 0),
+    "sgn": (reftorch.sgn, 0, 0),
     "sqrt": (reftorch.sqrt, 0, 0),
     "rsqrt": (reftorch.rsqrt, 0, 0),
     "relu": (reftorch.relu, 0, 0),
@@ -254,7 +256,7 @@ def test_autograd_calls_the_backward_kernels(emulated, activation):
 
 def test_unary_program_instantiates_what_is_registered():
     from reftorch_cuda import ops_unary as U
-    assert len(U.UNARY.name_expressions) == (16 + 6) * 4
+    assert len(U.UNARY.name_expressions) == (17 + 6) * 4
     assert len(set(U.UNARY.name_expressions)) == len(U.UNARY.name_expressions)
     for op in list(U.UNARY_OPS) + list(U.GRAD_OPS):
         for name in FLOATS:

@@ -16,7 +16,8 @@ from .kernel_base import FLOAT_DTYPES, FLOAT_TYPES, Program, all_of_dtype, run_e
 UNARY_OPS = {"neg": "NegOp", "abs": "AbsOp", "exp": "ExpOp", "expm1": "Expm1Op",
              "log": "LogOp", "log1p": "Log1pOp", "sqrt": "SqrtOp", "rsqrt": "RsqrtOp",
              "sin": "SinOp", "cos": "CosOp", "tanh": "TanhOp", "sigmoid": "SigmoidOp",
-             "relu": "ReluOp", "silu": "SiluOp", "gelu": None}
+             "relu": "ReluOp", "silu": "SiluOp", "gelu": None,
+             "sign": "SignOp", "sgn": "SignOp"}   # sgn of a real tensor is its sign
 GRAD_OPS = {"tanh_backward": "TanhBackwardOp", "sigmoid_backward": "SigmoidBackwardOp",
             "threshold_backward": "ThresholdBackwardOp", "silu_backward": "SiluBackwardOp",
             "gelu_backward": None}
@@ -25,9 +26,9 @@ GELU = {"gelu": {"none": "GeluErfOp", "tanh": "GeluTanhOp"},
 
 
 def _structs(table):
-    """Every Op struct a table's ops use (gelu's two forms included)."""
-    return [s for name, s in table.items() if s] + \
-        [s for name in table if name in GELU for s in GELU[name].values()]
+    """Every Op struct a table's ops use (gelu's two forms included), once each."""
+    return list(dict.fromkeys([s for name, s in table.items() if s] +
+                              [s for name in table if name in GELU for s in GELU[name].values()]))
 
 
 def unary_expression(op_struct, dtype_name):

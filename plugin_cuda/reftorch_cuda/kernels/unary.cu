@@ -27,6 +27,11 @@ __device__ __forceinline__ A erf_rounded(A x) { return (A)erf((double)x); }
 
 struct NegOp { template <typename A> static __device__ A apply(A x) { return -x; } };
 struct AbsOp { template <typename A> static __device__ A apply(A x) { return rt_fabs(x); } };
+// sign: 1, -1, or 0 for zeros of either sign and for NaN (PyTorch's sign of NaN is 0).
+struct SignOp {
+    template <typename A>
+    static __device__ A apply(A x) { return x > (A)0 ? (A)1 : x < (A)0 ? (A)-1 : (A)0; }
+};
 struct ExpOp { template <typename A> static __device__ A apply(A x) { return rt_exp(x); } };
 struct Expm1Op { template <typename A> static __device__ A apply(A x) { return rt_expm1(x); } };
 struct LogOp { template <typename A> static __device__ A apply(A x) { return rt_log(x); } };
