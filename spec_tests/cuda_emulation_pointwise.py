@@ -1,7 +1,7 @@
 """NumPy emulations of reftorch-cuda's kernels/pointwise.cu (lerp, addcmul, addcdiv and
-integer add/sub/mul), operation for operation in the kernels' computation type, registered
-with cuda_kernel_emulation's `emulates` (which imports this module). Parameters are decoded
-from the raw bytes with the kernels' C layouts.
+integer add/sub/mul) and kernels/masked.cu (masked_fill), operation for operation in the
+kernels' computation type, registered with cuda_kernel_emulation's `emulates` (which imports
+this module). Parameters are decoded from the raw bytes with the kernels' C layouts.
 """
 from __future__ import annotations
 
@@ -65,3 +65,17 @@ def int_binary(driver, match, grid, block, shared, params):
     wide = INT_BINARY[match.group(2)](a.astype(np.int64).view(np.uint64),
                                       b.astype(np.int64).view(np.uint64), alpha)
     out[...] = wide.astype(storage)
+
+
+@E.emulates(r"masked_fill_kernel<(.+)>")
+def masked_fill(driver, match, grid, block, shared, params):
+    E.grid_stride(grid, block)
+    assert shared == 0
+    p = E.slots(params, 5)      # (geometry, out, a, mask, W value)
+    shape, strides = E.geometry(p[0], 3)
+    width = E.WORDS[match.group(1)]
+    void = np.dtype((np.void, width))
+    out, a = (driver.view(E.pointer(p[k + 1]), void, shape, strides[k]) for k in (0, 1))
+    mask = driver.view(E.pointer(p[3]), np.bool_, shape, strides[2])
+    value = np.frombuffer(ctypes.string_at(p[4], width), void)[0]
+    out[...] = np.where(mask, value, a)

@@ -211,3 +211,81 @@ def test_optimizer_steps_run_on_the_device(device_kind, name):
     got = train("cuda", False)
     assert plugins.fallbacks() == {}
     np.testing.assert_array_equal(got, expected)
+
+
+# --- cat, stack, masked_fill --------------------------------------------------------------------
+
+JOIN_DTYPES = FLOATS + ["int64", "int32", "uint8", "bool", "complex64", "complex128"]
+
+
+def any_values(shape, dtype_name, seed):
+    """Values of any dtype (floats with NaN, infinities and signed zeros mixed in)."""
+    if dtype_name in FLOATS:
+        return values(shape, dtype_name, seed)
+    rng = np.random.default_rng(seed)
+    raw = rng.standard_normal(shape) * 50 + 1j * rng.standard_normal(shape)
+    if dtype_name.startswith("complex"):
+        return reftorch.tensor(raw.astype(dtype_name))
+    return reftorch.tensor(raw.real).to(getattr(reftorch, dtype_name))
+
+
+@pytest.mark.parametrize("dtype_name", JOIN_DTYPES)
+def test_cat_and_stack_match_the_cpu_reference(device_kind, dtype_name):
+    a, b = any_values((3, 4), dtype_name, 1), any_values((2, 4), dtype_name, 2)
+    c = any_values((4, 3), dtype_name, 3).t()         # a transposed input
+    empty = reftorch.empty(0, dtype=a.dtype)           # skipped by cat's legacy rule
+    cases = {
+        "cat dim 0": lambda x, y, z, e: reftorch.cat([x, y, z, e]),
+        "cat dim 1": lambda x, y, z, e: reftorch.cat([x.t(), z.t()], dim=1),
+        "cat dim -1 strided": lambda x, y, z, e: reftorch.cat([x[:, ::2], z[:, 1:3]], -1),
+        "stack dim 0": lambda x, y, z, e: reftorch.stack([x, z]),
+        "stack dim 1": lambda x, y, z, e: reftorch.stack([x, z, x], dim=1),
+        "stack last": lambda x, y, z, e: reftorch.stack([x, z], dim=-1),
+    }
+    plugins.reset_fallbacks()
+    for name, fn in cases.items():
+        expected = reference(fn, a, b, c, empty)
+        got = fn(a.cuda(), b.cuda(), c.cuda(), empty.cuda())
+        assert got.device.type == "cuda" and got.dtype is expected.dtype, name
+        assert got.shape == expected.shape and got.is_contiguous(), name
+        assert got.cpu().numpy().tobytes() == expected.numpy().tobytes(), name
+    assert plugins.fallbacks() == {}
+
+
+def test_cat_converts_to_the_promoted_dtype(device_kind):
+    a, b = values((2, 3), "float16", 1), reftorch.arange(6).reshape(2, 3)
+    plugins.reset_fallbacks()
+    got = reftorch.cat([a.cuda(), b.cuda()])
+    expected = reference(lambda x, y: reftorch.cat([x, y]), a, b)
+    assert got.dtype is reftorch.float16 and plugins.fallbacks() == {}
+    assert_same(got, expected)
+
+
+@pytest.mark.parametrize("dtype_name", JOIN_DTYPES)
+def test_masked_fill_matches_the_cpu_reference(device_kind, dtype_name):
+    a = any_values((4, 5), dtype_name, 5)
+    mask = reftorch.tensor(np.random.default_rng(6).random((4, 5)) < 0.4)
+    fill = {"bool": True, "uint8": 7}.get(dtype_name, -3 if "int" in dtype_name else 1e-3)
+    cases = {
+        "number": lambda x, m: x.masked_fill(m, fill),
+        "0-dim tensor": lambda x, m: x.masked_fill(m, reftorch.tensor(fill).to(x.device)),
+        "broadcast mask": lambda x, m: x.masked_fill(m[1], fill),
+        "transposed": lambda x, m: x.t().masked_fill(m.t(), fill),
+        "in place": lambda x, m: x.clone().masked_fill_(m, fill),
+    }
+    plugins.reset_fallbacks()
+    for name, fn in cases.items():
+        expected = reference(fn, a, mask)
+        got = fn(a.cuda(), mask.cuda())
+        assert got.device.type == "cuda" and got.dtype is expected.dtype, name
+        assert got.cpu().numpy().tobytes() == expected.contiguous().numpy().tobytes() or \
+            np.array_equal(got.cpu().numpy(), expected.numpy(), equal_nan=True), name
+    assert plugins.fallbacks() == {}
+
+
+def test_masked_fill_with_a_value_float16_rounds(device_kind):
+    # the value is rounded to the tensor's dtype as the reference rounds it (1/3 in float16)
+    a = reftorch.zeros(3, dtype=reftorch.float16)
+    mask = reftorch.tensor([True, False, True])
+    got = a.cuda().masked_fill(mask.cuda(), 1 / 3)
+    assert got.cpu().numpy().tobytes() == a.masked_fill(mask, 1 / 3).numpy().tobytes()
