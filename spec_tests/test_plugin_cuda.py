@@ -227,6 +227,22 @@ def test_disk_key_covers_versions_and_inputs():
     assert N.__version__ == reftorch_cuda.__version__  # the plugin version is in the key
 
 
+def test_every_kernel_source_is_packaged():
+    """An installed (non-editable) wheel carries only the package-data patterns of
+    plugin_cuda/pyproject.toml: every file of the kernels folder must match one (the shared
+    prelude common.cuh was once left out, so an installed plugin could compile nothing)."""
+    import fnmatch
+    import tomllib
+    root = Path(__file__).resolve().parents[1] / "plugin_cuda"
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["reftorch_cuda"]
+    kernels = root / "reftorch_cuda" / "kernels"
+    files = [p.relative_to(kernels.parent).as_posix() for p in kernels.iterdir()]
+    assert "kernels/common.cuh" in files
+    for name in files:
+        assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns), name
+
+
 def test_cache_dir_follows_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("REFTORCH_CACHE_DIR", str(tmp_path))
     assert N.default_cache_dir() == tmp_path / "cuda"
