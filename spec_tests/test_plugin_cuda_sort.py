@@ -6,7 +6,9 @@ Launch tests run on a real GPU when there is one and on the emulated driver (the
 tied with +0.0, ties in index order both ways) and the kernel sorts distinct (key, index)
 pairs, so values and indices must equal the reference's bit for bit (NaN payloads included:
 values are copied from the input). Samples have many ties, NaN of both signs, infinities and
-signed zeros; integers include their extremes.
+signed zeros; integers include their extremes. Rows up to one tile (4096) take the one-block
+kernel, longer ones the tile sort, merge passes and rank writes, each checked on the emulator
+by the launches it records.
 """
 from __future__ import annotations
 
@@ -165,34 +167,69 @@ def test_kthvalue_matches_the_reference(device_kind, dtype_name):
 # --- row lengths, empty and 0-dim inputs ------------------------------------------------------
 
 @pytest.mark.parametrize("dtype_name", ["float32", "float64", "float16", "int64", "int8"])
-def test_every_row_length_up_to_the_limit(device_kind, dtype_name):
-    """Lengths around powers of two (the padding), up to the longest supported row."""
-    limit = S.max_row()
-    for n in (1, 2, 3, 5, 31, 32, 33, 100, 1000, 2049, limit - 1, limit):
+def test_every_row_length_up_to_one_tile(device_kind, dtype_name):
+    """Lengths around powers of two (the padding), up to the longest row one block sorts."""
+    tile = S.tile()
+    for n in (1, 2, 3, 5, 31, 32, 33, 100, 1000, 2049, tile - 1, tile):
         x = sample((2, n), dtype_name, n)
         for descending in (False, True):
             assert_runs_on_device(lambda t: reftorch.sort(t, descending=descending), x,
                                   f"n={n} descending={descending}")
         assert_runs_on_device(lambda t: reftorch.topk(t, min(n, 5)), x, f"topk n={n}")
+        if device_kind is not None:
+            assert device_kind.launches[-1] == S.sort_expression(dtype_name)
 
 
-@pytest.mark.parametrize("dtype_name", ["float32", "int64"])
-def test_the_first_longer_row_declines_to_the_fallback(device_kind, dtype_name):
-    n = S.max_row() + 1
-    x = sample((2, n), dtype_name, 7)
-    for op, fn in {"sort": lambda t: reftorch.sort(t, descending=True),
-                   "argsort": lambda t: reftorch.argsort(t),
-                   "topk": lambda t: reftorch.topk(t, 3, largest=False),
-                   "kthvalue": lambda t: reftorch.kthvalue(t, 9)}.items():
-        expected = reference(fn, x)
-        plugins.reset_fallbacks()
-        got = fn(x.cuda())
-        dtype = getattr(reftorch, dtype_name)
-        assert plugins.fallbacks() == {(op, "cuda", dtype): 1}, op
-        assert_bit_equal(tuple(got) if isinstance(got, tuple) else got,
-                         tuple(expected) if isinstance(expected, tuple) else expected, op)
-    # a long dim that is not the sorted one is fine
-    assert_runs_on_device(lambda t: reftorch.sort(t, dim=0), x, "long other dim")
+def long_row_launches(device_kind, before):
+    return [name.split("<")[0] for name in device_kind.launches[before:]]
+
+
+@pytest.mark.parametrize("dtype_name", DTYPES)
+def test_longer_rows_are_sorted_in_tiles_and_merged(device_kind, dtype_name):
+    """From the first row longer than a tile: tiles, merge passes (a run without a partner
+    in odd counts), then the ranks."""
+    tile = S.tile()
+    for n in (tile + 1, 3 * tile - 7):
+        x = sample((2, n), dtype_name, n)
+        for descending in (False, True):
+            before = len(device_kind.launches) if device_kind is not None else 0
+            assert_runs_on_device(lambda t: reftorch.sort(t, descending=descending), x,
+                                  f"n={n} descending={descending}")
+            if device_kind is not None:
+                passes = 1 if n <= 2 * tile else 2
+                assert long_row_launches(device_kind, before) == (
+                    ["sort_tiles_kernel"] + ["merge_runs_kernel"] * passes
+                    + ["write_ranks_kernel"]), n
+        assert_runs_on_device(lambda t: reftorch.argsort(t, dim=1), x, f"argsort n={n}")
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float64", "int16"])
+def test_longer_rows_with_layouts_topk_and_kthvalue(device_kind, dtype_name):
+    tile = S.tile()
+    n = 4 * tile + 3                      # three merge passes, an odd last tile
+    x = sample((n, 3), dtype_name, 9)
+    cases = {
+        "sort_dim0": lambda t: reftorch.sort(t, dim=0),
+        "sort_transposed": lambda t: reftorch.sort(t.t(), dim=1, descending=True),
+        "sort_strided": lambda t: reftorch.sort(t[1:, ::2], dim=0, descending=True),
+        "topk_largest": lambda t: reftorch.topk(t, 7, dim=0),
+        "topk_smallest_all": lambda t: reftorch.topk(t.t(), n, largest=False),
+        "kthvalue": lambda t: reftorch.kthvalue(t, n // 2, dim=0),
+        "kthvalue_keepdim_last": lambda t: reftorch.kthvalue(t.t(), n, keepdim=True),
+    }
+    for case, fn in cases.items():
+        assert_runs_on_device(fn, x, case)
+
+
+def test_rows_of_two_to_the_31_decline(device_kind):
+    """int32 positions: such a row declines before allocating anything (the view below is
+    one element expanded, so the test needs no memory)."""
+    x = sample((1,), "float32", 0).cuda().expand(2**31)
+    f32 = (reftorch.float32,) * 3
+    params = {"dim": 0, "descending": False, "stable": False}
+    assert S.sort_kernel(None, (x,), f32, params) is NotImplemented
+    assert S.topk_kernel(None, (x,), f32, {"k": 1, "dim": 0, "largest": True,
+                                           "sorted": True}) is NotImplemented
 
 
 def test_empty_inputs_launch_nothing(device_kind):
@@ -243,8 +280,8 @@ def test_kernels_decline_what_they_do_not_handle():
 
 
 def test_program_and_registration_cover_the_dtypes(plugin):
-    # bool shares uint8's instantiation: one kernel per other dtype
-    assert len(S.SORT.name_expressions) == len(DTYPES) - 1
+    # bool shares uint8's instantiations: three kernels per other dtype, a merge per key width
+    assert len(S.SORT.name_expressions) == 3 * (len(DTYPES) - 1) + 2
     registered = {(op, dtype.name) for op, device, dtype in plugin.kernels if device == "cuda"}
     for dtype_name in DTYPES:
         assert ("sort", dtype_name) in registered and ("argsort", dtype_name) in registered
@@ -256,9 +293,9 @@ def test_program_and_registration_cover_the_dtypes(plugin):
 def test_launch_shape_fits_every_supported_length():
     """Every length the host accepts gets a launch the kernel (and the emulation) accepts:
     the least power of two, threads for the pairs, shared memory within 48 KiB."""
-    assert S.max_row() == emulation.MAX_ROW
+    assert S.tile() == emulation.TILE
     for dtype_name in ("float64", "float32"):
-        for n in range(1, S.max_row() + 1):
+        for n in range(1, S.tile() + 1):
             padded, threads, shared = S.launch_shape(n, dtype_name)
             emulation.check_launch((1, 1, 1), (threads, 1, 1), shared, 1, n, padded,
                                    S.SORT_TYPES[dtype_name])
