@@ -12,7 +12,7 @@ copied from the input, so NaN payloads and the sign of zero are kept.
 Rows of up to tile() (4096) elements are sorted by one block each in shared memory, in one
 launch. Longer rows take 2 + ceil(log2(n / 4096)) launches: tiles sorted into runs in a
 scratch buffer, the runs merged pairwise, the ranks asked for written; the scratch holds two
-copies of every row's (key, int32 position) pairs (12 or 20 bytes an element), even for a
+copies of every row's (key, int32 position) pairs (16 or 24 bytes an element), even for a
 small topk k.
 
 Results are new contiguous tensors (as the cpu plugin's). Any input strides are read
