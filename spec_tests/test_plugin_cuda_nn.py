@@ -307,6 +307,40 @@ def test_nll_loss_declines_what_it_does_not_handle(device_kind):
     assert plugins.fallbacks() == {("nll_loss", "cuda", reftorch.float32): 1}
 
 
+# --- mse_loss ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_mse_loss_runs_on_the_device_forward_and_backward(device_kind, dtype_name, reduction):
+    x, t = finite_values((7, 9), dtype_name, 1), finite_values((7, 9), dtype_name, 2)
+    xc = x.cuda().requires_grad_()
+    plugins.reset_fallbacks()
+    loss = F.mse_loss(xc, t.cuda(), reduction=reduction)
+    (loss.sum() if reduction == "none" else loss).backward()
+    assert plugins.fallbacks() == {}
+    xr = x.clone().requires_grad_()
+    with plugins.use_reference_kernels():
+        expected = F.mse_loss(xr, t, reduction=reduction)
+        (expected.sum() if reduction == "none" else expected).backward()
+    squares = host(x - t) ** 2
+    eps = accumulator_eps(dtype_name)
+    if reduction == "none":   # the reference's products exactly
+        np.testing.assert_array_equal(host(loss), host(expected))
+    else:                     # block order vs pairwise: each within n eps of the sum
+        scale = 1 / squares.size if reduction == "mean" else 1
+        assert abs(host(loss) - host(expected)) <= 2 * squares.size * eps * squares.sum() * scale
+    assert not np.all(host(xc.grad) == 0)
+    np.testing.assert_allclose(host(xc.grad), host(xr.grad), rtol=4 * eps, atol=0)
+
+
+def test_mse_loss_declines_16_bit_and_mixed_dtypes():
+    from reftorch_cuda import ops_loss
+    h, f = reftorch.ones(2, dtype=reftorch.float16), reftorch.ones(2)
+    assert ops_loss.mse_loss_kernel(None, (h, h), (h.dtype,) * 3, {}) is NotImplemented
+    assert ops_loss.mse_loss_kernel(None, (f, f.double()), (f.dtype,) * 3, {}) \
+        is NotImplemented
+
+
 # --- cross_entropy end to end -----------------------------------------------------------------
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])

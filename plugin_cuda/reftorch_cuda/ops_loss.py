@@ -1,6 +1,7 @@
 """nll_loss, nll_loss_backward and nll_loss2d_backward on cuda (kernels/loss.cu) for the four
 float dtypes, so cross_entropy (log_softmax + nll_loss) runs on the device forward and
-backward.
+backward; and mse_loss for float32/float64, composed of the elementwise and reduction kernels
+(its backward is a formula of ops that already run on the device).
 
 Served: a (C,), (N, C) or (N, C, H, W) input (the reference views every other input with
 spatial dims as 4-D) with C >= 1, whose H and W coalesce to one strided dim together with the
@@ -32,6 +33,7 @@ from reftorch_plugins.geometry import coalesce
 
 from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, Program, launch_blocks,
                           on_one_cuda_device, pointer)
+from .ops_reduce import reduce_kernel
 
 NONE, MEAN, SUM = 0, 1, 2     # reftorch._ops.nn_loss's reduction codes
 TARGET_TYPE = "long long"     # int64 targets
@@ -186,7 +188,31 @@ nll_loss_kernel.__name__ = "cuda_nll_loss"
 nll_loss_backward_kernel.__name__ = "cuda_nll_loss_backward"
 
 
+def mse_loss_kernel(out, inputs, dtypes, params):
+    """mse_loss of float32/float64 tensors: (x - t) * (x - t) by the elementwise kernels (the
+    reference's values exactly), then summed (or averaged) by the reduction kernel, in block
+    order: within rounding of the reference's pairwise sum. 16-bit inputs decline (the
+    reference squares in float32 and rounds once at the end)."""
+    from .ops import binary_kernel     # ops imports this module: import on use
+    if out is not None or len(inputs) != 2:
+        return NotImplemented
+    x, target = inputs
+    if x.dtype not in (D.float32, D.float64) or target.dtype is not x.dtype:
+        return NotImplemented
+    same = (x.dtype,) * 3
+    difference = binary_kernel("sub")(None, (x, target), same, {})
+    if difference is NotImplemented:
+        return NotImplemented
+    square = binary_kernel("mul")(None, (difference, difference), same, {})
+    reduction = params.get("reduction", MEAN)
+    if reduction == NONE:
+        return square
+    total = reduce_kernel("mean" if reduction == MEAN else "sum")
+    return total(None, (square,), same, {"dim": None, "keepdim": False})
+
+
 def register_kernels(registrar):
     registrar.kernel("nll_loss", "cuda", FLOAT_DTYPES, nll_loss_kernel)
     registrar.kernel("nll_loss_backward", "cuda", FLOAT_DTYPES, nll_loss_backward_kernel)
     registrar.kernel("nll_loss2d_backward", "cuda", FLOAT_DTYPES, nll_loss_backward_kernel)
+    registrar.kernel("mse_loss", "cuda", (D.float32, D.float64), mse_loss_kernel)
