@@ -296,6 +296,7 @@ class EmulatedDriver:
         return self.OK
 
     def cuStreamSynchronize(self, handle):
+        self.calls.append("cuStreamSynchronize")
         stream = self._stream(handle)
         if stream is not None:
             stream.flush()

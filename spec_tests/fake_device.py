@@ -23,7 +23,7 @@ class HostBackedStorage(Storage):
     def read(self, start, count):
         return self._data[start:start + count].copy()
 
-    def write(self, start, values):
+    def write(self, start, values, non_blocking=False):
         self._data[start:start + len(values)] = values
 
     def resize_(self, size):

@@ -289,3 +289,30 @@ def test_masked_fill_with_a_value_float16_rounds(device_kind):
     mask = reftorch.tensor([True, False, True])
     got = a.cuda().masked_fill(mask.cuda(), 1 / 3)
     assert got.cpu().numpy().tobytes() == a.masked_fill(mask, 1 / 3).numpy().tobytes()
+
+
+# --- Python numbers as operands -------------------------------------------------------------------
+
+def test_a_python_number_operand_does_not_wait_for_the_device(emulated):
+    """A number becomes a 0-dim device tensor by a copy queued on the current stream: no
+    synchronisation (a blocking copy would wait for all the work queued before it)."""
+    x = reftorch.arange(6, dtype=reftorch.float32).cuda()
+    emulated.calls.clear()
+    y = x * 0.5
+    z = (y + 3).sub_(1, alpha=2)
+    assert "cuStreamSynchronize" not in emulated.calls
+    np.testing.assert_array_equal(z.cpu().numpy(), np.arange(6) * 0.5 + 1)
+
+
+def test_a_python_number_operand_on_a_side_stream(emulated):
+    # a created stream's copies run late (deferred): the number's copy must still come
+    # before the kernel that reads it, from a host buffer that is still alive
+    emulated.deferred = True
+    x = reftorch.arange(5, dtype=reftorch.float64).cuda()
+    stream = reftorch.cuda.Stream()
+    stream.wait_stream(reftorch.cuda.current_stream())
+    with reftorch.cuda.stream(stream):
+        results = [x * k for k in (0.25, -3.0, 7.5)]
+    reftorch.cuda.current_stream().wait_stream(stream)
+    for k, r in zip((0.25, -3.0, 7.5), results):
+        np.testing.assert_array_equal(r.cpu().numpy(), np.arange(5) * k)

@@ -36,8 +36,10 @@ class Storage:
         """Copy `count` elements from `start` into a new 1-D host NumPy array."""
         raise NotImplementedError
 
-    def write(self, start, values):
-        """Copy a 1-D host NumPy array into the elements from `start`."""
+    def write(self, start, values, non_blocking=False):
+        """Copy a 1-D host NumPy array into the elements from `start`. With `non_blocking` a
+        backend may return before the copy has run (keeping `values` alive until it has);
+        one that copies at once ignores it."""
         raise NotImplementedError
 
     def resize_(self, size):
@@ -118,7 +120,7 @@ class CPUStorage(Storage):
     def read(self, start, count):
         return self.array[start:start + count].copy()
 
-    def write(self, start, values):
+    def write(self, start, values, non_blocking=False):
         self.array[start:start + len(values)] = values
 
     def resize_(self, size):

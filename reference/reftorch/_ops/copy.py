@@ -100,11 +100,8 @@ def write_host_values(dst, values, non_blocking=False):
     if dst.numel() == 0:
         return
     if dst.is_contiguous():
-        flat = np.ascontiguousarray(values).reshape(-1)
-        if non_blocking:
-            dst._storage.write(dst._offset, flat, non_blocking=True)
-        else:
-            dst._storage.write(dst._offset, flat)
+        dst._storage.write(dst._offset, np.ascontiguousarray(values).reshape(-1),
+                           non_blocking=non_blocking)
         return
     # Non-contiguous destination: read the covered span, update it on the host, write it back.
     span = 1 + builtins.sum((n - 1) * s for n, s in zip(dst._shape, dst._strides))

@@ -117,7 +117,12 @@ def scalar_tensor(value, dtype, device):
     array = np.array(value).astype(dtype.numpy_dtype)
     t = Tensor._from_array(array, dtype)
     t._wrapped_number = True
-    return t if device is CPU or device.type == "cpu" else t.to(device)
+    if device is CPU or device.type == "cpu":
+        return t
+    # Non-blocking: the copy is queued on the device's stream instead of waiting for all the
+    # work queued before it (the fresh host array is nobody else's; the device keeps it
+    # alive until the copy has run).
+    return t.to(device, non_blocking=True)
 
 
 def _common_device(tensors):
