@@ -518,4 +518,6 @@ def layer_norm(driver, match, grid, block, shared, params):
 # importing them) -------------------------------------------------------------------
 from spec_tests import (cuda_emulation_gemm, cuda_emulation_index,  # noqa: E402
                         cuda_emulation_nn)
+from spec_tests import cuda_emulation_pool  # noqa: E402
 EMULATION_MODULES = (cuda_emulation_index, cuda_emulation_gemm, cuda_emulation_nn)
+EMULATION_MODULES += (cuda_emulation_pool,)

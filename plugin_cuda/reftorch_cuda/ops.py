@@ -20,6 +20,7 @@ from reftorch import _dtype as D
 
 from . import (ops_batchnorm, ops_cast, ops_gemm, ops_index, ops_loss, ops_norm, ops_reduce,
                ops_select, ops_softmax, ops_unary)
+from . import ops_pool
 from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, HALF_TYPES, WORDS, Program, geometry_struct,
                           geometry_type, max_dims, on_one_cuda_device, operand_types, pointer,
                           run_elementwise, scalar_pairs, writable)
@@ -54,6 +55,7 @@ PROGRAMS = (ELEMENTWISE, *ops_unary.PROGRAMS, *ops_select.PROGRAMS, *ops_cast.PR
             *ops_reduce.PROGRAMS, *ops_softmax.PROGRAMS, *ops_norm.PROGRAMS,
             *ops_index.PROGRAMS, *ops_gemm.PROGRAMS, *ops_loss.PROGRAMS,
             *ops_batchnorm.PROGRAMS)
+PROGRAMS += ops_pool.PROGRAMS
 
 
 # --- kernels ----------------------------------------------------------------------------------
@@ -125,5 +127,5 @@ def register_kernels(registrar):
     copyable = [d for d in D.ALL_DTYPES if d.itemsize in WORDS]
     registrar.kernel("copy_", "cuda", copyable, copy_kernel)
     for module in (ops_unary, ops_select, ops_reduce, ops_softmax, ops_norm, ops_index,
-                   ops_gemm, ops_loss, ops_batchnorm):
+                   ops_gemm, ops_loss, ops_batchnorm, ops_pool):
         module.register_kernels(registrar)
