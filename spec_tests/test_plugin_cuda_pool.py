@@ -9,6 +9,7 @@ compared too. Launch tests run on a real GPU when there is one and on the emulat
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -230,7 +231,6 @@ def test_max_pool2d_backward_through_autograd(device_kind, dtype_name, grad_layo
 def test_max_pool2d_backward_of_many_repeated_indices(device_kind):
     """A 1x1 plane read by every one of 70 outputs (more than two warp chunks), each with
     its own float16 gradient: the sum rounds at each step in output order."""
-    x = reftorch.tensor([[[[1.0]]]], dtype=reftorch.float16)
     grad = real_values((1, 1, 7, 10), "float16", 5)
     indices = reftorch.zeros((1, 1, 7, 10), dtype=reftorch.int64)
     run = lambda g, i: structured.run(P.MAX_POOL_BACKWARD[2], (g, i),  # noqa: E731
@@ -238,7 +238,6 @@ def test_max_pool2d_backward_of_many_repeated_indices(device_kind):
     expected = reference(run, grad, indices)
     got = run(grad.cuda(), indices.cuda())
     assert_bits_equal(got, expected, "repeated")
-    del x
 
 
 def test_max_pool2d_backward_skips_indices_outside_the_plane(device_kind):
@@ -306,6 +305,37 @@ def test_avg_pool2d_backward_through_autograd(device_kind, dtype_name, grad_layo
     assert launched(device_kind, "avg_pool2d_backward_kernel")
 
 
+# dtype -> (three output gradients, divisor_override, the middle input's gradient)
+ROUNDING_CASES = {
+    "bfloat16": ((1.0, 2.0 ** -8, 2.0 ** -40), 1, 1.0),
+    "float16": ((1024.0, 0.5, 2.0 ** -24), 1024, 1.0 + 2.0 ** -10),
+}
+
+
+@pytest.mark.parametrize("dtype_name", ROUNDING_CASES)
+def test_avg_pool2d_backward_rounds_its_double_sum_as_the_reference(device_kind, dtype_name):
+    """The middle element collects a double sum just above a tie of the dtype (1 + 2^-8 +
+    2^-40 for bfloat16, 1 + 2^-11 + 2^-34 for float16), whose tail float drops. NumPy rounds
+    a double to float16 once (up); ml_dtypes rounds it to float first, onto the tie, then to
+    even (down). A kernel rounding either dtype the other way gives other bits."""
+    grads, divisor, expected_middle = ROUNDING_CASES[dtype_name]
+    x = reftorch.zeros((1, 1, 1, 5), dtype=getattr(reftorch, dtype_name))
+    grad = reftorch.tensor([[[list(grads)]]]).to(x.dtype)
+    assert raw(grad).astype(np.float64).tolist() == [[[list(grads)]]]   # exact in the dtype
+
+    def fn(t):
+        return F.avg_pool2d(t, (1, 3), 1, 0, divisor_override=divisor)
+
+    results = []
+    for device in (False, True):
+        leaf = (x.cuda() if device else x).detach().requires_grad_(True)
+        with contextlib.nullcontext() if device else plugins.use_reference_kernels():
+            fn(leaf).backward(grad.cuda() if device else grad)
+        results.append(leaf.grad)
+    assert float(results[0][0, 0, 0, 2]) == expected_middle
+    assert_bits_equal(results[1], results[0], dtype_name)
+
+
 def test_avg_pool1d_runs_the_2d_kernel(device_kind):
     x = real_values((2, 3, 17), "float64", 10)
     expected = reference(F.avg_pool1d, x, 4, 3, 2, True, False)
@@ -355,18 +385,35 @@ def test_adaptive_avg_pool2d_backward_through_autograd(device_kind, dtype_name, 
     assert launched(device_kind, "adaptive_avg_pool2d_backward_kernel")
 
 
-def test_adaptive_backward_order_matters_and_is_kept(device_kind):
-    """Gradients of very different magnitudes meeting in one element through overlapping
-    bins: a sum in another order than the reference's gives other bits, so this catches a
-    wrong order (float32: each element sums up to 4 shares in double)."""
-    x = reftorch.zeros((1, 1, 5, 5), dtype=reftorch.float32)
-    g = reftorch.tensor(np.array([[1.0, 1e-17, 3.0], [1e17, -1e17, 1e-16], [7.0, 1e16, 5.0]],
-                                 np.float32).reshape(1, 1, 3, 3) / 3.0)
-    with np.errstate(all="ignore"):
-        expected = reference(P.adaptive_avg_pool_backward, 2, g, (1, 1, 5, 5), (3, 3))
-    got = P.adaptive_avg_pool_backward(2, g.cuda(), (1, 1, 5, 5), (3, 3))
-    assert_bits_equal(got, expected, "order")
-    del x
+def output_order_gradient(grad, input_size):
+    """adaptive_avg_pool2d's input gradient summed in another order (outputs row-major, each
+    adding its share to its whole bin), in double: a kernel with this order gives these."""
+    (out_h, out_w), (in_h, in_w) = grad.shape, input_size
+    starts = [[o * n // m for o in range(m)] for n, m in ((in_h, out_h), (in_w, out_w))]
+    ends = [[-(-(o + 1) * n // m) for o in range(m)] for n, m in ((in_h, out_h), (in_w, out_w))]
+    total = np.zeros(input_size)
+    for r in range(out_h):
+        for c in range(out_w):
+            rows, cols = slice(starts[0][r], ends[0][r]), slice(starts[1][c], ends[1][c])
+            total[rows, cols] += grad[r, c] / ((ends[0][r] - starts[0][r]) *
+                                               (ends[1][c] - starts[1][c]))
+    return total
+
+
+@pytest.mark.parametrize("sizes", [((5, 5), (3, 3)), ((3, 4), (5, 7))], ids=str)
+def test_adaptive_avg_pool2d_backward_keeps_the_reference_order(device_kind, sizes):
+    """float64 gradients of magnitudes 2^-30 to 2^30 meeting in elements that several bins
+    share (bins overlap, or share starts when the output is larger): summed in output order
+    they give other bits (checked here), so only the reference's order passes."""
+    input_size, output_size = sizes
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal(output_size) * np.exp2(rng.integers(-30, 30, output_size))
+    grad = reftorch.tensor(g.reshape((1, 1) + output_size))
+    shape = (1, 1) + input_size
+    expected = reference(P.adaptive_avg_pool_backward, 2, grad, shape, output_size)
+    assert not np.array_equal(output_order_gradient(g, input_size), raw(expected)[0, 0])
+    got = P.adaptive_avg_pool_backward(2, grad.cuda(), shape, output_size)
+    assert_bits_equal(got, expected, sizes)
 
 
 # --- declines ---------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ an elementwise pass cannot write safely.
 This module holds add/sub/mul/div and the same-dtype copy (kernels/elementwise.cu), the list
 of every program (`PROGRAMS`) and `register_kernels`; the other op families live in
 ops_unary.py, ops_select.py, ops_cast.py, ops_reduce.py, ops_softmax.py, ops_norm.py,
-ops_index.py, ops_gemm.py, ops_loss.py and ops_batchnorm.py, and what they all share in
-kernel_base.py.
+ops_index.py, ops_gemm.py, ops_loss.py, ops_batchnorm.py and ops_pool.py, and what they all
+share in kernel_base.py.
 """
 from __future__ import annotations
 
