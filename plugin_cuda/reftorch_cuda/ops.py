@@ -9,8 +9,8 @@ an elementwise pass cannot write safely.
 This module holds add/sub/mul/div and the same-dtype copy (kernels/elementwise.cu), the list
 of every program (`PROGRAMS`) and `register_kernels`; the other op families live in
 ops_unary.py, ops_select.py, ops_cast.py, ops_reduce.py, ops_softmax.py, ops_norm.py,
-ops_index.py, ops_gemm.py, ops_loss.py, ops_batchnorm.py, ops_pointwise.py, ops_join.py and
-ops_sort.py, and what they all share in kernel_base.py.
+ops_index.py, ops_gemm.py, ops_loss.py, ops_batchnorm.py, ops_pointwise.py, ops_join.py,
+ops_sort.py and ops_pool.py, and what they all share in kernel_base.py.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import ctypes
 from reftorch import _dtype as D
 
 from . import (ops_batchnorm, ops_cast, ops_gemm, ops_index, ops_join, ops_loss, ops_norm,
-               ops_pointwise, ops_reduce, ops_select, ops_softmax, ops_sort, ops_unary)
+               ops_pointwise, ops_pool, ops_reduce, ops_select, ops_softmax, ops_sort,
+               ops_unary)
 from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, HALF_TYPES, WORDS, Program, geometry_struct,
                           geometry_type, max_dims, on_one_cuda_device, operand_types, pointer,
                           run_elementwise, scalar_pairs, writable)
@@ -50,11 +51,12 @@ ELEMENTWISE = Program("elementwise.cu", tuple(
     + [binary_expression(op, name, types) for op in BINARY_OPS for name in HALF_TYPES
        for types in scalar_pairs(name)]
     + [copy_expression(width) for width in WORDS]))
-PROGRAMS = (ELEMENTWISE, *ops_unary.PROGRAMS, *ops_select.PROGRAMS, *ops_cast.PROGRAMS,
-            *ops_reduce.PROGRAMS, *ops_softmax.PROGRAMS, *ops_norm.PROGRAMS,
-            *ops_index.PROGRAMS, *ops_gemm.PROGRAMS, *ops_loss.PROGRAMS,
-            *ops_batchnorm.PROGRAMS, *ops_pointwise.PROGRAMS, *ops_join.PROGRAMS,
-            *ops_sort.PROGRAMS)
+# The op families with kernels of their own (each has PROGRAMS and register_kernels; ops_cast
+# serves copy_kernel below and registers nothing).
+FAMILIES = (ops_unary, ops_select, ops_reduce, ops_softmax, ops_norm, ops_index, ops_gemm,
+            ops_loss, ops_batchnorm, ops_pointwise, ops_join, ops_sort, ops_pool)
+PROGRAMS = (ELEMENTWISE, *ops_cast.PROGRAMS,
+            *(program for family in FAMILIES for program in family.PROGRAMS))
 
 
 # --- kernels ----------------------------------------------------------------------------------
@@ -125,6 +127,5 @@ def register_kernels(registrar):
         registrar.kernel(op_name, "cuda", FLOAT_DTYPES, binary_kernel(op_name))
     copyable = [d for d in D.ALL_DTYPES if d.itemsize in WORDS]
     registrar.kernel("copy_", "cuda", copyable, copy_kernel)
-    for module in (ops_unary, ops_select, ops_reduce, ops_softmax, ops_norm, ops_index,
-                   ops_gemm, ops_loss, ops_batchnorm, ops_pointwise, ops_join, ops_sort):
-        module.register_kernels(registrar)
+    for family in FAMILIES:
+        family.register_kernels(registrar)
