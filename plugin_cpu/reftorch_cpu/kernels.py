@@ -13,6 +13,7 @@ import numpy as np
 
 from reftorch import _dtype as D
 from reftorch._promotion import broadcast_shapes
+from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import broadcast_strides, coalesce
@@ -59,21 +60,42 @@ def _binary_kernel(code):
         a, b = inputs
         if not (_on_cpu_as(a, dtype) and _on_cpu_as(b, dtype)):
             return NotImplemented
-        shape = a._shape if a._shape == b._shape else broadcast_shapes(a._shape, b._shape)
-        numel = math.prod(shape)
-        if numel < MIN_NUMEL or (out is not None and out._shape != shape):
-            return NotImplemented
-        result = _new_result(shape, dtype, inputs) if out is None else out
-        shape, strides = _geometry(result, inputs, numel)
-        if len(shape) > _C.MAX_NDIM:
-            return NotImplemented
-        if out is not None and not _safe_to_write(out, shape, strides, inputs, dtype):
-            return NotImplemented
+        if out is None and a._shape == b._shape and \
+                a._strides == b._strides == contiguous_strides(a._shape):
+            # The common call, two contiguous operands of one shape: one block of memory,
+            # walked in order, into a new contiguous result (what the general path finds)
+            result = Tensor._empty(a._shape, dtype)
+            shape, strides = (a_numel,), _ONE_BLOCK
+        else:
+            prepared = _prepare(out, a, b, dtype)
+            if prepared is None:
+                return NotImplemented
+            result, shape, strides = prepared
         _C.binary(code, shape, result._storage.array, result._offset, strides[0],
                   a._storage.array, a._offset, strides[1],
                   b._storage.array, b._offset, strides[2], alpha)
         return result
     return kernel
+
+
+_ONE_BLOCK = ((1,), (1,), (1,))  # unit strides of out, a and b over one dense block
+
+
+def _prepare(out, a, b, dtype):
+    """(result, loop shape, loop strides) for any geometry, or None to decline: a
+    broadcast result too small, too many dims after merging, or an unsafe `out`."""
+    inputs = (a, b)
+    shape = a._shape if a._shape == b._shape else broadcast_shapes(a._shape, b._shape)
+    numel = math.prod(shape)
+    if numel < MIN_NUMEL or (out is not None and out._shape != shape):
+        return None
+    result = _new_result(shape, dtype, inputs) if out is None else out
+    shape, strides = _geometry(result, inputs, numel)
+    if len(shape) > _C.MAX_NDIM:
+        return None
+    if out is not None and not _safe_to_write(out, shape, strides, inputs, dtype):
+        return None
+    return result, shape, strides
 
 
 def copy_kernel(out, inputs, dtypes, params):

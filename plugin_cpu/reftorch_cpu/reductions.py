@@ -211,6 +211,59 @@ def _reduce(code, x, dims, keepdim, param=0.0, in_order=False, values=True, indi
     does not fit (O, I, R). `in_order` keeps the reduced dims in logical order (needed when
     an index into them is returned); otherwise they are ordered by stride, so any dense
     layout merges. `result_dtype` int64 (code None) runs the integer product instead."""
+    geometry = _trailing_block_geometry(x, dims) or _loop_geometry(x, dims, in_order)
+    if geometry is None:
+        return NotImplemented
+    sizes, x_strides, out_strides = geometry
+    result_shape = _result_shape(x._shape, dims, keepdim)
+    if result_dtype is D.int64:
+        value = Tensor._empty(result_shape, D.int64)
+        _R.prod_int(x._storage.array, x._offset, sizes, x_strides, value._storage.array, 0,
+                    out_strides)
+        return value
+    dtype = x._storage.dtype
+    value = Tensor._empty(result_shape, dtype) if values else None
+    index = Tensor._empty(result_shape, D.int64) if indices else None
+    _R.reduce(code, x._storage.array, x._offset, sizes, x_strides,
+              None if value is None else value._storage.array, 0, out_strides,
+              None if index is None else index._storage.array, 0, out_strides, param)
+    if values and indices:
+        return value, index
+    return value if values else index
+
+
+def _result_shape(shape, dims, keepdim):
+    if dims is None:
+        return (1,) * len(shape) if keepdim else ()
+    if keepdim:
+        return tuple(1 if d in dims else s for d, s in enumerate(shape))
+    return tuple(s for d, s in enumerate(shape) if d not in dims)
+
+
+def _trailing_block_geometry(x, dims):
+    """The common case, without the general merging below: a contiguous x reduced over
+    every dim or over its last dims. The kept dims then form one run of K outputs, each
+    reducing R adjacent elements; this gives exactly what _loop_geometry gives for such a
+    call (tested), or None for any other call."""
+    shape = x._shape
+    ndim = len(shape)
+    if dims is not None and tuple(dims) != tuple(range(ndim - len(dims), ndim)):
+        return None
+    if x._strides != contiguous_strides(shape):
+        return None
+    first = 0 if dims is None else ndim - len(dims)
+    R, K = math.prod(shape[first:]), math.prod(shape[:first])
+    if R < 2:
+        return None  # a reduction of size-1 dims: the general path's corner
+    if K == 1:
+        return (1, 1, R), (0, 0, 1), (0, 0)
+    return (1, K, R), (0, R, 1), (0, 1)
+
+
+def _loop_geometry(x, dims, in_order):
+    """((O, I, R), x's (so, si, sr), out's (oso, osi)) for reducing x over `dims` (None:
+    all), or None when the reduced dims do not merge into one run or the kept dims into
+    two."""
     shape, strides = x._shape, x._strides
     reduced = list(range(len(shape))) if dims is None else list(dims)
     if not in_order:
@@ -218,33 +271,17 @@ def _reduce(code, x, dims, keepdim, param=0.0, in_order=False, values=True, indi
     reduced_shape, (reduced_strides,) = coalesce([shape[d] for d in reduced],
                                                  [[strides[d] for d in reduced]])
     if len(reduced_shape) != 1 or reduced_shape[0] == 0:
-        return NotImplemented
+        return None
     kept = [d for d in range(len(shape)) if d not in reduced]
     kept_sizes = [shape[d] for d in kept]
     if 0 in kept_sizes:
-        return NotImplemented
+        return None
     kept_shape, (kept_x, kept_out) = coalesce(kept_sizes, [[strides[d] for d in kept],
                                                            contiguous_strides(tuple(kept_sizes))])
     if len(kept_shape) > 2:
-        return NotImplemented
+        return None
     (O, I), (so, si), (oso, osi) = _outer_inner(kept_shape, kept_x, kept_out)
-    result_shape = tuple(1 if d in reduced else s for d, s in enumerate(shape)) if keepdim \
-        else tuple(kept_sizes)
-    dtype = x._storage.dtype
-    if result_dtype is D.int64:
-        value = Tensor._empty(result_shape, D.int64)
-        _R.prod_int(x._storage.array, x._offset, (O, I, reduced_shape[0]),
-                    (so, si, reduced_strides[0]), value._storage.array, 0, (oso, osi))
-        return value
-    value = Tensor._empty(result_shape, dtype) if values else None
-    index = Tensor._empty(result_shape, D.int64) if indices else None
-    _R.reduce(code, x._storage.array, x._offset, (O, I, reduced_shape[0]),
-              (so, si, reduced_strides[0]),
-              None if value is None else value._storage.array, 0, (oso, osi),
-              None if index is None else index._storage.array, 0, (oso, osi), param)
-    if values and indices:
-        return value, index
-    return value if values else index
+    return (O, I, reduced_shape[0]), (so, si, reduced_strides[0]), (oso, osi)
 
 
 def _outer_inner(shape, x_strides, out_strides):

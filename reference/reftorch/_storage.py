@@ -5,6 +5,8 @@ whose storages implement the same small interface (`read`, `write`, `data_ptr`).
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from . import _dtype as D
@@ -206,5 +208,10 @@ def _host_array(size, np_dtype):
     if nbytes < _ALIGN_MIN_BYTES:
         return np.empty(size, dtype=np_dtype)
     raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % _ALIGN
-    return raw[start:start + nbytes].view(np_dtype)
+    # The address through ctypes' buffer protocol: `raw.ctypes.data` builds a helper object
+    # and costs ~2 us more per allocation (a third of a small op's allocation).
+    start = -_address_of(_first_byte(raw)) % _ALIGN
+    return np.ndarray(size, np_dtype, raw, start)
+
+
+_first_byte, _address_of = ctypes.c_char.from_buffer, ctypes.addressof

@@ -199,10 +199,9 @@ def _run(roots, grads, retain_graph, create_graph, input_edges, accumulate):
             _, _, node = heapq.heappop(ready)
             grads_in = buffers.pop(node, {})
             grads_in = _run_pre_hooks(node, grads_in)
-            for index, g in grads_in.items():
-                positions = capture.get((node, index))
-                if positions:
-                    for p in positions:
+            if capture:  # autograd.grad / backward(inputs=...): keep the inputs' gradients
+                for index, g in grads_in.items():
+                    for p in capture.get((node, index), ()):
                         captured[p] = g
             if isinstance(node, AccumulateGrad):
                 if accumulate and (input_edges is None or (node, 0) in capture):
@@ -237,6 +236,8 @@ def _add_to_buffer(buffers, node, index, g):
 
 def _run_pre_hooks(node, grads_in):
     """Tensor hooks (by output index) may replace a gradient; retained grads are stored."""
+    if not node._pre_hooks and not node._retained:
+        return grads_in  # most nodes: nothing to run
     for index, hooks in list(node._pre_hooks.items()):
         if index is None:
             continue
@@ -268,7 +269,7 @@ def _call_node(node, grads_in):
     else:
         declared = 1
     count = max(declared, max(grads_in, default=-1) + 1)
-    grad_outputs = tuple(grads_in.get(i) for i in range(count))
+    grad_outputs = tuple(map(grads_in.get, range(count)))  # None where none arrived
     try:
         grad_inputs = node.apply(*grad_outputs)
     except Exception as exc:
@@ -289,6 +290,7 @@ def _validate(node, grads):
     if len(grads) != len(edges):
         raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
                            f"(expected {len(edges)}, got {len(grads)})")
+    check_nan = anomaly_mode.is_anomaly_enabled() and anomaly_mode.is_anomaly_check_nan_enabled()
     checked = []
     for i, (g, (child, _), meta) in enumerate(zip(grads, edges, node._input_metas)):
         if child is None or g is None:
@@ -303,12 +305,12 @@ def _validate(node, grads):
                                    f"index {i} - got {list(g._shape)} but expected shape "
                                    f"compatible with {list(meta.shape)}")
             g = g.sum_to_size(meta.shape)
-        if g.is_complex() and not meta.dtype.is_complex:
-            g = g.real
-        if g.dtype is not meta.dtype:
-            g = g.to(meta.dtype)
-        if anomaly_mode.is_anomaly_enabled() and anomaly_mode.is_anomaly_check_nan_enabled() \
-                and _has_nan(g):
+        if g.dtype is not meta.dtype:  # (the common gradient has its input's dtype)
+            if g.dtype.is_complex and not meta.dtype.is_complex:
+                g = g.real
+            if g.dtype is not meta.dtype:
+                g = g.to(meta.dtype)
+        if check_nan and _has_nan(g):
             anomaly_mode.report_forward_trace(node)
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
                                f"output.")
