@@ -514,8 +514,9 @@ def layer_norm(driver, match, grid, block, shared, params):
         rstd_out[...] = rstd[..., 0].astype(storage)
 
 
-# --- index.cu, gemm.cu, loss.cu and batchnorm.cu: in their own modules (registered by
-# importing them) -------------------------------------------------------------------
-from spec_tests import (cuda_emulation_gemm, cuda_emulation_index,  # noqa: E402
-                        cuda_emulation_nn)
-EMULATION_MODULES = (cuda_emulation_index, cuda_emulation_gemm, cuda_emulation_nn)
+# --- index.cu, gemm.cu, conv.cu, loss.cu and batchnorm.cu: in their own modules (registered
+# by importing them) ------------------------------------------------------------------
+from spec_tests import (cuda_emulation_conv, cuda_emulation_gemm,  # noqa: E402
+                        cuda_emulation_index, cuda_emulation_nn)
+EMULATION_MODULES = (cuda_emulation_index, cuda_emulation_gemm, cuda_emulation_nn,
+                     cuda_emulation_conv)

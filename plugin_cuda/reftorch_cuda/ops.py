@@ -9,8 +9,8 @@ an elementwise pass cannot write safely.
 This module holds add/sub/mul/div and the same-dtype copy (kernels/elementwise.cu), the list
 of every program (`PROGRAMS`) and `register_kernels`; the other op families live in
 ops_unary.py, ops_select.py, ops_cast.py, ops_reduce.py, ops_softmax.py, ops_norm.py,
-ops_index.py, ops_gemm.py, ops_loss.py and ops_batchnorm.py, and what they all share in
-kernel_base.py.
+ops_index.py, ops_gemm.py, ops_loss.py, ops_batchnorm.py and ops_conv.py, and what they all
+share in kernel_base.py.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import ctypes
 
 from reftorch import _dtype as D
 
-from . import (ops_batchnorm, ops_cast, ops_gemm, ops_index, ops_loss, ops_norm, ops_reduce,
-               ops_select, ops_softmax, ops_unary)
+from . import (ops_batchnorm, ops_cast, ops_conv, ops_gemm, ops_index, ops_loss, ops_norm,
+               ops_reduce, ops_select, ops_softmax, ops_unary)
 from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, HALF_TYPES, WORDS, Program, geometry_struct,
                           geometry_type, max_dims, on_one_cuda_device, operand_types, pointer,
                           run_elementwise, scalar_pairs, writable)
@@ -53,7 +53,7 @@ ELEMENTWISE = Program("elementwise.cu", tuple(
 PROGRAMS = (ELEMENTWISE, *ops_unary.PROGRAMS, *ops_select.PROGRAMS, *ops_cast.PROGRAMS,
             *ops_reduce.PROGRAMS, *ops_softmax.PROGRAMS, *ops_norm.PROGRAMS,
             *ops_index.PROGRAMS, *ops_gemm.PROGRAMS, *ops_loss.PROGRAMS,
-            *ops_batchnorm.PROGRAMS)
+            *ops_batchnorm.PROGRAMS, *ops_conv.PROGRAMS)
 
 
 # --- kernels ----------------------------------------------------------------------------------
@@ -125,5 +125,5 @@ def register_kernels(registrar):
     copyable = [d for d in D.ALL_DTYPES if d.itemsize in WORDS]
     registrar.kernel("copy_", "cuda", copyable, copy_kernel)
     for module in (ops_unary, ops_select, ops_reduce, ops_softmax, ops_norm, ops_index,
-                   ops_gemm, ops_loss, ops_batchnorm):
+                   ops_gemm, ops_loss, ops_batchnorm, ops_conv):
         module.register_kernels(registrar)
