@@ -126,7 +126,8 @@ def conv(driver, match, grid, block, shared, params):
         assert a["batch"] == groups and a["n"] == cg * taps and a["k"] == images * positions
         assert a["out_h"] <= window_count(a["in_h"], kh, a["stride_h"], a["pad_h"], a["dil_h"])
         assert a["out_w"] <= window_count(a["in_w"], kw, a["stride_w"], a["pad_w"], a["dil_w"])
-        f_shape, out_shape = (images, groups * og, a["out_h"], a["out_w"]), (groups * og, cg, kh, kw)
+        f_shape = (images, groups * og, a["out_h"], a["out_w"])
+        out_shape = (groups * og, cg, kh, kw)
         assert not a["has_bias"]
     else:
         images = a["batch"] // groups

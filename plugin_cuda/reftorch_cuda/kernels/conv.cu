@@ -10,7 +10,8 @@
 //   ConvForward    x (N, G*Cg, H, W), f = weight (G*Og, Cg, KH, KW), out (N, G*Og, OH, OW):
 //                  batch N*G (bi = n*G + g), M = Og, N = OH*OW, K = Cg*KH*KW,
 //                  A[o][(c, kh, kw)] = f[g*Og + o, c, kh, kw],
-//                  B[(c, kh, kw)][(oy, ox)] = x[n, g*Cg + c, oy*sh - ph + kh*dh, ox*sw - pw + kw*dw]
+//                  B[(c, kh, kw)][(oy, ox)] = x[n, g*Cg + c, oy*sh - ph + kh*dh,
+//                                                            ox*sw - pw + kw*dw]
 //   ConvTransposed x (N, G*Cg, H, W), f = weight (G*Cg, Og, KH, KW), out (N, G*Og, OH, OW):
 //                  the same product, with A[o][(c, kh, kw)] = f[g*Cg + c, o, kh, kw] and
 //                  B[(c, kh, kw)][(y, x)] = x[n, g*Cg + c, iy, ix] where iy*sh = y + ph - kh*dh
@@ -18,7 +19,8 @@
 //   ConvWeightGrad x (N, G*Cg, H, W), f = grad (N, G*Og, OH, OW), out (G*Og, Cg, KH, KW):
 //                  batch G, M = Og, N = Cg*KH*KW, K = N*OH*OW,
 //                  A[o][(n, oy, ox)] = f[n, g*Og + o, oy, ox],
-//                  B[(n, oy, ox)][(c, kh, kw)] = x[n, g*Cg + c, oy*sh - ph + kh*dh, ox*sw - pw + kw*dw]
+//                  B[(n, oy, ox)][(c, kh, kw)] = x[n, g*Cg + c, oy*sh - ph + kh*dh,
+//                                                              ox*sw - pw + kw*dw]
 // Depth and column indices split row-major, as written ((c, kh, kw): c slowest).
 //
 // Numerical contract: float and double outputs are each one fused multiply-add chain over
@@ -244,7 +246,7 @@ struct GatherChunkReader {
     }
 };
 
-// --- the three convolutions -----------------------------------------------------------------------
+// --- the three convolutions -------------------------------------------------------------------
 
 // An activation output element (forward and transposed): channel g*Og + row of image n, at
 // output position col; the bias added to the chain's value, one rounding when stored.
