@@ -344,7 +344,7 @@ struct ConvWeightGrad {
 // side operand f, B the image x.
 template <typename T, typename Kind>
 struct ConvProblem {
-    ConvArgs p;
+    ConvArgs p;   // a copy: with a reference, as MatrixProduct has, mma kernels take more registers
     T* out;
     const T *x, *f, *bias;
 
