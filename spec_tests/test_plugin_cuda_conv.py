@@ -407,3 +407,117 @@ def test_args_layout_matches_the_kernel_struct():
     assert len(raw) == 264
     assert np.frombuffer(raw[:256], "<i8").tolist() == list(range(1, 33))
     assert np.frombuffer(raw[256:], "<i4").tolist() == [1, 0]
+
+
+# --- conv.cu's addressing, run on the host ------------------------------------------------------
+
+HOST_KINDS = {"Forward": 0, "Transposed": 1, "WeightGrad": 2}
+
+
+@pytest.fixture
+def host_addressing(emulated, tmp_path_factory, monkeypatch):
+    """The emulated driver with conv.cu's own addressing in place of the NumPy model: the
+    sources, kinds and stores of conv.cu compiled for the host (cuda_host/conv_addressing.cpp)
+    give every operand element's offset and every output's; the launch's values are then
+    those elements' products, summed (in NumPy's order). So a wrong index, stride or group
+    offset in the CUDA code shows up here without a GPU. The tile readers and the product
+    bodies (gemm.cu's, run by the gemm tests on a GPU) are not part of it."""
+    import ctypes
+    import re
+    import shutil
+    import subprocess
+
+    from spec_tests import cuda_kernel_emulation as E
+    from spec_tests.cuda_emulation_conv import decode
+
+    compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if compiler is None:
+        pytest.skip("no C++ compiler to build conv.cu's addressing for the host")
+    library = tmp_path_factory.mktemp("conv-host") / "conv_addressing.so"
+    subprocess.run([compiler, "-std=c++17", "-O1", "-shared", "-fPIC",
+                    f"-I{E.KERNELS_DIR}", "-o", str(library),
+                    str(base.ROOT / "spec_tests/cuda_host/conv_addressing.cpp")], check=True)
+    lib = ctypes.CDLL(str(library))
+    launches = []
+
+    def run(driver, match, grid, block, shared, params):
+        p = E.slots(params, 5)
+        a = decode(p[0])
+        storage, kind = E.STORAGE[match.group(1)], match.group(2)
+        c = E.compute_type(storage)
+        batch, m, n, k = a["batch"], a["m"], a["n"], a["k"]
+        a_offsets = np.zeros((batch, m, k), np.int64)
+        b_offsets = np.zeros((batch, k, n), np.int64)
+        out_shape = (a["groups"] * a["group_out"], a["group_in"], a["kernel_h"],
+                     a["kernel_w"]) if kind == "WeightGrad" else \
+            (batch // a["groups"], a["groups"] * a["group_out"], a["out_h"], a["out_w"])
+        out_span = 1 + sum((size - 1) * s for size, s in zip(out_shape, a["out_strides"]))
+        out_index = np.full(out_span, -1.0)
+        status = lib.conv_maps(HOST_KINDS[kind], ctypes.c_void_p(p[0]),
+                               a_offsets.ctypes.data_as(ctypes.c_void_p),
+                               b_offsets.ctypes.data_as(ctypes.c_void_p),
+                               out_index.ctypes.data_as(ctypes.c_void_p))
+        assert status == 0, "an offset past the depth or the rows was not -1"
+
+        def gathered(address, offsets):
+            """The elements at `offsets` of the operand at `address` (zero where -1)."""
+            if offsets.size == 0 or offsets.max() < 0:
+                return np.zeros(offsets.shape, c)
+            flat = driver.view(E.pointer(address), storage, (int(offsets.max()) + 1,), (1,))
+            return np.where(offsets >= 0, flat[np.maximum(offsets, 0)].astype(c), c(0))
+        with np.errstate(all="ignore"):
+            value = np.matmul(gathered(p[3], a_offsets), gathered(p[2], b_offsets))
+        written = np.flatnonzero(out_index >= 0)
+        order = out_index[written].astype(np.int64)      # the (batch, row, col) stored there
+        assert sorted(order.tolist()) == list(range(batch * m * n)), "outputs not one-to-one"
+        value = value.reshape(-1)[order]
+        if a["has_bias"]:
+            row = (order // n) % m
+            channel = (order // (m * n)) % a["groups"] * a["group_out"] + row
+            bias = driver.view(E.pointer(p[4]), storage, (a["groups"] * a["group_out"],),
+                               (a["bias_stride"],))
+            value = value + bias.astype(c)[channel]
+        out = driver.view(E.pointer(p[1]), storage, (out_span,), (1,))
+        out[written] = value.astype(storage)
+        launches.append(kind)
+
+    pattern = re.compile(r"conv_kernel<(\w+), Conv(Forward|Transposed|WeightGrad)>")
+    monkeypatch.setattr(E, "_EMULATIONS", [(pattern, run)] + list(E._EMULATIONS))
+    return launches
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float16"])
+def test_conv_cu_addressing_on_the_host(host_addressing, dtype_name):
+    """Forward, input gradient (transposed) and weight gradient of every FORWARD case with a
+    channels-last input, every TRANSPOSED case with its backward, and a conv1d, through
+    conv.cu's addressing: bit for bit with the reference on integer data."""
+    plugins.reset_fallbacks()
+    channels_last = LAYOUTS[0][1]
+    cases = []
+    for case in FORWARD:
+        x, weight, bias = forward_tensors(case, dtype_name)
+        params = conv_params(case)
+        cases.append((lambda *t, params=params: F.conv2d(*t, **params),
+                      [channels_last(x), weight] + ([bias] if bias is not None else [])))
+    for case in TRANSPOSED:
+        n, c, h, w, og, kernel, stride, padding, output_padding, groups, dilation, bias = case
+        params = dict(stride=stride, padding=padding, output_padding=output_padding,
+                      groups=groups, dilation=dilation)
+        inputs = [integers((n, c, h, w), dtype_name, 40),
+                  integers((c, og) + kernel, dtype_name, 41)]
+        if bias:
+            inputs.append(integers((og * groups,), dtype_name, 42))
+        cases.append((lambda *t, params=params: F.conv_transpose2d(*t, **params), inputs))
+    cases.append((lambda *t: F.conv1d(*t, stride=2, padding=3, dilation=2, groups=2),
+                  [integers((3, 6, 31), dtype_name, 43), integers((4, 3, 5), dtype_name, 44)]))
+    for fn, inputs in cases:
+        shape = reference(fn, *inputs).shape
+        grad_out = integers(tuple(shape), dtype_name, 45)
+        with plugins.use_reference_kernels():
+            expected, expected_grads = grads(fn, inputs, grad_out)
+        got, got_grads = grads(fn, [t.cuda() for t in inputs], grad_out.cuda())
+        assert_exact(got, expected)
+        for g, e in zip(got_grads, expected_grads):
+            assert_exact(g, e)
+    assert plugins.fallbacks() == {}
+    assert set(host_addressing) == set(HOST_KINDS)

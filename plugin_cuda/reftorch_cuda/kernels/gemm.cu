@@ -27,6 +27,11 @@
 // v = v + input * beta (the `* beta` only for beta != 1; has_input is 0 for beta == 0, and
 // then the input is never read, so its NaN does not propagate).
 //
+// The kernel bodies (simt_product, mma_product) are templated on a product problem, which
+// says how operand tiles are read and where results go: MatrixProduct (strided matrices and
+// the alpha/beta epilogue) for these kernels, and conv.cu's implicit-GEMM convolutions, which
+// compile this file in front of their own.
+//
 // Name expressions: "gemm_kernel<float>", "gemm_kernel<double>",
 // "mma_gemm_kernel<rt_float16>", "mma_gemm_kernel<rt_bfloat16>".
 
