@@ -16,7 +16,12 @@ Numerical contract: float32/float64 outputs are each one fused multiply-add chai
 + bias once; the result depends on the shapes alone. 16-bit types: float32 tensor-core sums,
 + bias in float32, rounded once (as the reference computes in float32). The reference sums
 in NumPy's (BLAS's) order, so results agree within a rounding bound of K = Cg*KH*KW (weight
-gradient: N*OH*OW) terms, and bit for bit on small-integer data.
+gradient: N*OH*OW) terms, and bit for bit on small-integer data. One difference: the
+GEMM multiplies every weight tap by a loaded zero where a transposed convolution's tap reaches
+no input element (a stride gap or past the border), so an infinite or NaN weight gives NaN
+at those outputs too, where the reference (which adds only the products that exist) keeps
+them finite. Plain convolutions and the weight gradient multiply padding zeros in the
+reference as well, so they agree on non-finite values.
 
 Declined (the reference runs through the counted fallback): 3-D convolutions, mixed dtypes or
 devices, negative strides, problems with an index of 2**31 or more, a 16-bit transposed

@@ -25,7 +25,7 @@
 //
 // Numerical contract: float and double outputs are each one fused multiply-add chain over
 // the depth in that order, from +0 (gemm.cu's), so the result depends on the shapes alone;
-// padding terms add +0 * x (a no-op on a finite chain). The bias, when given, is added once
+// a padding (or transposed gap) term adds w * 0, a no-op unless w is infinite or NaN. The bias, when given, is added once
 // to the chain's value in the computation type. 16-bit types: float32 tensor-core sums,
 // rounded once when stored (after the bias), as the reference computes in float32.
 //
