@@ -515,10 +515,11 @@ def layer_norm(driver, match, grid, block, shared, params):
         rstd_out[...] = rstd[..., 0].astype(storage)
 
 
-# --- index.cu, gemm.cu, loss.cu, batchnorm.cu, pointwise.cu, masked.cu, sort.cu and pool.cu: in
-# their own modules (registered by importing them) ---------------------------------------
-from spec_tests import (cuda_emulation_gemm, cuda_emulation_index,  # noqa: E402
-                        cuda_emulation_nn, cuda_emulation_pointwise, cuda_emulation_pool,
-                        cuda_emulation_sort)
-EMULATION_MODULES = (cuda_emulation_index, cuda_emulation_gemm, cuda_emulation_nn,
-                     cuda_emulation_pointwise, cuda_emulation_sort, cuda_emulation_pool)
+# --- the other kernel families (index, gemm, conv, loss, batchnorm, pointwise, masked, sort,
+# pool): in their own modules (registered by importing them) ---------------------------
+from spec_tests import (cuda_emulation_conv, cuda_emulation_gemm,  # noqa: E402
+                        cuda_emulation_index, cuda_emulation_nn, cuda_emulation_pointwise,
+                        cuda_emulation_pool, cuda_emulation_sort)
+EMULATION_MODULES = (cuda_emulation_index, cuda_emulation_gemm, cuda_emulation_conv,
+                     cuda_emulation_nn, cuda_emulation_pointwise, cuda_emulation_sort,
+                     cuda_emulation_pool)

@@ -44,14 +44,19 @@ WORDS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigne
 
 @dataclass(frozen=True, eq=False)  # hashed by identity: drivers key loaded kernels on it
 class Program:
-    """A .cu file of the package and the template instantiations to compile from it."""
+    """A .cu file of the package and the template instantiations to compile from it;
+    `includes`: other .cu files of the package whose definitions it builds on (put between
+    the prelude and the file)."""
     filename: str
     name_expressions: tuple
+    includes: tuple = ()
 
     def source(self):
-        """The prelude, then the file: NVRTC sees one translation unit (its log's line numbers
-        count from the prelude's first line, as the CompileError listing does)."""
-        return _read_source(PRELUDE) + "\n" + _read_source(self.filename)
+        """The prelude, the includes, then the file: NVRTC sees one translation unit (its
+        log's line numbers count from the prelude's first line, as the CompileError listing
+        does)."""
+        parts = (PRELUDE, *self.includes, self.filename)
+        return "\n".join(_read_source(name) for name in parts)
 
     @functools.cached_property
     def _names(self):

@@ -27,6 +27,11 @@
 // v = v + input * beta (the `* beta` only for beta != 1; has_input is 0 for beta == 0, and
 // then the input is never read, so its NaN does not propagate).
 //
+// The kernel bodies (simt_product, mma_product) are templated on a product problem, which
+// says how operand tiles are read and where results go: MatrixProduct (strided matrices and
+// the alpha/beta epilogue) for these kernels, and conv.cu's implicit-GEMM convolutions, which
+// compile this file in front of their own.
+//
 // Name expressions: "gemm_kernel<float>", "gemm_kernel<double>",
 // "mma_gemm_kernel<rt_float16>", "mma_gemm_kernel<rt_bfloat16>".
 
@@ -70,20 +75,22 @@ struct TileReader {
     const T* ptr[P];        // element (r0 + r, kk) of load p
     int kk[P];
     bool row_in[P];
-    rt_int64 stride_k;
+    rt_int64 stride_k, depth;
+    bool k_fast;            // consecutive loads walk k (the tile_coords order of `stage`)
 
     __device__ __forceinline__ TileReader(const T* base, rt_int64 stride_r, rt_int64 stride_k_,
-                                          rt_int64 rows, rt_int64 r0) : stride_k(stride_k_) {
+                                          rt_int64 rows, rt_int64 r0, rt_int64 depth_)
+        : stride_k(stride_k_), depth(depth_), k_fast(stride_k_ == 1) {
 #pragma unroll
         for (int q = 0; q < P; ++q) {
             int r;
-            tile_coords<R, BK>(threadIdx.x + q * RT_GEMM_THREADS, stride_k == 1, r, kk[q]);
+            tile_coords<R, BK>(threadIdx.x + q * RT_GEMM_THREADS, k_fast, r, kk[q]);
             row_in[q] = r0 + r < rows;
             ptr[q] = base + (r0 + r) * stride_r + kk[q] * stride_k;
         }
     }
 
-    __device__ __forceinline__ void load(rt_int64 k0, rt_int64 depth, T (&reg)[P]) const {
+    __device__ __forceinline__ void load(rt_int64 k0, T (&reg)[P]) const {
 #pragma unroll
         for (int q = 0; q < P; ++q)
             reg[q] = (row_in[q] && k0 + kk[q] < depth) ? ptr[q][k0 * stride_k] : T(0);
@@ -133,9 +140,9 @@ __device__ __forceinline__ void unpack(double2 v, double (&x)[2]) { x[0] = v.x; 
 __device__ __forceinline__ float rt_fma(float a, float b, float c) { return fmaf(a, b, c); }
 __device__ __forceinline__ double rt_fma(double a, double b, double c) { return fma(a, b, c); }
 
-template <typename T>
-__global__ void __launch_bounds__(RT_GEMM_THREADS)
-gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
+// The body of the CUDA-core kernels, for any product problem (see MatrixProduct below).
+template <typename T, typename Problem>
+__device__ __forceinline__ void simt_product(const Problem& prob) {
     typedef SimtTile<T> S;
     typedef typename S::V16 V16;
     enum { BM = S::BM, BN = S::BN, BK = S::BK, TM = S::TM, TN = S::TN, V = 16 / sizeof(T),
@@ -155,39 +162,39 @@ gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
 
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
     const rt_int64 m0 = (rt_int64)blockIdx.y * BM, n0 = (rt_int64)blockIdx.x * BN;
-    const bool a_k_fast = p.a_strides[2] == 1, b_k_fast = p.b_strides[1] == 1;
+    typedef typename Problem::template SimtA<BM, BK> AReader;
+    typedef typename Problem::template SimtB<BN, BK> BReader;
+    static_assert(AReader::P == A_LOADS && BReader::P == B_LOADS, "reader shares");
 
-    for (rt_int64 bi = blockIdx.z; bi < p.batch; bi += gridDim.z) {
-        const T* a_mat = a + bi * p.a_strides[0];
-        const T* b_mat = b + bi * p.b_strides[0];
+    for (rt_int64 bi = blockIdx.z; bi < prob.batch(); bi += gridDim.z) {
         T acc[TM][TN];
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
             for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
 
-        const TileReader<T, BM, BK> a_tiles(a_mat, p.a_strides[1], p.a_strides[2], p.m, m0);
-        const TileReader<T, BN, BK> b_tiles(b_mat, p.b_strides[2], p.b_strides[1], p.n, n0);
+        const AReader a_tiles = prob.template simt_a<BM, BK>(bi, m0);
+        const BReader b_tiles = prob.template simt_b<BN, BK>(bi, n0);
         T a_reg[A_LOADS], b_reg[B_LOADS];
         // Store the registers' tile into buffer `buf` (same coordinates as the loads).
         auto stage = [&](int buf) {
 #pragma unroll
             for (int q = 0; q < A_LOADS; ++q) {
                 int r, kk;
-                tile_coords<BM, BK>(threadIdx.x + q * RT_GEMM_THREADS, a_k_fast, r, kk);
+                tile_coords<BM, BK>(threadIdx.x + q * RT_GEMM_THREADS, a_tiles.k_fast, r, kk);
                 As[buf][kk][r] = a_reg[q];
             }
 #pragma unroll
             for (int q = 0; q < B_LOADS; ++q) {
                 int r, kk;
-                tile_coords<BN, BK>(threadIdx.x + q * RT_GEMM_THREADS, b_k_fast, r, kk);
+                tile_coords<BN, BK>(threadIdx.x + q * RT_GEMM_THREADS, b_tiles.k_fast, r, kk);
                 Bs[buf][kk][r] = b_reg[q];
             }
         };
-        const rt_int64 tiles = (p.k + BK - 1) / BK;
+        const rt_int64 tiles = (prob.k() + BK - 1) / BK;
         if (tiles > 0) {
-            a_tiles.load(0, p.k, a_reg);
-            b_tiles.load(0, p.k, b_reg);
+            a_tiles.load(0, a_reg);
+            b_tiles.load(0, b_reg);
             stage(0);
         }
         __syncthreads();
@@ -195,8 +202,8 @@ gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
             const int buf = (int)(t & 1);
             const bool more = t + 1 < tiles;
             if (more) {  // the next tile's loads, in flight during this tile's products
-                a_tiles.load((t + 1) * BK, p.k, a_reg);
-                b_tiles.load((t + 1) * BK, p.k, b_reg);
+                a_tiles.load((t + 1) * BK, a_reg);
+                b_tiles.load((t + 1) * BK, b_reg);
             }
 #pragma unroll
             for (int kk = 0; kk < BK; ++kk) {
@@ -225,7 +232,7 @@ gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
 #pragma unroll
             for (int j = 0; j < TN; ++j) {
                 const rt_int64 col = n0 + tx * V + (j / V) * (BN / 2) + j % V;
-                if (row < p.m && col < p.n) store_result(p, out, input, bi, row, col, acc[i][j]);
+                if (row < prob.m() && col < prob.n()) prob.store(bi, row, col, acc[i][j]);
             }
         }
     }
@@ -297,12 +304,13 @@ struct ChunkReader {
     enum { P = R * BK / 8 / RT_GEMM_THREADS };
     const unsigned short* ptr[P];   // element (r0 + r, kk) of chunk q, r and kk its first
     int r[P], kk[P];
-    rt_int64 stride_r, stride_k, rows, r0;
+    rt_int64 stride_r, stride_k, rows, r0, depth;
     bool along_k, vector;
 
     __device__ __forceinline__ ChunkReader(const unsigned short* base, rt_int64 stride_r_,
-                                           rt_int64 stride_k_, rt_int64 rows_, rt_int64 r0_)
-        : stride_r(stride_r_), stride_k(stride_k_), rows(rows_), r0(r0_) {
+                                           rt_int64 stride_k_, rt_int64 rows_, rt_int64 r0_,
+                                           rt_int64 depth_)
+        : stride_r(stride_r_), stride_k(stride_k_), rows(rows_), r0(r0_), depth(depth_) {
         along_k = stride_k == 1;
         const rt_int64 other = along_k ? stride_r : stride_k;
         vector = (along_k || stride_r == 1) && other % 8 == 0 &&
@@ -321,7 +329,7 @@ struct ChunkReader {
         }
     }
 
-    __device__ __forceinline__ void load(rt_int64 k0, rt_int64 depth, uint4 (&reg)[P]) const {
+    __device__ __forceinline__ void load(rt_int64 k0, uint4 (&reg)[P]) const {
 #pragma unroll
         for (int q = 0; q < P; ++q) {
             const rt_int64 gr = r0 + r[q], gk = k0 + kk[q];
@@ -363,27 +371,25 @@ struct ChunkReader {
     }
 };
 
-template <typename T>
-__global__ void __launch_bounds__(RT_GEMM_THREADS)
-mma_gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
+// The body of the tensor-core kernels, for any product problem (see MatrixProduct below).
+template <typename T, typename Problem>
+__device__ __forceinline__ void mma_product(const Problem& prob) {
     enum { BM = RT_MMA_BM, BN = RT_MMA_BN, BK = RT_MMA_BK, ROW = RT_MMA_BK + RT_MMA_PAD };
     static_assert((ROW * 2) % 16 == 0, "16-byte aligned shared rows");
     // 16-bit elements as their bits: the tensor cores read them, nothing here computes.
     __shared__ __align__(16) unsigned short As[2][BM][ROW];
     __shared__ __align__(16) unsigned short Bs[2][BN][ROW];
-    const unsigned short* a_bits = reinterpret_cast<const unsigned short*>(a);
-    const unsigned short* b_bits = reinterpret_cast<const unsigned short*>(b);
+    typedef typename Problem::template MmaA<BM, BK> AReader;
+    typedef typename Problem::template MmaB<BN, BK> BReader;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane >> 2, t4 = lane & 3;
     const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;    // the warp tile's corner
     const rt_int64 m0 = (rt_int64)blockIdx.y * BM, n0 = (rt_int64)blockIdx.x * BN;
 
-    for (rt_int64 bi = blockIdx.z; bi < p.batch; bi += gridDim.z) {
-        const ChunkReader<BM, BK> a_tiles(a_bits + bi * p.a_strides[0], p.a_strides[1],
-                                          p.a_strides[2], p.m, m0);
-        const ChunkReader<BN, BK> b_tiles(b_bits + bi * p.b_strides[0], p.b_strides[2],
-                                          p.b_strides[1], p.n, n0);
+    for (rt_int64 bi = blockIdx.z; bi < prob.batch(); bi += gridDim.z) {
+        const AReader a_tiles = prob.template mma_a<BM, BK>(bi, m0);
+        const BReader b_tiles = prob.template mma_b<BN, BK>(bi, n0);
         float acc[4][4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
@@ -392,11 +398,11 @@ mma_gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input
 #pragma unroll
                 for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
 
-        uint4 a_reg[ChunkReader<BM, BK>::P], b_reg[ChunkReader<BN, BK>::P];
-        const rt_int64 tiles = (p.k + BK - 1) / BK;
+        uint4 a_reg[AReader::P], b_reg[BReader::P];
+        const rt_int64 tiles = (prob.k() + BK - 1) / BK;
         if (tiles > 0) {
-            a_tiles.load(0, p.k, a_reg);
-            b_tiles.load(0, p.k, b_reg);
+            a_tiles.load(0, a_reg);
+            b_tiles.load(0, b_reg);
             a_tiles.store(As[0], a_reg);
             b_tiles.store(Bs[0], b_reg);
         }
@@ -405,8 +411,8 @@ mma_gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input
             const int buf = (int)(t & 1);
             const bool more = t + 1 < tiles;
             if (more) {  // the next tile's loads, in flight during this tile's products
-                a_tiles.load((t + 1) * BK, p.k, a_reg);
-                b_tiles.load((t + 1) * BK, p.k, b_reg);
+                a_tiles.load((t + 1) * BK, a_reg);
+                b_tiles.load((t + 1) * BK, b_reg);
             }
 #pragma unroll
             for (int ks = 0; ks < BK; ks += 16) {
@@ -445,8 +451,71 @@ mma_gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input
                 for (int c = 0; c < 4; ++c) {
                     const rt_int64 row = m0 + wm + i * 16 + g + (c >= 2 ? 8 : 0);
                     const rt_int64 col = n0 + wn + j * 8 + 2 * t4 + (c & 1);
-                    if (row < p.m && col < p.n)
-                        store_result(p, out, input, bi, row, col, acc[i][j][c]);
+                    if (row < prob.m() && col < prob.n()) prob.store(bi, row, col, acc[i][j][c]);
                 }
     }
+}
+
+// --- the matrix products: problem and kernels -------------------------------------------------
+//
+// A product problem tells simt_product / mma_product its sizes, how to read its operands'
+// tiles and where each result goes: batch(), m(), n(), k(); reader types SimtA/SimtB
+// (T elements, with `k_fast` and load(k0, regs)) and MmaA/MmaB (16-byte chunks of 16-bit bits,
+// with load(k0, regs) and store(tile, regs)) made by simt_a/simt_b/mma_a/mma_b(bi, first row);
+// store(bi, row, col, acc) for row < m(), col < n(). B's readers take the product's columns
+// as their rows (its tiles are stored column by column). conv.cu defines the convolutions'.
+// It refers to the kernel's parameter block rather than copying it (a copy costs the CUDA-core
+// kernel 20 more registers).
+template <typename T>
+struct MatrixProduct {
+    const GemmArgs& p;
+    T* out;
+    const T *a, *b, *input;
+
+    __device__ __forceinline__ rt_int64 batch() const { return p.batch; }
+    __device__ __forceinline__ rt_int64 m() const { return p.m; }
+    __device__ __forceinline__ rt_int64 n() const { return p.n; }
+    __device__ __forceinline__ rt_int64 k() const { return p.k; }
+
+    template <int R, int BK> using SimtA = TileReader<T, R, BK>;
+    template <int R, int BK> using SimtB = TileReader<T, R, BK>;
+    template <int R, int BK> using MmaA = ChunkReader<R, BK>;
+    template <int R, int BK> using MmaB = ChunkReader<R, BK>;
+
+    template <int R, int BK>
+    __device__ __forceinline__ SimtA<R, BK> simt_a(rt_int64 bi, rt_int64 m0) const {
+        return SimtA<R, BK>(a + bi * p.a_strides[0], p.a_strides[1], p.a_strides[2], p.m, m0,
+                            p.k);
+    }
+    template <int R, int BK>
+    __device__ __forceinline__ SimtB<R, BK> simt_b(rt_int64 bi, rt_int64 n0) const {
+        return SimtB<R, BK>(b + bi * p.b_strides[0], p.b_strides[2], p.b_strides[1], p.n, n0,
+                            p.k);
+    }
+    template <int R, int BK>
+    __device__ __forceinline__ MmaA<R, BK> mma_a(rt_int64 bi, rt_int64 m0) const {
+        return MmaA<R, BK>(reinterpret_cast<const unsigned short*>(a) + bi * p.a_strides[0],
+                           p.a_strides[1], p.a_strides[2], p.m, m0, p.k);
+    }
+    template <int R, int BK>
+    __device__ __forceinline__ MmaB<R, BK> mma_b(rt_int64 bi, rt_int64 n0) const {
+        return MmaB<R, BK>(reinterpret_cast<const unsigned short*>(b) + bi * p.b_strides[0],
+                           p.b_strides[2], p.b_strides[1], p.n, n0, p.k);
+    }
+    template <typename A>
+    __device__ __forceinline__ void store(rt_int64 bi, rt_int64 row, rt_int64 col, A acc) const {
+        store_result(p, out, input, bi, row, col, acc);
+    }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(RT_GEMM_THREADS)
+gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
+    simt_product<T>(MatrixProduct<T>{p, out, a, b, input});
+}
+
+template <typename T>
+__global__ void __launch_bounds__(RT_GEMM_THREADS)
+mma_gemm_kernel(const GemmArgs p, T* out, const T* a, const T* b, const T* input) {
+    mma_product<T>(MatrixProduct<T>{p, out, a, b, input});
 }
