@@ -296,3 +296,181 @@ def test_layer_norm_with_mixed_parameter_dtypes_declines(device_kind):
     expected = reference(lambda a, w: F.layer_norm(a, (8,), w), x, weight)
     np.testing.assert_array_equal(host(got), host(expected))
     assert plugins.fallbacks() == {("native_layer_norm", "cuda", reftorch.float16): 1}
+
+
+# --- argmax, argmin, max.dim, min.dim -----------------------------------------------------------
+
+def tied_values(shape, dtype_name, seed):
+    """Small whole numbers (many ties, -0.0 and +0.0 among them) with NaN, inf and -inf
+    sprinkled in: the cases where an index choice can go wrong."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 4, shape).astype(np.float32)
+    a[rng.random(shape) < 0.3] *= -1   # signed zeros: 0 * -1 is -0.0
+    flat = a.reshape(-1)
+    for special, share in ((np.nan, 0.002), (np.inf, 0.002), (-np.inf, 0.002)):
+        flat[rng.random(flat.size) < share] = special
+    return reftorch.tensor(a).to(getattr(reftorch, dtype_name))
+
+
+ARG = {
+    "argmax": lambda x, dim, keepdim: x.argmax(dim, keepdim=keepdim),
+    "argmin": lambda x, dim, keepdim: x.argmin(dim, keepdim=keepdim),
+    "max_dim": lambda x, dim, keepdim: tuple(x.max(dim, keepdim=keepdim)),
+    "min_dim": lambda x, dim, keepdim: tuple(x.min(dim, keepdim=keepdim)),
+}
+# (input layout from a (6, 5, 300) tensor, dim, keepdim); dim None: argmax's flattened tensor
+ARG_CASES = {
+    "flattened": (lambda x: x, None, False),
+    "flattened_keepdim": (lambda x: x, None, True),
+    "flattened_transposed": (lambda x: x.transpose(0, 2), None, False),
+    "last_dim": (lambda x: x, -1, False),
+    "first_dim_keepdim": (lambda x: x, 0, True),
+    "middle_dim": (lambda x: x, 1, False),
+    "transposed": (lambda x: x.transpose(0, 2), 0, False),
+    "strided_slice": (lambda x: x[::2, 1:, ::3], 2, True),
+    "broadcast_ties": (lambda x: x[:, :1].expand(6, 5, 300), 1, False),
+    "zero_dim": (lambda x: x[1, 2, 3], 0, False),
+    "zero_dim_flattened": (lambda x: x[1, 2, 3], None, True),
+    "empty_kept": (lambda x: x[:0], 2, False),
+}
+
+
+def assert_same(got, expected, err_msg):
+    """Tensors (or tuples of them) equal bit for bit: values with their signs, NaN where NaN;
+    int64 indices exactly."""
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected), err_msg
+        for g, e in zip(got, expected):
+            assert_same(g, e, err_msg)
+        return
+    if expected.dtype is reftorch.int64:
+        assert got.is_cuda and got.dtype is reftorch.int64 and got.shape == expected.shape, \
+            err_msg
+        np.testing.assert_array_equal(got.cpu()._np, expected._np, err_msg=err_msg)
+    else:
+        assert_close(got, expected, False, err_msg=err_msg)
+
+
+@pytest.mark.parametrize("op", ARG)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_arg_reductions_match_the_cpu_reference(device_kind, dtype_name, op):
+    fn = ARG[op]
+    base_x = tied_values((6, 5, 300), dtype_name, 21)
+    plugins.reset_fallbacks()
+    for case, (arrange, dim, keepdim) in ARG_CASES.items():
+        if dim is None and op.endswith("_dim"):
+            continue   # max(x) / min(x) are the values-only reductions above
+        x = arrange(base_x)
+        expected = reference(fn, x, dim, keepdim)
+        got = fn(arrange(base_x.cuda()), dim, keepdim)
+        assert_same(got, expected, case)
+    assert plugins.fallbacks() == {}
+
+
+ARG_ROWS = {  # a row -> what makes it hard
+    "first_nan_wins": [1.0, np.nan, 5.0, np.nan, np.inf],
+    "inf_ties": [np.inf, -np.inf, np.inf, -np.inf, 0.0],
+    "signed_zero_ties": [-0.0, 0.0, -0.0, 0.0, -0.0],
+    "zero_ties_plus_first": [0.0, -0.0, 0.0, -1.0, 1e-30],
+    "all_nan": [np.nan] * 5,
+    "all_minus_inf": [-np.inf] * 5,
+}
+
+
+@pytest.mark.parametrize("op", ARG)
+def test_arg_reductions_nan_inf_and_signed_zeros(device_kind, op):
+    rows = np.array(list(ARG_ROWS.values()), dtype=np.float32)
+    for dtype_name in FLOATS:
+        x = reftorch.tensor(rows).to(getattr(reftorch, dtype_name))
+        for dim in (1, 0):
+            expected = reference(ARG[op], x, dim, False)
+            assert_same(ARG[op](x.cuda(), dim, False), expected, f"{dtype_name} dim {dim}")
+
+
+@pytest.mark.parametrize("op", ARG)
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_long_arg_reductions_run_in_two_launches(device_kind, dtype_name, op):
+    """More than CHUNK elements per output: ties and NaN across chunks (the first NaN and the
+    best values sit in later chunks too)."""
+    from reftorch_cuda.ops_reduce import CHUNK
+    base_x = tied_values((2, 3, 20000), dtype_name, 22)
+    base_x[0, 0, CHUNK + 5] = float("nan")   # the only NaN of its row sits in the second chunk
+    base_x[0, 0, :CHUNK + 5].clamp_(-3, 3)
+    base_x[1, 2, CHUNK + 1:] = 50.0          # the largest values only in the second chunk
+    plugins.reset_fallbacks()
+    for case, (arrange, dim) in {"flattened": (lambda x: x, None),
+                                 "last_dim": (lambda x: x, 2),
+                                 "transposed": (lambda x: x.transpose(0, 2), 0),
+                                 "strided": (lambda x: x[:, ::2, :].transpose(1, 2), 1)}.items():
+        if dim is None and op.endswith("_dim"):
+            continue
+        x = arrange(base_x)
+        expected = reference(ARG[op], x, dim, False)
+        got = ARG[op](arrange(base_x.cuda()), dim, False)
+        assert_same(got, expected, case)
+    if device_kind is not None:
+        assert any(k.startswith("arg_chunks_kernel") for k in device_kind.launches)
+    assert plugins.fallbacks() == {}
+
+
+def test_arg_reductions_of_empty_reductions_raise_as_the_reference(device_kind):
+    x = reftorch.zeros(3, 0)
+    for fn in (lambda t: t.argmax(1), lambda t: t.max(1), lambda t: t.argmin()):
+        with pytest.raises(Exception) as expected:
+            reference(fn, x)
+        with pytest.raises(type(expected.value)):
+            fn(x.cuda())
+
+
+# --- sums of bool and integer tensors -----------------------------------------------------------
+
+INTS = ["bool", "uint8", "int8", "int16", "int32", "int64"]
+
+
+def int_values(shape, dtype_name, seed):
+    rng = np.random.default_rng(seed)
+    dtype = getattr(reftorch, dtype_name)
+    if dtype_name == "bool":
+        return reftorch.tensor(rng.random(shape) < 0.5)
+    info = np.iinfo(dtype.numpy_dtype)
+    return reftorch.tensor(rng.integers(info.min, info.max, shape, dtype=np.int64,
+                                        endpoint=True).astype(dtype.numpy_dtype))
+
+
+@pytest.mark.parametrize("dtype_name", INTS)
+def test_integer_sums_are_exact_int64(device_kind, dtype_name):
+    base_x = int_values((6, 5, 300), dtype_name, 23)
+    long_x = int_values((2, 3, 20000), dtype_name, 24)
+    plugins.reset_fallbacks()
+    sum_ = REDUCE["sum"]
+    for case, (arrange, dims, keepdim) in REDUCE_CASES.items():
+        expected = reference(sum_, arrange(base_x), dims, keepdim)
+        assert_same(sum_(arrange(base_x.cuda()), dims, keepdim), expected, case)
+    for case, (arrange, dims) in LONG_REDUCE_CASES.items():
+        expected = reference(sum_, arrange(long_x), dims, False)
+        assert_same(sum_(arrange(long_x.cuda()), dims, False), expected, "long " + case)
+    assert plugins.fallbacks() == {}
+
+
+def test_int64_sums_wrap_as_the_reference(device_kind):
+    big = reftorch.tensor(np.full((3, 20000), 2 ** 62 + 12345, dtype=np.int64))
+    for fn in (lambda t: t.sum(), lambda t: t.sum(1), lambda t: t[:, :100].sum(0)):
+        assert_same(fn(big.cuda()), reference(fn, big), "wrap")
+
+
+def test_accuracy_count_and_declined_integer_dtype(device_kind):
+    """(pred == target).sum(): the eval loop's count, on the device; sum(dtype=int32) of an
+    integer tensor declines to the counted fallback."""
+    logits = finite_values((64, 10), "float32", 25)
+    target = reftorch.tensor(np.random.default_rng(26).integers(0, 10, 64))
+    plugins.reset_fallbacks()
+    on = logits.cuda().argmax(1)
+    correct = (on == target.cuda()).sum()
+    expected = reference(lambda a, t: (a.argmax(1) == t).sum(), logits, target)
+    assert_same(correct, expected, "accuracy")
+    assert correct.item() == int(expected)
+    assert plugins.fallbacks() == {}
+    ints = target.to(reftorch.int32)
+    got = ints.cuda().sum(dtype=reftorch.int32)
+    assert got.dtype is reftorch.int32 and got.item() == int(target.sum())
+    assert plugins.fallbacks() == {("sum", "cuda", reftorch.int32): 1}
