@@ -104,15 +104,29 @@ def cumsum_expression(dtype_name):
     return f"cumsum_kernel<{INT_TYPES[dtype_name]}, WrappingSumOp, long long, long long>"
 
 
-REDUCE = Program("reduce.cu", tuple(dict.fromkeys(
+# reduce.cu's instantiations, as five programs: NVRTC's time grows with the instantiations
+# (about 0.14 s each on a 2-core x86-64), and a program is compiled on the first launch of any
+# of its kernels, so a first `sum` does not wait for the arg, variance, norm and scan kernels.
+REDUCE = Program("reduce.cu", tuple(
     [reduce_expression(s, name, kernel) for kernel in KERNELS
      for s in dict.fromkeys(REDUCE_OPS.values()) for name in FLOAT_TYPES]
-    + [e for name in INT_TYPES for e in int_sum_kernels(name)]
-    + [e for op in NORM_OPS.values() for name in FLOAT_TYPES for e in float_kernels(op, name)]
-    + [e for name in FLOAT_TYPES for std in (False, True) for e in variance_kernels(name, std)]
-    + [e for name in FLOAT_TYPES for largest in (True, False) for e in arg_kernels(name, largest)]
-    + [cumsum_expression(name) for name in (*FLOAT_TYPES, *INT_TYPES)])))
-PROGRAMS = (REDUCE,)
+    + list(dict.fromkeys(e for name in INT_TYPES for e in int_sum_kernels(name)))))
+REDUCE_NORM = Program("reduce.cu", tuple(dict.fromkeys(
+    e for op in NORM_OPS.values() for name in FLOAT_TYPES for e in float_kernels(op, name)
+    if not REDUCE.has(e))))   # the norms' partials but NormTwoOp's are the plain ops'
+REDUCE_VARIANCE = Program("reduce.cu", tuple(dict.fromkeys(
+    e for name in FLOAT_TYPES for std in (False, True) for e in variance_kernels(name, std))))
+REDUCE_ARG = Program("reduce.cu", tuple(
+    e for name in FLOAT_TYPES for largest in (True, False) for e in arg_kernels(name, largest)))
+REDUCE_SCAN = Program("reduce.cu", tuple(
+    cumsum_expression(name) for name in (*FLOAT_TYPES, *INT_TYPES)))
+PROGRAMS = (REDUCE, REDUCE_NORM, REDUCE_VARIANCE, REDUCE_ARG, REDUCE_SCAN)
+# the program that holds each instantiation (a chunked norm or var also launches REDUCE's)
+PROGRAM_OF = {e: program for program in PROGRAMS for e in program.name_expressions}
+
+
+def _launch_blocks(expression, rows, t, args):
+    launch_blocks(PROGRAM_OF[expression], expression, rows, t, args)
 
 
 def _computation_dtype(dtype):
@@ -174,15 +188,15 @@ def _launch(kernels, t, result, geometries):
     outer, inner = geometries
     n, outputs = inner.numel, result.numel()
     if n <= CHUNK:
-        launch_blocks(REDUCE, single, outputs, t, (outer, inner, pointer(result), pointer(t)))
+        _launch_blocks(single, outputs, t, (outer, inner, pointer(result), pointer(t)))
         return
     chunks = _chunking(n)
     # the chunks' results, unrounded: in the computation type (float for the 16-bit types)
     partials = Tensor._empty((outputs * chunks,), _computation_dtype(t.dtype), t.device)
-    launch_blocks(REDUCE, chunked, outputs * chunks, t,
+    _launch_blocks(chunked, outputs * chunks, t,
                   (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks),
                    pointer(partials), pointer(t)))
-    launch_blocks(REDUCE, combined, outputs, t, (outer, ctypes.c_int64(chunks),
+    _launch_blocks(combined, outputs, t, (outer, ctypes.c_int64(chunks),
                                                  ctypes.c_int64(n), pointer(result),
                                                  pointer(partials)))
 
@@ -274,22 +288,22 @@ def _launch_variance(t, result, geometries, correction, std):
     dof = ctypes.c_double(float(max(n - correction, 0)))
     single, deviations, finish = variance_kernels(name, std)
     if n <= CHUNK:
-        launch_blocks(REDUCE, single, outputs, t, (outer, inner, dof, pointer(result),
+        _launch_blocks(single, outputs, t, (outer, inner, dof, pointer(result),
                                                    pointer(t)))
         return
     chunks, computation = _chunking(n), _computation_dtype(t.dtype)
     partials = Tensor._empty((outputs * chunks,), computation, t.device)
     centres = Tensor._empty((outputs,), computation, t.device)
     chunk_args = (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks))
-    launch_blocks(REDUCE, float_kernels("SumOp", name)[1], outputs * chunks, t,
+    _launch_blocks(float_kernels("SumOp", name)[1], outputs * chunks, t,
                   (*chunk_args, pointer(partials), pointer(t)))
-    launch_blocks(REDUCE, centre_kernel(name), outputs, t,
+    _launch_blocks(centre_kernel(name), outputs, t,
                   (_dense_outer(outer), ctypes.c_int64(chunks), ctypes.c_int64(n),
                    pointer(centres), pointer(partials)))
     # the same partials buffer again: the stream runs the launches in order
-    launch_blocks(REDUCE, deviations, outputs * chunks, t,
+    _launch_blocks(deviations, outputs * chunks, t,
                   (*chunk_args, pointer(centres), pointer(partials), pointer(t)))
-    launch_blocks(REDUCE, finish, outputs, t, (outer, ctypes.c_int64(chunks), dof,
+    _launch_blocks(finish, outputs, t, (outer, ctypes.c_int64(chunks), dof,
                                                pointer(result), pointer(partials)))
 
 
@@ -333,16 +347,16 @@ def _launch_arg(t, indices, values, outer, inner, largest):
     n, outputs = inner.numel, indices.numel()
     values_pointer = ctypes.c_uint64(0) if values is None else pointer(values)
     if n <= CHUNK:
-        launch_blocks(REDUCE, single, outputs, t, (outer, inner, pointer(indices),
+        _launch_blocks(single, outputs, t, (outer, inner, pointer(indices),
                                                    values_pointer, pointer(t)))
         return
     chunks = _chunking(n)
     partial_values = Tensor._empty((outputs * chunks,), _computation_dtype(t.dtype), t.device)
     partial_indices = Tensor._empty((outputs * chunks,), D.int64, t.device)
-    launch_blocks(REDUCE, chunked, outputs * chunks, t,
+    _launch_blocks(chunked, outputs * chunks, t,
                   (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks),
                    pointer(partial_values), pointer(partial_indices), pointer(t)))
-    launch_blocks(REDUCE, combined, outputs, t,
+    _launch_blocks(combined, outputs, t,
                   (outer, inner, ctypes.c_int64(chunks), pointer(indices), values_pointer,
                    pointer(partial_values), pointer(partial_indices), pointer(t)))
 
@@ -371,7 +385,7 @@ def cumsum_kernel(out, inputs, dtypes, params):
         return NotImplemented
     if result.numel():
         storage = t._storage
-        storage._driver.launch(storage._index, REDUCE, cumsum_expression(t.dtype.name),
+        storage._driver.launch(storage._index, REDUCE_SCAN, cumsum_expression(t.dtype.name),
                                math.prod(rows[0]), (geometry_struct(*rows), ctypes.c_int64(n),
                                                     *map(ctypes.c_int64, steps),
                                                     pointer(result), pointer(t)))
