@@ -337,7 +337,25 @@ REDUCE_THREADS = int(re.search(r"#define RT_BLOCK_THREADS (\d+)",
 REDUCERS = {  # (identity, combine)
     "Sum": (0.0, np.add), "Mean": (0.0, np.add),
     "Amax": (-np.inf, lambda a, b: _maximum(a, b)), "Amin": (np.inf, lambda a, b: _minimum(a, b)),
+    "WrappingSum": (0, np.add),   # int64: NumPy's integer adds wrap
+    "NormOne": (0.0, np.add), "NormTwo": (0.0, np.add),
+    "NormInf": (-np.inf, lambda a, b: _maximum(a, b)),
+    "NormNegInf": (np.inf, lambda a, b: _minimum(a, b)),
 }
+# What the norms combine of each element (the others: the element itself).
+TERMS = {"NormOne": np.abs, "NormTwo": lambda x: x * x, "NormInf": np.abs, "NormNegInf": np.abs}
+TYPES = {**STORAGE, **INTS}
+
+
+def reduce_types(match, first):
+    """(storage, accumulation, output) types of a reduce kernel whose name expression has the
+    input type at group `first` and the op at `first + 1`, then optionally the accumulation and output types (bool and
+    integer sums: long long); defaults: compute_type and the input type."""
+    storage = TYPES[match.group(first)]
+    named = [match.group(first + k) for k in (2, 3)]   # after the op's group
+    default = np.int64 if np.dtype(storage).kind in "biu" else compute_type(storage)
+    return (storage, TYPES[named[0]] if named[0] else default,
+            TYPES[named[1]] if named[1] else storage)
 
 
 def _block_reduce(values, identity, combine):
@@ -373,7 +391,7 @@ def block_order_reduce(values, identity, combine, chunk):
     return _block_reduce(partials, identity, combine)
 
 
-def _reduced_values(driver, outer_address, inner_address, in_address, storage):
+def _reduced_values(driver, outer_address, inner_address, in_address, storage, compute=None):
     """(outer shape, output strides, input values as (outer..., n) in the computation type)."""
     outer_shape, (out_strides, in_strides) = geometry(outer_address, 2)
     inner_shape, (inner_strides,) = geometry_allowing_empty(inner_address, 1)
@@ -381,38 +399,53 @@ def _reduced_values(driver, outer_address, inner_address, in_address, storage):
     source = driver.view(in_address, storage, outer_shape + inner_shape,
                          in_strides + inner_strides) if n else \
         np.zeros(outer_shape + (0,), storage)
-    return outer_shape, out_strides, source.astype(compute_type(storage)).reshape(
-        outer_shape + (n,))
+    compute = compute_type(storage) if compute is None else compute
+    return outer_shape, out_strides, source.astype(compute).reshape(outer_shape + (n,))
 
 
 def _finish(op, total, n):
-    return total / total.dtype.type(n) if op == "Mean" else total
+    if op == "Mean":
+        return total / total.dtype.type(n)
+    return np.sqrt(total) if op == "NormTwo" else total
 
 
-@emulates(r"reduce_kernel<(.+), (\w+)Op>")
+def _terms(op, values):
+    return TERMS[op](values) if op in TERMS else values
+
+
+# name expressions: <T, Op> or <T, Op, A, Out> (reduce_chunks_kernel: <T, Op, A>)
+TYPED_OP = r"([\w ]+), (\w+)Op(?:, ([\w ]+))?(?:, ([\w ]+))?"
+
+
+@emulates(rf"reduce_kernel<{TYPED_OP}>")
 def reduce(driver, match, grid, block, shared, params):
     assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
     p = slots(params, 4)      # (outer geometry, inner geometry, out, in)
-    storage = STORAGE[match.group(1)]
-    shape, out_strides, values = _reduced_values(driver, p[0], p[1], pointer(p[3]), storage)
-    out = driver.view(pointer(p[2]), storage, shape, out_strides)
-    identity, combine = REDUCERS[match.group(2)]
+    storage, compute, out_type = reduce_types(match, 1)
+    op = match.group(2)
+    shape, out_strides, values = _reduced_values(driver, p[0], p[1], pointer(p[3]), storage,
+                                                 compute)
+    out = driver.view(pointer(p[2]), out_type, shape, out_strides)
+    identity, combine = REDUCERS[op]
     with np.errstate(all="ignore"):
-        total = _block_reduce(values, values.dtype.type(identity), combine)
-        out[...] = _finish(match.group(2), total, values.shape[-1]).astype(storage)
+        total = _block_reduce(_terms(op, values), values.dtype.type(identity), combine)
+        out[...] = _finish(op, total, values.shape[-1]).astype(out_type)
 
 
-@emulates(r"reduce_chunks_kernel<(.+), (\w+)Op>")
+@emulates(rf"reduce_chunks_kernel<{TYPED_OP}>")
 def reduce_chunks(driver, match, grid, block, shared, params):
     """Each chunk of `chunk` elements (the last one shorter) combined in the block order."""
     assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
+    assert match.group(4) is None
     p = slots(params, 6)      # (outer, inner, int64 chunk, int64 chunks, partials, in)
-    storage = STORAGE[match.group(1)]
-    shape, _, values = _reduced_values(driver, p[0], p[1], pointer(p[5]), storage)
+    storage, compute, _ = reduce_types(match, 1)
+    op = match.group(2)
+    shape, _, values = _reduced_values(driver, p[0], p[1], pointer(p[5]), storage, compute)
+    values = _terms(op, values)
     chunk, chunks = (ctypes.c_int64.from_address(p[k]).value for k in (2, 3))
     n = values.shape[-1]
     assert chunks == -(-n // chunk) and chunks > 1
-    identity, combine = REDUCERS[match.group(2)]
+    identity, combine = REDUCERS[op]
     c = values.dtype.type
     padded = np.concatenate([values, np.full(shape + (chunks * chunk - n,), c(identity))], -1)
     partials = driver.view(pointer(p[4]), values.dtype, shape + (chunks,), tuple(
@@ -422,21 +455,22 @@ def reduce_chunks(driver, match, grid, block, shared, params):
                                       combine)
 
 
-@emulates(r"reduce_partials_kernel<(.+), (\w+)Op>")
+@emulates(rf"reduce_partials_kernel<{TYPED_OP}>")
 def reduce_partials(driver, match, grid, block, shared, params):
+    """The chunks' results (terms already: no TERMS here) combined, then finished."""
     assert grid[1:] == (1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
     p = slots(params, 5)      # (outer, int64 chunks, int64 n, out, partials)
-    storage = STORAGE[match.group(1)]
+    _, c, out_type = reduce_types(match, 1)
+    op = match.group(2)
     shape, (out_strides, _) = geometry(p[0], 2)
     chunks, n = (ctypes.c_int64.from_address(p[k]).value for k in (1, 2))
-    c = compute_type(storage)
     partials = driver.view(pointer(p[4]), c, shape + (chunks,), tuple(
         int(np.prod(shape[d + 1:])) * chunks for d in range(len(shape))) + (1,))
-    out = driver.view(pointer(p[3]), storage, shape, out_strides)
-    identity, combine = REDUCERS[match.group(2)]
+    out = driver.view(pointer(p[3]), out_type, shape, out_strides)
+    identity, combine = REDUCERS[op]
     with np.errstate(all="ignore"):
         total = _block_reduce(np.array(partials), c(identity), combine)
-        out[...] = _finish(match.group(2), total, n).astype(storage)
+        out[...] = _finish(op, total, n).astype(out_type)
 
 
 # --- softmax.cu -------------------------------------------------------------------------------
@@ -516,10 +550,11 @@ def layer_norm(driver, match, grid, block, shared, params):
 
 
 # --- the other kernel families (index, gemm, conv, loss, batchnorm, pointwise, masked, sort,
-# pool): in their own modules (registered by importing them) ---------------------------
+# pool, and reduce.cu's var/std, arg and cumsum kernels): in their own modules (registered by
+# importing them) ------------------------------------------------------------------------
 from spec_tests import (cuda_emulation_conv, cuda_emulation_gemm,  # noqa: E402
                         cuda_emulation_index, cuda_emulation_nn, cuda_emulation_pointwise,
-                        cuda_emulation_pool, cuda_emulation_sort)
+                        cuda_emulation_pool, cuda_emulation_reduce, cuda_emulation_sort)
 EMULATION_MODULES = (cuda_emulation_index, cuda_emulation_gemm, cuda_emulation_conv,
                      cuda_emulation_nn, cuda_emulation_pointwise, cuda_emulation_sort,
-                     cuda_emulation_pool)
+                     cuda_emulation_pool, cuda_emulation_reduce)

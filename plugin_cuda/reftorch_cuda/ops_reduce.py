@@ -1,18 +1,40 @@
-"""Reductions on cuda (kernels/reduce.cu): sum, mean, amax, amin (and max/min over every
-element, which share amax/amin's kernel) over any dims, for the four float dtypes; and
-sum_to_size (the sum autograd uses to undo broadcasting, e.g. a bias's gradient), which is
-sum over the leading and the expanded dims.
+"""Reductions on cuda (kernels/reduce.cu), over any dims (keepdim, any strides, 0-dim and
+empty tensors where the reference allows them):
 
-The kernel reduces one output element per block in a fixed order (see reduce.cu), so results
-do not depend on the launch; sums differ from the reference's pairwise NumPy sum by rounding
-only. A reduction of more than CHUNK elements per output runs in two launches: fixed chunks
-of CHUNK elements, one block each, then one block per output over the chunks' results (a
-full sum of 64M elements would otherwise be one block's work). sum/mean with a `dtype=` other
-than the input's decline (the reference converts first).
+    sum, mean, amax, amin    the four float dtypes (max/min of every element share amax/amin)
+    sum                      bool and integer tensors, into int64 (wrapping as NumPy)
+    sum_to_size              sum over the leading and the expanded dims (how autograd undoes
+                             broadcasting, e.g. a bias's gradient)
+    norm                     p = 2, 1, inf, -inf, the four float dtypes
+    var, std                 any correction, the four float dtypes
+    argmax, argmin           along one dim or over the flattened tensor, the four float dtypes
+    max.dim, min.dim         (values, int64 indices) along one dim, the four float dtypes
+    cumsum                   along any dim: the four float dtypes, and bool / integer tensors
+                             into int64
+
+The kernels reduce one output element per block in a fixed order (see reduce.cu), so results
+depend on the shapes alone, never on the launch. The numerical contract against the reference:
+  - sum, mean, norm p = 1 and 2: the block order's rounding, not NumPy's pairwise one, so
+    within both orders' rounding bounds (about (n / 256 + 8 + log2 n) eps of the sum of |x|).
+  - var, std: the reference's two passes (the mean, then the sum of squared deviations over
+    max(n - correction, 0)), each sum in the block order: within the sums' bounds.
+  - amax, amin, max, min, norm p = inf and -inf, argmax, argmin, max.dim, min.dim: exact. NaN
+    propagates and an index is the first occurrence (the first NaN when there is one), as
+    NumPy's argmax; max.dim's values are copied from the input element chosen.
+  - integer sums and cumsums: exact (int64, wrapping). Float cumsum: one thread per row adds
+    in index order, as the reference's add.accumulate does: bit for bit.
+A reduction of more than CHUNK elements per output runs in two launches: fixed chunks of
+CHUNK elements, one block each, then one block per output over the chunks' results (a full
+sum of 64M elements would otherwise be one block's work); var/std take four (the mean's two,
+then the squared deviations' two).
+Declined (the reference runs, through the counted fallback): a `dtype=` other than the
+input's (int64 for bool / integer sums and cumsums), other norms' p, a correction that is not
+a number, and geometries with more than RT_MAX_DIMS dims after coalescing.
 """
 from __future__ import annotations
 
 import ctypes
+import math
 
 from reftorch import _dtype as D
 from reftorch._shape import contiguous_strides
@@ -20,12 +42,16 @@ from reftorch.autograd.grad_mode import no_grad
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
-from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, Program, geometry_struct, launch_blocks,
-                          max_dims, on_one_cuda_device, pointer)
+from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, INT_TYPES, Program, geometry_struct,
+                          launch_blocks, max_dims, on_one_cuda_device, pointer)
 
 REDUCE_OPS = {"sum": "SumOp", "mean": "MeanOp", "amax": "AmaxOp", "amin": "AminOp",
               "max": "AmaxOp", "min": "AminOp"}
-
+NORM_OPS = {2.0: "NormTwoOp", 1.0: "NormOneOp", math.inf: "NormInfOp",
+            -math.inf: "NormNegInfOp"}
+# A norm's chunk results are terms already (|x|, x * x): combined by the plain op.
+PARTIALS_OP = {"NormOneOp": "SumOp", "NormInfOp": "AmaxOp", "NormNegInfOp": "AminOp"}
+INT_DTYPES = tuple(D.by_name(name) for name in INT_TYPES)
 
 # Elements per chunk of a two-launch reduction: 64 per thread of a 256-thread block. A constant,
 # so the summation order depends on the reduced element count alone.
@@ -37,10 +63,77 @@ def reduce_expression(op_struct, dtype_name, kernel="reduce_kernel"):
     return f"{kernel}<{FLOAT_TYPES[dtype_name]}, {op_struct}>"
 
 
+def float_kernels(op_struct, dtype_name):
+    """(one-launch, chunks, partials) kernels of a float reduction."""
+    return (reduce_expression(op_struct, dtype_name),
+            reduce_expression(op_struct, dtype_name, "reduce_chunks_kernel"),
+            reduce_expression(PARTIALS_OP.get(op_struct, op_struct), dtype_name,
+                              "reduce_partials_kernel"))
+
+
+def int_sum_kernels(dtype_name):
+    """(one-launch, chunks, partials) kernels of a bool / integer sum into long long."""
+    t = INT_TYPES[dtype_name]
+    return (f"reduce_kernel<{t}, WrappingSumOp, long long, long long>",
+            f"reduce_chunks_kernel<{t}, WrappingSumOp, long long>",
+            "reduce_partials_kernel<long long, WrappingSumOp>")
+
+
+def arg_kernels(dtype_name, largest):
+    t, flag = FLOAT_TYPES[dtype_name], "true" if largest else "false"
+    return tuple(f"{kernel}<{t}, {flag}>"
+                 for kernel in ("arg_reduce_kernel", "arg_chunks_kernel", "arg_partials_kernel"))
+
+
+def variance_kernels(dtype_name, std):
+    """(one-launch, squared-deviation chunks, their partials) kernels of var / std."""
+    t, flag = FLOAT_TYPES[dtype_name], "true" if std else "false"
+    return (f"variance_kernel<{t}, {flag}>", f"deviation_chunks_kernel<{t}>",
+            f"variance_partials_kernel<{t}, {flag}>")
+
+
+def centre_kernel(dtype_name):
+    """The chunked mean into the computation type (float for the 16-bit types)."""
+    return reduce_expression("MeanOp", "float64" if dtype_name == "float64" else "float32",
+                             "reduce_partials_kernel")
+
+
+def cumsum_expression(dtype_name):
+    if dtype_name in FLOAT_TYPES:
+        return f"cumsum_kernel<{FLOAT_TYPES[dtype_name]}, SumOp>"
+    return f"cumsum_kernel<{INT_TYPES[dtype_name]}, WrappingSumOp, long long, long long>"
+
+
+# reduce.cu's instantiations, as five programs: NVRTC's time grows with the instantiations
+# (about 0.14 s each on a 2-core x86-64), and a program is compiled on the first launch of any
+# of its kernels, so a first `sum` does not wait for the arg, variance, norm and scan kernels.
 REDUCE = Program("reduce.cu", tuple(
-    reduce_expression(s, name, kernel) for kernel in KERNELS
-    for s in dict.fromkeys(REDUCE_OPS.values()) for name in FLOAT_TYPES))
-PROGRAMS = (REDUCE,)
+    [reduce_expression(s, name, kernel) for kernel in KERNELS
+     for s in dict.fromkeys(REDUCE_OPS.values()) for name in FLOAT_TYPES]
+    + list(dict.fromkeys(e for name in INT_TYPES for e in int_sum_kernels(name)))))
+REDUCE_NORM = Program("reduce.cu", tuple(dict.fromkeys(
+    e for op in NORM_OPS.values() for name in FLOAT_TYPES for e in float_kernels(op, name)
+    if not REDUCE.has(e))))   # the norms' partials but NormTwoOp's are the plain ops'
+REDUCE_VARIANCE = Program("reduce.cu", tuple(dict.fromkeys(
+    e for name in FLOAT_TYPES for std in (False, True) for e in variance_kernels(name, std))))
+REDUCE_ARG = Program("reduce.cu", tuple(
+    e for name in FLOAT_TYPES for largest in (True, False) for e in arg_kernels(name, largest)))
+REDUCE_SCAN = Program("reduce.cu", tuple(
+    cumsum_expression(name) for name in (*FLOAT_TYPES, *INT_TYPES)))
+PROGRAMS = (REDUCE, REDUCE_NORM, REDUCE_VARIANCE, REDUCE_ARG, REDUCE_SCAN)
+# the program that holds each instantiation (a chunked norm or var also launches REDUCE's)
+PROGRAM_OF = {e: program for program in PROGRAMS for e in program.name_expressions}
+
+
+def _launch_blocks(expression, rows, t, args):
+    launch_blocks(PROGRAM_OF[expression], expression, rows, t, args)
+
+
+def _computation_dtype(dtype):
+    """The kernels' accumulation dtype: float64, int64 for bool / integers, else float32."""
+    if dtype.name in INT_TYPES:
+        return D.int64
+    return D.float64 if dtype is D.float64 else D.float32
 
 
 def _split(t, dims, keepdim):
@@ -57,7 +150,8 @@ def _split(t, dims, keepdim):
 
 def _geometries(t, result, kept, reduced, keepdim):
     """The kernel's `outer` (result, input over the kept dims) and `inner` (input over the
-    reduced dims) geometries, coalesced; None when either has too many dims."""
+    reduced dims, in their logical order: a position in it is a flat index) geometries,
+    coalesced; None when either has too many dims."""
     kept_out = [result._strides[d] for d in kept] if keepdim else list(result._strides)
     outer = coalesce([t._shape[d] for d in kept], [kept_out, [t._strides[d] for d in kept]])
     inner = coalesce([t._shape[d] for d in reduced], [[t._strides[d] for d in reduced]])
@@ -66,47 +160,87 @@ def _geometries(t, result, kept, reduced, keepdim):
     return geometry_struct(*outer), geometry_struct(*inner)
 
 
-def _launch(op_struct, t, result, geometries):
-    """One launch, or chunks then partials when an output reduces more than CHUNK elements."""
-    outer, inner = geometries
-    dtype, n, outputs = t.dtype, inner.numel, result.numel()
-    if n <= CHUNK:
-        launch_blocks(REDUCE, reduce_expression(op_struct, dtype.name), outputs, t,
-                      (outer, inner, pointer(result), pointer(t)))
-        return
-    chunks = -(-n // CHUNK)
-    # the chunks' results, unrounded: in the computation type (float for the 16-bit types)
-    partials = Tensor._empty((outputs * chunks,), D.float64 if dtype is D.float64 else
-                             D.float32, t.device)
-    launch_blocks(REDUCE, reduce_expression(op_struct, dtype.name, "reduce_chunks_kernel"),
-                  outputs * chunks, t, (outer, inner, ctypes.c_int64(CHUNK),
-                                        ctypes.c_int64(chunks), pointer(partials), pointer(t)))
-    launch_blocks(REDUCE, reduce_expression(op_struct, dtype.name, "reduce_partials_kernel"),
-                  outputs, t, (outer, ctypes.c_int64(chunks), ctypes.c_int64(n),
-                               pointer(result), pointer(partials)))
+def _one_input(out, inputs, dtypes):
+    """The single cuda input of a reduction whose dtype is one of `dtypes`, or None."""
+    if out is not None or len(inputs) != 1:
+        return None
+    t = inputs[0]
+    if t.dtype not in dtypes or not on_one_cuda_device((t,)):
+        return None
+    return t
 
+
+def _prepare(t, dims, keepdim, result_dtype):
+    """(result, (outer, inner) geometries), or None when the geometry does not fit."""
+    shape, kept, reduced = _split(t, dims, keepdim)
+    result = Tensor._empty(shape, result_dtype, t.device)
+    geometries = _geometries(t, result, kept, reduced, keepdim)
+    return None if geometries is None else (result, geometries)
+
+
+def _chunking(n):
+    return -(-n // CHUNK)
+
+
+def _launch(kernels, t, result, geometries):
+    """One launch, or chunks then partials when an output reduces more than CHUNK elements."""
+    single, chunked, combined = kernels
+    outer, inner = geometries
+    n, outputs = inner.numel, result.numel()
+    if n <= CHUNK:
+        _launch_blocks(single, outputs, t, (outer, inner, pointer(result), pointer(t)))
+        return
+    chunks = _chunking(n)
+    # the chunks' results, unrounded: in the computation type (float for the 16-bit types)
+    partials = Tensor._empty((outputs * chunks,), _computation_dtype(t.dtype), t.device)
+    _launch_blocks(chunked, outputs * chunks, t,
+                  (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks),
+                   pointer(partials), pointer(t)))
+    _launch_blocks(combined, outputs, t, (outer, ctypes.c_int64(chunks),
+                                                 ctypes.c_int64(n), pointer(result),
+                                                 pointer(partials)))
+
+
+def _reduce(t, dims, keepdim, kernels, result_dtype):
+    prepared = _prepare(t, dims, keepdim, result_dtype)
+    if prepared is None:
+        return NotImplemented
+    result, geometries = prepared
+    if result.numel():
+        _launch(kernels, t, result, geometries)
+    return result
+
+
+# --- sum, mean, amax, amin, norm ------------------------------------------------------------
 
 def reduce_kernel(op_name):
     def kernel(out, inputs, dtypes, params):
-        if out is not None or len(inputs) != 1:
+        t = _one_input(out, inputs, FLOAT_DTYPES)
+        if t is None or params.get("dtype", t.dtype) is not t.dtype:
             return NotImplemented
-        t = inputs[0]
-        dtype = t.dtype
-        if dtype.name not in FLOAT_TYPES or params.get("dtype", dtype) is not dtype:
-            return NotImplemented
-        if not on_one_cuda_device((t,)):
-            return NotImplemented
-        keepdim = bool(params.get("keepdim", False))
-        shape, kept, reduced = _split(t, params.get("dim"), keepdim)
-        result = Tensor._empty(shape, dtype, t.device)
-        geometries = _geometries(t, result, kept, reduced, keepdim)
-        if geometries is None:
-            return NotImplemented
-        if result.numel():
-            _launch(REDUCE_OPS[op_name], t, result, geometries)
-        return result
+        return _reduce(t, params.get("dim"), bool(params.get("keepdim", False)),
+                       float_kernels(REDUCE_OPS[op_name], t.dtype.name), t.dtype)
     kernel.__name__ = kernel.__qualname__ = f"cuda_{op_name}"
     return kernel
+
+
+def int_sum_kernel(out, inputs, dtypes, params):
+    """sum of a bool / integer tensor into int64 (the default dtype; others decline)."""
+    t = _one_input(out, inputs, INT_DTYPES)
+    if t is None or params.get("dtype") is not D.int64:
+        return NotImplemented
+    return _reduce(t, params.get("dim"), bool(params.get("keepdim", False)),
+                   int_sum_kernels(t.dtype.name), D.int64)
+
+
+def norm_kernel(out, inputs, dtypes, params):
+    """The vector p-norm for p = 2, 1, inf, -inf over params['dim'] (None: every dim)."""
+    t = _one_input(out, inputs, FLOAT_DTYPES)
+    p = params.get("p", 2)
+    if t is None or type(p) not in (int, float) or float(p) not in NORM_OPS:
+        return NotImplemented
+    return _reduce(t, params.get("dim"), bool(params.get("keepdim", False)),
+                   float_kernels(NORM_OPS[float(p)], t.dtype.name), t.dtype)
 
 
 def sum_to_size_kernel(out, inputs, dtypes, params):
@@ -127,7 +261,146 @@ def sum_to_size_kernel(out, inputs, dtypes, params):
     return Tensor._make(summed._storage, summed._offset, size, contiguous_strides(size))
 
 
+# --- var, std ---------------------------------------------------------------------------------
+
+def variance_kernel(std):
+    def kernel(out, inputs, dtypes, params):
+        """var / std with params['correction'] (a number) over params['dim']."""
+        t = _one_input(out, inputs, FLOAT_DTYPES)
+        correction = params.get("correction", 1)
+        if t is None or type(correction) not in (int, float, bool):
+            return NotImplemented
+        prepared = _prepare(t, params.get("dim"), bool(params.get("keepdim", False)), t.dtype)
+        if prepared is None:
+            return NotImplemented
+        result, geometries = prepared
+        if result.numel():
+            _launch_variance(t, result, geometries, correction, std)
+        return result
+    kernel.__name__ = kernel.__qualname__ = "cuda_std" if std else "cuda_var"
+    return kernel
+
+
+def _launch_variance(t, result, geometries, correction, std):
+    outer, inner = geometries
+    n, outputs, name = inner.numel, result.numel(), t.dtype.name
+    # the reference's max(count - correction, 0), converted to the computation type there
+    dof = ctypes.c_double(float(max(n - correction, 0)))
+    single, deviations, finish = variance_kernels(name, std)
+    if n <= CHUNK:
+        _launch_blocks(single, outputs, t, (outer, inner, dof, pointer(result),
+                                                   pointer(t)))
+        return
+    chunks, computation = _chunking(n), _computation_dtype(t.dtype)
+    partials = Tensor._empty((outputs * chunks,), computation, t.device)
+    centres = Tensor._empty((outputs,), computation, t.device)
+    chunk_args = (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks))
+    _launch_blocks(float_kernels("SumOp", name)[1], outputs * chunks, t,
+                  (*chunk_args, pointer(partials), pointer(t)))
+    _launch_blocks(centre_kernel(name), outputs, t,
+                  (_dense_outer(outer), ctypes.c_int64(chunks), ctypes.c_int64(n),
+                   pointer(centres), pointer(partials)))
+    # the same partials buffer again: the stream runs the launches in order
+    _launch_blocks(deviations, outputs * chunks, t,
+                  (*chunk_args, pointer(centres), pointer(partials), pointer(t)))
+    _launch_blocks(finish, outputs, t, (outer, ctypes.c_int64(chunks), dof,
+                                               pointer(result), pointer(partials)))
+
+
+def _dense_outer(outer):
+    """`outer` with its output strides replaced by dense row-major ones: output element o at
+    offset o (the centres of a chunked var/std, read back by output index)."""
+    sizes = list(outer.sizes[:outer.ndim])
+    return geometry_struct(sizes, [contiguous_strides(tuple(sizes)),
+                                   list(outer.strides[1][:outer.ndim])])
+
+
+# --- argmax, argmin, max.dim, min.dim ---------------------------------------------------------
+
+def arg_kernel(largest, with_values):
+    def kernel(out, inputs, dtypes, params):
+        """argmax / argmin (params['dim']: (d,) or None, the flattened tensor) and max.dim /
+        min.dim (params['dim']: an int; values and indices)."""
+        t = _one_input(out, inputs, FLOAT_DTYPES)
+        if t is None:
+            return NotImplemented
+        dim = params.get("dim")
+        dims = None if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+        prepared = _prepare(t, dims, bool(params.get("keepdim", False)), D.int64)
+        if prepared is None:
+            return NotImplemented
+        indices, (outer, inner) = prepared
+        if inner.numel == 0 and indices.numel():
+            return NotImplemented   # no identity: the reference raises its error
+        values = Tensor._empty(indices._shape, t.dtype, t.device) if with_values else None
+        if indices.numel():
+            _launch_arg(t, indices, values, outer, inner, largest)
+        return (values, indices) if with_values else indices
+    kind = "max" if largest else "min"
+    kernel.__name__ = kernel.__qualname__ = f"cuda_{kind}_dim" if with_values else \
+        f"cuda_arg{kind}"
+    return kernel
+
+
+def _launch_arg(t, indices, values, outer, inner, largest):
+    single, chunked, combined = arg_kernels(t.dtype.name, largest)
+    n, outputs = inner.numel, indices.numel()
+    values_pointer = ctypes.c_uint64(0) if values is None else pointer(values)
+    if n <= CHUNK:
+        _launch_blocks(single, outputs, t, (outer, inner, pointer(indices),
+                                                   values_pointer, pointer(t)))
+        return
+    chunks = _chunking(n)
+    partial_values = Tensor._empty((outputs * chunks,), _computation_dtype(t.dtype), t.device)
+    partial_indices = Tensor._empty((outputs * chunks,), D.int64, t.device)
+    _launch_blocks(chunked, outputs * chunks, t,
+                  (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks),
+                   pointer(partial_values), pointer(partial_indices), pointer(t)))
+    _launch_blocks(combined, outputs, t,
+                  (outer, inner, ctypes.c_int64(chunks), pointer(indices), values_pointer,
+                   pointer(partial_values), pointer(partial_indices), pointer(t)))
+
+
+# --- cumsum -----------------------------------------------------------------------------------
+
+def cumsum_kernel(out, inputs, dtypes, params):
+    """cumsum along params['dim']: float tensors into their own dtype, bool / integer tensors
+    into int64 (other `dtype=` decline)."""
+    t = _one_input(out, inputs, (*FLOAT_DTYPES, *INT_DTYPES))
+    if t is None:
+        return NotImplemented
+    result_dtype = t.dtype if t.dtype.name in FLOAT_TYPES else D.int64
+    if params.get("dtype", result_dtype) is not result_dtype:
+        return NotImplemented
+    result = Tensor._empty(t._shape, result_dtype, t.device)
+    if t.ndim == 0:   # the reference scans it as a one-element row
+        rows, n, steps = ([1], [[0], [0]]), 1, (0, 0)
+    else:
+        d = params.get("dim", 0)
+        kept = [k for k in range(t.ndim) if k != d]
+        rows = coalesce([t._shape[k] for k in kept], [[result._strides[k] for k in kept],
+                                                      [t._strides[k] for k in kept]])
+        n, steps = t._shape[d], (result._strides[d], t._strides[d])
+    if len(rows[0]) > max_dims():
+        return NotImplemented
+    if result.numel():
+        storage = t._storage
+        storage._driver.launch(storage._index, REDUCE_SCAN, cumsum_expression(t.dtype.name),
+                               math.prod(rows[0]), (geometry_struct(*rows), ctypes.c_int64(n),
+                                                    *map(ctypes.c_int64, steps),
+                                                    pointer(result), pointer(t)))
+    return result
+
+
 def register_kernels(registrar):
     for op_name in REDUCE_OPS:
         registrar.kernel(op_name, "cuda", FLOAT_DTYPES, reduce_kernel(op_name))
+    registrar.kernel("sum", "cuda", INT_DTYPES, int_sum_kernel)
     registrar.kernel("sum_to_size", "cuda", FLOAT_DTYPES, sum_to_size_kernel)
+    registrar.kernel("norm", "cuda", FLOAT_DTYPES, norm_kernel)
+    registrar.kernel("var", "cuda", FLOAT_DTYPES, variance_kernel(std=False))
+    registrar.kernel("std", "cuda", FLOAT_DTYPES, variance_kernel(std=True))
+    for largest, kind in ((True, "max"), (False, "min")):
+        registrar.kernel(f"arg{kind}", "cuda", FLOAT_DTYPES, arg_kernel(largest, False))
+        registrar.kernel(f"{kind}.dim", "cuda", FLOAT_DTYPES, arg_kernel(largest, True))
+    registrar.kernel("cumsum", "cuda", (*FLOAT_DTYPES, *INT_DTYPES), cumsum_kernel)

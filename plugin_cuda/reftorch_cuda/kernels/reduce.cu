@@ -1,4 +1,8 @@
-// Reductions over any set of dims: sum, mean, amax, amin. Compiled after common.cuh.
+// Reductions over any set of dims, compiled after common.cuh:
+//   sum, mean, amax, amin (the four float types), sum of bool and integer tensors into
+//   long long, the vector norms p = 1, 2, inf, -inf (NormOneOp ...), var and std (two passes:
+//   the mean, then the squared deviations), argmax / argmin / max.dim / min.dim (value and
+//   index pairs), and cumsum (one thread per row, in index order).
 //
 // One block computes one output element (a grid-stride loop over output elements covers any
 // count). Its RT_BLOCK_THREADS threads each combine a strided share of the reduced elements in
@@ -9,13 +13,16 @@
 // agree with the reference within rounding, not bit for bit.
 //
 // Accumulation is in the computation type: double for double, float for float and the 16-bit
-// types (rounded once at the end), as the reference and PyTorch accumulate.
+// types (rounded once at the end), as the reference and PyTorch accumulate; long long for bool
+// and integer sums.
 //
 // Reductions longer than a chunk run in two launches (reduce_chunks_kernel, then
 // reduce_partials_kernel): each output's elements cut into fixed chunks, one block per chunk,
 // then one block per output over the chunks' results.
 //
-// Name expressions: "reduce_kernel<float, SumOp>", "reduce_chunks_kernel<double, AmaxOp>".
+// Name expressions: "reduce_kernel<float, SumOp>", "reduce_chunks_kernel<double, AmaxOp>",
+// "reduce_kernel<int, WrappingSumOp, long long, long long>", "arg_reduce_kernel<float, true>",
+// "variance_kernel<double, false>", "cumsum_kernel<rt_float16, SumOp>".
 
 // The reduction ops (SumOp, AmaxOp, AminOp) and block_reduce are common.cuh's; the mean is the
 // sum divided by the count converted to A (0 / 0 is NaN for an empty reduction).
@@ -23,8 +30,42 @@ struct MeanOp : SumOp {
     template <typename A> static __device__ A finish(A total, rt_int64 n) { return total / (A)n; }
 };
 
+// Bool and integer sums, in long long, wrapping on overflow as NumPy's int64 sum does (added
+// as unsigned words: signed overflow is undefined in C++). Exact in any order.
+struct WrappingSumOp {
+    template <typename A> static __device__ A identity() { return A(0); }
+    template <typename A> static __device__ A combine(A a, A b) {
+        return (A)((unsigned long long)a + (unsigned long long)b);
+    }
+    template <typename A> static __device__ A finish(A total, rt_int64) { return total; }
+};
+
+// The vector norms: what they combine of each element is its Term (below), not the element.
+struct NormOneOp : SumOp {};        // the sum of |x|
+struct NormTwoOp : SumOp {          // the square root of the sum of x * x
+    template <typename A> static __device__ A finish(A total, rt_int64) { return rt_sqrt(total); }
+};
+struct NormInfOp : AmaxOp {};       // the largest |x| (NaN propagates)
+struct NormNegInfOp : AminOp {};    // the smallest |x|
+
+// What a reduction combines of each element: the element itself, except for the norms.
+template <typename Op>
+struct Term {
+    template <typename A> static __device__ A of(A x) { return x; }
+};
+struct AbsTerm {
+    template <typename A> static __device__ A of(A x) { return rt_fabs(x); }
+};
+template <> struct Term<NormOneOp> : AbsTerm {};
+template <> struct Term<NormInfOp> : AbsTerm {};
+template <> struct Term<NormNegInfOp> : AbsTerm {};
+template <> struct Term<NormTwoOp> {
+    template <typename A> static __device__ A of(A x) { return x * x; }  // = |x| * |x|
+};
+
 // `outer` walks the output elements: operand 0 the output, operand 1 the input (the kept
-// dims). `inner` walks the reduced dims of the input (numel 0 for an empty reduction).
+// dims). `inner` walks the reduced dims of the input (numel 0 for an empty reduction), in
+// their logical order, so a position r in it is the index argmax reports.
 
 // The block's combination of the reduced elements [first, last) of output element `o` (whose
 // input offset is `base`): thread t takes first + t, first + t + RT_BLOCK_THREADS, ... in turn,
@@ -36,22 +77,22 @@ __device__ A reduce_range(const Geometry<1>& inner, const T* base, rt_int64 firs
     for (rt_int64 r = first + threadIdx.x; r < last; r += RT_BLOCK_THREADS) {
         rt_int64 at[1];
         element_offsets(inner, r, at);
-        acc = Op::combine(acc, Arith<T>::load(base[at[0]]));
+        acc = Op::combine(acc, Term<Op>::of(load_as<A>(base[at[0]])));
     }
     return block_reduce<Op>(partial, acc);
 }
 
-// One block per output element, over all its reduced elements.
-template <typename T, typename Op>
+// One block per output element, over all its reduced elements. A: the accumulation type,
+// Out: the output's type (long long for integer sums).
+template <typename T, typename Op, typename A = typename Arith<T>::type, typename Out = T>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
-reduce_kernel(const Geometry<2> outer, const Geometry<1> inner, T* out, const T* in) {
-    typedef typename Arith<T>::type A;
+reduce_kernel(const Geometry<2> outer, const Geometry<1> inner, Out* out, const T* in) {
     __shared__ A partial[RT_BLOCK_THREADS];
     for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
         rt_int64 offset[2];
         element_offsets(outer, o, offset);
-        const A acc = reduce_range<T, Op>(inner, in + offset[1], 0, inner.numel, partial);
-        if (threadIdx.x == 0) out[offset[0]] = Arith<T>::store(Op::finish(acc, inner.numel));
+        const A acc = reduce_range<T, Op, A>(inner, in + offset[1], 0, inner.numel, partial);
+        if (threadIdx.x == 0) out[offset[0]] = Arith<Out>::store(Op::finish(acc, inner.numel));
     }
 }
 
@@ -60,11 +101,10 @@ reduce_kernel(const Geometry<2> outer, const Geometry<1> inner, T* out, const T*
 // shorter), a split fixed by the element count alone, so results still do not depend on the
 // launch. First: one block per (output, chunk) writes the chunk's combination, unrounded, to
 // partials[o * chunks + c].
-template <typename T, typename Op>
+template <typename T, typename Op, typename A = typename Arith<T>::type>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 reduce_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
-                     rt_int64 chunks, typename Arith<T>::type* partials, const T* in) {
-    typedef typename Arith<T>::type A;
+                     rt_int64 chunks, A* partials, const T* in) {
     __shared__ A partial[RT_BLOCK_THREADS];
     for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
         const rt_int64 o = task / chunks, c = task - o * chunks;
@@ -72,18 +112,19 @@ reduce_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 
         element_offsets(outer, o, offset);
         const rt_int64 first = c * chunk;
         const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
-        const A acc = reduce_range<T, Op>(inner, in + offset[1], first, last, partial);
+        const A acc = reduce_range<T, Op, A>(inner, in + offset[1], first, last, partial);
         if (threadIdx.x == 0) partials[task] = acc;
     }
 }
 
 // Then: one block per output element combines its chunks' results in the same block order
-// and stores Op::finish of them (`n`: the output's reduced element count, for the mean).
-template <typename T, typename Op>
+// and stores Op::finish of them (`n`: the output's reduced element count, for the mean). The
+// partials are already terms, so this takes no Term: a norm's partials use SumOp / AmaxOp /
+// AminOp here, or NormTwoOp for its square root.
+template <typename T, typename Op, typename A = typename Arith<T>::type, typename Out = T>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
-reduce_partials_kernel(const Geometry<2> outer, rt_int64 chunks, rt_int64 n, T* out,
-                       const typename Arith<T>::type* partials) {
-    typedef typename Arith<T>::type A;
+reduce_partials_kernel(const Geometry<2> outer, rt_int64 chunks, rt_int64 n, Out* out,
+                       const A* partials) {
     __shared__ A partial[RT_BLOCK_THREADS];
     for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
         rt_int64 offset[2];
@@ -92,6 +133,254 @@ reduce_partials_kernel(const Geometry<2> outer, rt_int64 chunks, rt_int64 n, T* 
         for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS)
             acc = Op::combine(acc, partials[o * chunks + c]);
         acc = block_reduce<Op>(partial, acc);
-        if (threadIdx.x == 0) out[offset[0]] = Arith<T>::store(Op::finish(acc, n));
+        if (threadIdx.x == 0) out[offset[0]] = Arith<Out>::store(Op::finish(acc, n));
+    }
+}
+
+// --- var and std ---------------------------------------------------------------------------------
+// The reference's two passes: centre = (sum of x) / n, then the sum of (x - centre)^2 divided
+// by dof = max(n - correction, 0) (the host's double; 0 gives inf or NaN, as the reference),
+// and its square root for std. Both sums in the block order above.
+
+// The block's sum of (x - centre)^2 over the reduced elements [first, last).
+template <typename T, typename A>
+__device__ A squared_deviations(const Geometry<1>& inner, const T* base, rt_int64 first,
+                                rt_int64 last, A centre, A* partial) {
+    A acc = A(0);
+    for (rt_int64 r = first + threadIdx.x; r < last; r += RT_BLOCK_THREADS) {
+        rt_int64 at[1];
+        element_offsets(inner, r, at);
+        const A deviation = load_as<A>(base[at[0]]) - centre;
+        acc = acc + deviation * deviation;
+    }
+    return block_reduce<SumOp>(partial, acc);
+}
+
+template <bool Std, typename A>
+__device__ A variance_finish(A squares, double dof) {
+    const A variance = squares / (A)dof;
+    return Std ? rt_sqrt(variance) : variance;
+}
+
+// One block per output element, both passes.
+template <typename T, bool Std>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+variance_kernel(const Geometry<2> outer, const Geometry<1> inner, double dof, T* out,
+                const T* in) {
+    typedef typename Arith<T>::type A;
+    __shared__ A partial[RT_BLOCK_THREADS];
+    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        const T* base = in + offset[1];
+        const A total = reduce_range<T, SumOp, A>(inner, base, 0, inner.numel, partial);
+        const A centre = total / (A)inner.numel;
+        const A squares = squared_deviations<T, A>(inner, base, 0, inner.numel, centre, partial);
+        if (threadIdx.x == 0) out[offset[0]] = Arith<T>::store(variance_finish<Std>(squares, dof));
+    }
+}
+
+// Long rows: the centres come from reduce_chunks_kernel<T, SumOp> and
+// reduce_partials_kernel<A, MeanOp> (into centres[o], unrounded); then each (output, chunk)
+// block sums its chunk's squared deviations ...
+template <typename T>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+deviation_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
+                        rt_int64 chunks, const typename Arith<T>::type* centres,
+                        typename Arith<T>::type* partials, const T* in) {
+    typedef typename Arith<T>::type A;
+    __shared__ A partial[RT_BLOCK_THREADS];
+    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
+        const rt_int64 o = task / chunks, c = task - o * chunks;
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        const rt_int64 first = c * chunk;
+        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
+        const A squares = squared_deviations<T, A>(inner, in + offset[1], first, last,
+                                                   centres[o], partial);
+        if (threadIdx.x == 0) partials[task] = squares;
+    }
+}
+
+// ... and one block per output adds the chunks' sums and finishes.
+template <typename T, bool Std>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+variance_partials_kernel(const Geometry<2> outer, rt_int64 chunks, double dof, T* out,
+                         const typename Arith<T>::type* partials) {
+    typedef typename Arith<T>::type A;
+    __shared__ A partial[RT_BLOCK_THREADS];
+    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        A acc = A(0);
+        for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS)
+            acc = acc + partials[o * chunks + c];
+        acc = block_reduce<SumOp>(partial, acc);
+        if (threadIdx.x == 0) out[offset[0]] = Arith<T>::store(variance_finish<Std>(acc, dof));
+    }
+}
+
+// --- argmax, argmin, max.dim, min.dim ----------------------------------------------------------
+// Each thread and then the tree combine (value, index) pairs. The chosen element is the first
+// NaN when there is one, else the largest (smallest) value, and among equal values (-0.0 and
+// +0.0 are equal) the lowest index: NumPy's argmax / argmin, which the reference calls. That
+// is a strict order on the pairs (indices are distinct), so the result is the same for any
+// order of combining: exact. Index -1 marks "no element yet" (a thread with nothing to take).
+
+// Whether (v, i) is chosen over (w, j).
+template <bool Largest, typename A>
+__device__ __forceinline__ bool arg_beats(A v, rt_int64 i, A w, rt_int64 j) {
+    if (i < 0) return false;
+    if (j < 0) return true;
+    const bool v_nan = v != v, w_nan = w != w;
+    if (v_nan || w_nan) return v_nan && (!w_nan || i < j);
+    if (v == w) return i < j;
+    return Largest ? v > w : v < w;
+}
+
+// The tree of block_reduce over pairs; every thread gets the chosen pair.
+template <bool Largest, typename A>
+__device__ void block_reduce_arg(A* values, rt_int64* indices, A& value, rt_int64& index) {
+    const int t = threadIdx.x;
+    values[t] = value;
+    indices[t] = index;
+    __syncthreads();
+#pragma unroll 1
+    for (int s = RT_BLOCK_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s && arg_beats<Largest>(values[t + s], indices[t + s], values[t], indices[t])) {
+            values[t] = values[t + s];
+            indices[t] = indices[t + s];
+        }
+        __syncthreads();
+    }
+    value = values[0];
+    index = indices[0];
+    __syncthreads();
+}
+
+// The block's chosen pair among the reduced elements [first, last) (index: the position r).
+template <typename T, bool Largest, typename A>
+__device__ void arg_range(const Geometry<1>& inner, const T* base, rt_int64 first,
+                          rt_int64 last, A* values, rt_int64* indices, A& value,
+                          rt_int64& index) {
+    value = A(0);
+    index = -1;
+    for (rt_int64 r = first + threadIdx.x; r < last; r += RT_BLOCK_THREADS) {
+        rt_int64 at[1];
+        element_offsets(inner, r, at);
+        const A x = load_as<A>(base[at[0]]);
+        if (arg_beats<Largest>(x, r, value, index)) {
+            value = x;
+            index = r;
+        }
+    }
+    block_reduce_arg<Largest>(values, indices, value, index);
+}
+
+// Stores the chosen index at `at`, and for max.dim / min.dim (`values` not null) the chosen
+// element itself, copied from the input so that every bit (a NaN's payload too) is the
+// reference's. The host launches these kernels only for non-empty reductions (index >= 0).
+template <typename T>
+__device__ void store_arg(const Geometry<1>& inner, const T* base, rt_int64 index,
+                          rt_int64 at, rt_int64* indices, T* values) {
+    if (index < 0) return;
+    indices[at] = index;
+    if (values != 0) {
+        rt_int64 element[1];
+        element_offsets(inner, index, element);
+        values[at] = base[element[0]];
+    }
+}
+
+// One block per output element. `indices` (int64) and `values` (null for argmax / argmin)
+// are new tensors of one shape, so outer's operand 0 strides serve both.
+template <typename T, bool Largest>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+arg_reduce_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64* indices,
+                  T* values, const T* in) {
+    typedef typename Arith<T>::type A;
+    __shared__ A shared_values[RT_BLOCK_THREADS];
+    __shared__ rt_int64 shared_indices[RT_BLOCK_THREADS];
+    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        A value;
+        rt_int64 index;
+        arg_range<T, Largest>(inner, in + offset[1], 0, inner.numel, shared_values,
+                              shared_indices, value, index);
+        if (threadIdx.x == 0) store_arg(inner, in + offset[1], index, offset[0], indices, values);
+    }
+}
+
+// Long reductions: each (output, chunk) block writes its chunk's chosen pair ...
+template <typename T, bool Largest>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+arg_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
+                  rt_int64 chunks, typename Arith<T>::type* partial_values,
+                  rt_int64* partial_indices, const T* in) {
+    typedef typename Arith<T>::type A;
+    __shared__ A shared_values[RT_BLOCK_THREADS];
+    __shared__ rt_int64 shared_indices[RT_BLOCK_THREADS];
+    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
+        const rt_int64 o = task / chunks, c = task - o * chunks;
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        const rt_int64 first = c * chunk;
+        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
+        A value;
+        rt_int64 index;
+        arg_range<T, Largest>(inner, in + offset[1], first, last, shared_values,
+                              shared_indices, value, index);
+        if (threadIdx.x == 0) {
+            partial_values[task] = value;
+            partial_indices[task] = index;
+        }
+    }
+}
+
+// ... and one block per output element chooses among its chunks' pairs.
+template <typename T, bool Largest>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+arg_partials_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunks,
+                    rt_int64* indices, T* values, const typename Arith<T>::type* partial_values,
+                    const rt_int64* partial_indices, const T* in) {
+    typedef typename Arith<T>::type A;
+    __shared__ A shared_values[RT_BLOCK_THREADS];
+    __shared__ rt_int64 shared_indices[RT_BLOCK_THREADS];
+    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        A value = A(0);
+        rt_int64 index = -1;
+        for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS) {
+            const rt_int64 task = o * chunks + c;
+            if (arg_beats<Largest>(partial_values[task], partial_indices[task], value, index)) {
+                value = partial_values[task];
+                index = partial_indices[task];
+            }
+        }
+        block_reduce_arg<Largest>(shared_values, shared_indices, value, index);
+        if (threadIdx.x == 0) store_arg(inner, in + offset[1], index, offset[0], indices, values);
+    }
+}
+
+// --- cumsum -------------------------------------------------------------------------------------
+// One thread per row (`rows`: operand 0 the output, operand 1 the input, over every dim but
+// the scanned one), adding the row's n elements in index order, as NumPy's add.accumulate
+// does: out[0] = x[0] (so -0.0 stays -0.0), out[k] = out[k - 1] + x[k], in A and rounded to
+// Out at each store. Bit for bit the reference's; one long row is one thread's work.
+template <typename T, typename Op, typename A = typename Arith<T>::type, typename Out = T>
+__global__ void __launch_bounds__(256)
+cumsum_kernel(const Geometry<2> rows, rt_int64 n, rt_int64 out_step, rt_int64 in_step,
+              Out* out, const T* in) {
+    RT_GRID_STRIDE_LOOP(row, rows.numel) {
+        rt_int64 offset[2];
+        element_offsets(rows, row, offset);
+        A acc = load_as<A>(in[offset[1]]);
+        out[offset[0]] = Arith<Out>::store(acc);
+        for (rt_int64 k = 1; k < n; ++k) {
+            acc = Op::combine(acc, load_as<A>(in[offset[1] + k * in_step]));
+            out[offset[0] + k * out_step] = Arith<Out>::store(acc);
+        }
     }
 }

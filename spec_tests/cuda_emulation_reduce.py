@@ -1,0 +1,214 @@
+"""NumPy emulations of reftorch-cuda's kernels/reduce.cu kernels beyond the plain reductions
+(those, with the bool / integer sums and the norms, are in cuda_kernel_emulation): var / std
+(variance_kernel, deviation_chunks_kernel, variance_partials_kernel), argmax / argmin /
+max.dim / min.dim (arg_reduce_kernel, arg_chunks_kernel, arg_partials_kernel) and cumsum
+(cumsum_kernel). Registered with cuda_kernel_emulation's `emulates` (which imports this
+module); parameters are decoded from the raw bytes with the kernels' C layouts.
+
+The sums follow the block order (cuda_kernel_emulation's _block_reduce), so on a GPU the
+device's bits can be checked against them; the arg kernels' choice does not depend on any
+order, so they are modelled by the rule itself, and cumsum by a sequential loop over the row.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from spec_tests import cuda_kernel_emulation as E
+
+
+def _launch_is_blocks(grid, block, shared):
+    assert grid[1:] == (1, 1) and block == (E.REDUCE_THREADS, 1, 1) and shared == 0
+
+
+def _int64(address):
+    return ctypes.c_int64.from_address(address).value
+
+
+def _double(address):
+    return ctypes.c_double.from_address(address).value
+
+
+def _dense_strides(shape, last=1):
+    """Row-major strides of `shape` (in elements), times `last` (a trailing dim's size)."""
+    return tuple(int(np.prod(shape[d + 1:])) * last for d in range(len(shape)))
+
+
+def _partials(driver, address, dtype, shape, chunks):
+    """The (output, chunk) buffer of a chunked launch: partials[o * chunks + c]."""
+    return driver.view(address, dtype, shape + (chunks,), _dense_strides(shape, chunks) + (1,))
+
+
+def _chunked(values, chunk, chunks, fill):
+    """(outer..., n) values cut into (outer..., chunks, chunk), the last chunk padded."""
+    n = values.shape[-1]
+    assert chunks == -(-n // chunk) and chunks > 1
+    pad = np.full(values.shape[:-1] + (chunks * chunk - n,), fill, values.dtype)
+    return np.concatenate([values, pad], -1).reshape(values.shape[:-1] + (chunks, chunk))
+
+
+# --- var / std --------------------------------------------------------------------------------
+
+def _squared_deviations(values, centre):
+    deviation = values - centre[..., None]
+    return E._block_reduce(deviation * deviation, values.dtype.type(0), np.add)
+
+
+def _finish_variance(squares, dof, std):
+    variance = squares / squares.dtype.type(dof)
+    return np.sqrt(variance) if std else variance
+
+
+@E.emulates(r"variance_kernel<(\w+), (true|false)>")
+def variance(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    p = E.slots(params, 5)      # (outer, inner, double dof, out, in)
+    storage = E.STORAGE[match.group(1)]
+    shape, out_strides, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[4]),
+                                                   storage)
+    c = values.dtype.type
+    with np.errstate(all="ignore"):
+        centre = E._block_reduce(values, c(0), np.add) / c(values.shape[-1])
+        value = _finish_variance(_squared_deviations(values, centre), _double(p[2]),
+                                 match.group(2) == "true")
+        driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = value.astype(storage)
+
+
+@E.emulates(r"deviation_chunks_kernel<(\w+)>")
+def deviation_chunks(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    # (outer, inner, int64 chunk, int64 chunks, centres, partials, in)
+    p = E.slots(params, 7)
+    storage = E.STORAGE[match.group(1)]
+    shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage)
+    chunk, chunks = _int64(p[2]), _int64(p[3])
+    c = values.dtype
+    centres = driver.view(E.pointer(p[4]), c, shape, _dense_strides(shape))
+    with np.errstate(all="ignore"):
+        deviation = values - np.asarray(centres)[..., None]
+        # padding with +0 squares: adding +0 to a sum of squares (from +0) changes nothing,
+        # as the kernel's threads past the chunk's end add nothing
+        squares = _chunked(deviation * deviation, chunk, chunks, 0)
+        _partials(driver, E.pointer(p[5]), c, shape, chunks)[...] = E._block_reduce(
+            squares, c.type(0), np.add)
+
+
+@E.emulates(r"variance_partials_kernel<(\w+), (true|false)>")
+def variance_partials(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    p = E.slots(params, 5)      # (outer, int64 chunks, double dof, out, partials)
+    storage = E.STORAGE[match.group(1)]
+    c = E.compute_type(storage)
+    shape, (out_strides, _) = E.geometry(p[0], 2)
+    partials = np.array(_partials(driver, E.pointer(p[4]), c, shape, _int64(p[1])))
+    with np.errstate(all="ignore"):
+        value = _finish_variance(E._block_reduce(partials, c(0), np.add), _double(p[2]),
+                                 match.group(2) == "true")
+        driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = value.astype(storage)
+
+
+# --- argmax / argmin / max.dim / min.dim ------------------------------------------------------
+
+def choose(values, indices, largest):
+    """The chosen (value, index) over the last axis: the first NaN (lowest index) when there
+    is one, else the largest (smallest) value at its lowest index (-0.0 == +0.0)."""
+    nan = np.isnan(values)
+    best = (np.max if largest else np.min)(
+        np.where(nan, -np.inf if largest else np.inf, values), axis=-1, keepdims=True)
+    candidates = np.where(nan.any(-1, keepdims=True), nan, ~nan & (values == best))
+    ranked = np.where(candidates, indices, np.iinfo(np.int64).max)
+    position = np.argmin(ranked, axis=-1)[..., None]
+    return (np.take_along_axis(values, position, -1)[..., 0],
+            np.take_along_axis(indices, position, -1)[..., 0])
+
+
+def _input_rows(driver, outer_address, inner_address, in_address, storage):
+    """The input as (outer..., n) in its storage type (for copying the chosen element)."""
+    outer_shape, (_, in_strides) = E.geometry(outer_address, 2)
+    inner_shape, (inner_strides,) = E.geometry(inner_address, 1)
+    view = driver.view(in_address, storage, outer_shape + inner_shape, in_strides + inner_strides)
+    return np.array(view).reshape(outer_shape + (-1,))
+
+
+def _store_arg(driver, params, indices_slot, values_slot, storage, shape, out_strides, rows,
+               index):
+    """Write the chosen indices and, when the values pointer is not null, the chosen input
+    elements themselves (index and values outputs share out_strides)."""
+    assert np.all(index >= 0)
+    driver.view(E.pointer(params[indices_slot]), np.int64, shape, out_strides)[...] = index
+    if E.pointer(params[values_slot]):
+        chosen = np.take_along_axis(rows, index[..., None], -1)[..., 0]
+        driver.view(E.pointer(params[values_slot]), storage, shape, out_strides)[...] = chosen
+
+
+@E.emulates(r"arg_reduce_kernel<(\w+), (true|false)>")
+def arg_reduce(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    p = E.slots(params, 5)      # (outer, inner, int64* indices, T* values or null, in)
+    storage = E.STORAGE[match.group(1)]
+    shape, (out_strides, _) = E.geometry(p[0], 2)
+    rows = _input_rows(driver, p[0], p[1], E.pointer(p[4]), storage)
+    c = E.compute_type(storage)
+    indices = np.broadcast_to(np.arange(rows.shape[-1]), rows.shape)
+    _, index = choose(rows.astype(c), indices, match.group(2) == "true")
+    _store_arg(driver, p, 2, 3, storage, shape, out_strides, rows, index)
+
+
+@E.emulates(r"arg_chunks_kernel<(\w+), (true|false)>")
+def arg_chunks(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    # (outer, inner, int64 chunk, int64 chunks, A* partial values, int64* partial indices, in)
+    p = E.slots(params, 7)
+    storage = E.STORAGE[match.group(1)]
+    shape, _ = E.geometry(p[0], 2)
+    rows = _input_rows(driver, p[0], p[1], E.pointer(p[6]), storage)
+    c = E.compute_type(storage)
+    chunk, chunks = _int64(p[2]), _int64(p[3])
+    largest = match.group(2) == "true"
+    # padding: a value never chosen over a real one (a worse value; never NaN) at a later index
+    pieces = _chunked(rows.astype(c), chunk, chunks, -np.inf if largest else np.inf)
+    indices = np.broadcast_to(np.arange(chunks * chunk).reshape(chunks, chunk), pieces.shape)
+    value, index = choose(pieces, indices, largest)
+    _partials(driver, E.pointer(p[4]), c, shape, chunks)[...] = value
+    _partials(driver, E.pointer(p[5]), np.int64, shape, chunks)[...] = index
+
+
+@E.emulates(r"arg_partials_kernel<(\w+), (true|false)>")
+def arg_partials(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    # (outer, inner, int64 chunks, int64* indices, T* values or null, A* partial values,
+    #  int64* partial indices, in)
+    p = E.slots(params, 8)
+    storage = E.STORAGE[match.group(1)]
+    c = E.compute_type(storage)
+    shape, (out_strides, _) = E.geometry(p[0], 2)
+    chunks = _int64(p[2])
+    values = np.array(_partials(driver, E.pointer(p[5]), c, shape, chunks))
+    indices = np.array(_partials(driver, E.pointer(p[6]), np.int64, shape, chunks))
+    _, index = choose(values, indices, match.group(2) == "true")
+    rows = _input_rows(driver, p[0], p[1], E.pointer(p[7]), storage)
+    _store_arg(driver, p, 3, 4, storage, shape, out_strides, rows, index)
+
+
+# --- cumsum -----------------------------------------------------------------------------------
+
+@E.emulates(rf"cumsum_kernel<{E.TYPED_OP}>")
+def cumsum(driver, match, grid, block, shared, params):
+    """Each row summed in index order, one element at a time, in the accumulation type."""
+    E.grid_stride(grid, block)
+    assert shared == 0
+    p = E.slots(params, 6)      # (rows, int64 n, int64 out_step, int64 in_step, out, in)
+    storage, compute, out_type = E.reduce_types(match, 1)
+    assert match.group(2) in ("Sum", "WrappingSum")
+    shape, (out_strides, in_strides) = E.geometry(p[0], 2)
+    n, out_step, in_step = _int64(p[1]), _int64(p[2]), _int64(p[3])
+    assert n >= 1
+    out = driver.view(E.pointer(p[4]), out_type, shape + (n,), out_strides + (out_step,))
+    x = driver.view(E.pointer(p[5]), storage, shape + (n,), in_strides + (in_step,))
+    with np.errstate(all="ignore"):
+        acc = x[..., 0].astype(compute)
+        out[..., 0] = acc.astype(out_type)
+        for k in range(1, n):
+            acc = acc + x[..., k].astype(compute)
+            out[..., k] = acc.astype(out_type)
