@@ -5,6 +5,11 @@ For each registered (op, device, dtype) the op database's samples run twice: onc
 agree exactly for integers and within the dtype's tolerance for floats. Binary pointwise ops
 run over broadcasting shape pairs and layouts; every other op over its op-database samples
 (for ops such as reductions and softmax, whose OpInfo has the kernel's name).
+
+On a machine without a GPU the cuda rows of reftorch-cuda run on its emulated driver
+(spec_tests/cuda_emulator.py: the plugin's host side for real, each kernel as a NumPy model
+of it), so every registered cuda kernel's dispatch, geometry and argument packing meet the
+op database's samples; with a GPU they run on the device.
 """
 from __future__ import annotations
 
@@ -57,8 +62,23 @@ def _inputs(shape, dtype, device, rng, layout):
     return t.to(device)
 
 
+@pytest.fixture(scope="module")
+def emulated_cuda():
+    """reftorch-cuda's backend on the emulated driver for this module (restored after)."""
+    from reftorch import _storage
+    from spec_tests import test_plugin_cuda as cuda_tests   # skips without the plugin
+    if cuda_tests.NO_BINDINGS is not None:
+        pytest.skip(cuda_tests.NO_BINDINGS)
+    previous = _storage._BACKENDS["cuda"]
+    _storage._BACKENDS["cuda"], _ = cuda_tests.emulated_backend()
+    yield
+    _storage._BACKENDS["cuda"] = previous
+
+
 @pytest.mark.parametrize("plugin,op,device_type,dtype", _registered())
-def test_plugin_kernel_matches_reference(plugin, op, device_type, dtype):
+def test_plugin_kernel_matches_reference(plugin, op, device_type, dtype, request):
+    if device_type == "cuda" and plugin == "cuda" and not reftorch.cuda.is_available():
+        request.getfixturevalue("emulated_cuda")
     if not _available(device_type):
         pytest.skip(f"no {device_type} device on this machine")
     entry = ENTRIES[op]

@@ -87,14 +87,26 @@ def plugin():
 _COMPILED = {}
 
 
+def compile_once(arch, program=O.ELEMENTWISE):
+    """`program` compiled for `arch`, once per test run."""
+    if (arch, program) not in _COMPILED:
+        _COMPILED[arch, program] = program.compile(arch)
+    return _COMPILED[arch, program]
+
+
+def emulated_backend():
+    """A cuda backend on a new emulated driver (2 devices, sm_90), and the driver."""
+    lowered = {}
+    for program in O.PROGRAMS:
+        lowered.update({v: k for k, v in compile_once("sm_90", program).lowered.items()})
+    emulator = EmulatedDriver(lowered)
+    return CUDABackend(driver_module=emulator), emulator
+
+
 @pytest.fixture(scope="module")
 def compiled():
     """Each kernel program compiled for each arch, once per test run."""
-    def get(arch, program=O.ELEMENTWISE):
-        if (arch, program) not in _COMPILED:
-            _COMPILED[arch, program] = program.compile(arch)
-        return _COMPILED[arch, program]
-    return get
+    return compile_once
 
 
 # --- (a) compile-only -------------------------------------------------------------------------
@@ -355,12 +367,8 @@ def test_kernels_decline_what_they_do_not_handle():
 @pytest.fixture
 def emulated(compiled):
     """Swap in a cuda backend running on the emulated driver (2 devices, sm_90)."""
-    lowered = {}
-    for program in O.PROGRAMS:
-        lowered.update({v: k for k, v in compiled("sm_90", program).lowered.items()})
-    emulator = EmulatedDriver(lowered)
     previous = _storage._BACKENDS["cuda"]
-    _storage._BACKENDS["cuda"] = CUDABackend(driver_module=emulator)
+    _storage._BACKENDS["cuda"], emulator = emulated_backend()
     try:
         yield emulator
     finally:
