@@ -17,8 +17,9 @@ from .._shape import is_expandable
 from .._storage import CPUStorage
 from .._tensor import Tensor
 from .._ops import creation
+from .._ops.copy import copy_, empty_like_layout
 from . import anomaly_mode
-from .grad_mode import _set_enabled, is_grad_enabled
+from .grad_mode import _set_enabled, is_grad_enabled, no_grad
 from .graph import AccumulateGrad, gradient_edge
 
 
@@ -333,7 +334,6 @@ def _validate(node, grads):
 
 
 def _has_nan(g):
-    import numpy as np
     return bool(np.isnan(g.detach()._host_array()).any())
 
 
@@ -355,8 +355,6 @@ def _copy_in_layout_of(variable, g):
     """A copy of g with variable's strides (row-major if variable's memory is not one dense
     block): PyTorch's layout contract for .grad, so that optimizers walk a parameter and
     its gradient in the same order (a transposed gradient would make every update strided)."""
-    from .._ops.copy import copy_, empty_like_layout
-    from .grad_mode import no_grad
     result = empty_like_layout(variable, dtype=g.dtype, device=g.device)
     with no_grad():
         copy_(result, g)
@@ -386,6 +384,5 @@ def _accumulate(variable, g, create_graph):
     elif create_graph or variable.grad.requires_grad:
         variable.grad = variable.grad + g
     else:
-        from .grad_mode import no_grad
         with no_grad():
             variable.grad.add_(g)
