@@ -19,6 +19,10 @@ from ._shape import (contiguous_strides, expand_strides, infer_size, is_contiguo
                      view_strides, wrap_dim)
 
 
+# autograd.graph.AccumulateGrad; autograd imports this module, so it is looked up on first use
+_AccumulateGrad = None
+
+
 class Tensor:
     """A multi-dimensional array of one dtype on one device, with autograd fields."""
 
@@ -635,8 +639,10 @@ class Tensor:
         ref = self.__dict__.get("_accumulator")
         acc = None if ref is None else ref()
         if acc is None:
-            from .autograd.graph import AccumulateGrad
-            acc = AccumulateGrad(self)
+            global _AccumulateGrad
+            if _AccumulateGrad is None:  # imported once, not per call: a leaf gets a new
+                from .autograd.graph import AccumulateGrad as _AccumulateGrad  # node per graph
+            acc = _AccumulateGrad(self)
             hooks = self.__dict__.get("_hook_list")
             if hooks is not None:
                 acc._pre_hooks[0] = hooks

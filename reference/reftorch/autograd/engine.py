@@ -11,9 +11,15 @@ import heapq
 import sys
 import warnings
 
+import numpy as np
+
 from .._shape import is_expandable
+from .._storage import CPUStorage
+from .._tensor import Tensor
+from .._ops import creation
+from .._ops.copy import copy_, empty_like_layout
 from . import anomaly_mode
-from .grad_mode import _set_enabled, is_grad_enabled
+from .grad_mode import _set_enabled, is_grad_enabled, no_grad
 from .graph import AccumulateGrad, gradient_edge
 
 
@@ -37,7 +43,7 @@ def _make_grads(outputs, grad_outputs):
             if out.requires_grad and not (out.dtype.is_floating_point):
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
-            g = reftorch.ones_like(out)
+            g = _ones_like(out) if type(out) is Tensor else reftorch.ones_like(out)
         elif isinstance(g, reftorch.Tensor):
             if g._shape != out._shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
@@ -52,6 +58,15 @@ def _make_grads(outputs, grad_outputs):
             g = reftorch.full(out._shape, g, dtype=out.dtype)
         grads.append(g)
     return grads
+
+
+def _ones_like(out):
+    """ones_like(out) for a dense tensor: on cpu a fresh NumPy array wrapped as it is (the
+    root gradient of every backward() of a loss; ones_like's layout, device and sparse
+    handling cost a few us more), on another device through ones_like."""
+    if type(out._storage) is not CPUStorage:
+        return creation.ones_like(out)
+    return Tensor._from_array(np.ones(out._shape, out.dtype.numpy_dtype), out.dtype)
 
 
 def _root_edges(outputs):
@@ -319,7 +334,6 @@ def _validate(node, grads):
 
 
 def _has_nan(g):
-    import numpy as np
     return bool(np.isnan(g.detach()._host_array()).any())
 
 
@@ -341,8 +355,6 @@ def _copy_in_layout_of(variable, g):
     """A copy of g with variable's strides (row-major if variable's memory is not one dense
     block): PyTorch's layout contract for .grad, so that optimizers walk a parameter and
     its gradient in the same order (a transposed gradient would make every update strided)."""
-    from .._ops.copy import copy_, empty_like_layout
-    from .grad_mode import no_grad
     result = empty_like_layout(variable, dtype=g.dtype, device=g.device)
     with no_grad():
         copy_(result, g)
@@ -372,6 +384,5 @@ def _accumulate(variable, g, create_graph):
     elif create_graph or variable.grad.requires_grad:
         variable.grad = variable.grad + g
     else:
-        from .grad_mode import no_grad
         with no_grad():
             variable.grad.add_(g)

@@ -4,11 +4,18 @@ from __future__ import annotations
 import functools
 import threading
 
-_state = threading.local()
+class _GradState(threading.local):
+    # The class attribute is every thread's starting mode (on, as in PyTorch). Reading it
+    # through the class, rather than getattr(local, "enabled", True), spares threads that never
+    # set a mode an AttributeError raised and caught on each call: ~1 us per recorded op.
+    enabled = True
+
+
+_state = _GradState()
 
 
 def is_grad_enabled():
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def _set_enabled(mode):

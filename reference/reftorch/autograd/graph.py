@@ -203,6 +203,9 @@ def gradient_edge(t):
     return acc, 0
 
 
+_NO_EDGE = (None, 0)   # the edge of an input that needs no gradient
+
+
 def differentiable_dtype(dtype):
     return dtype.is_floating_point or dtype.is_complex
 
@@ -228,9 +231,18 @@ def record(op_name, inputs, outputs, params, saved_inputs=None):
     results = outputs if isinstance(outputs, tuple) else (outputs,)
     edges, metas = [], []
     for x in inputs:
-        is_tensor = hasattr(x, "_shape")
-        edges.append((gradient_edge(x) if is_tensor else None) or (None, 0))
-        metas.append(InputMeta(x) if is_tensor else None)
+        if hasattr(x, "_shape"):
+            # gradient_edge, written out: this loop runs for every input of every recorded op
+            if not x.requires_grad:
+                edges.append(_NO_EDGE)
+            elif x.grad_fn is not None:
+                edges.append((x.grad_fn, getattr(x, "_output_nr", 0)))
+            else:
+                edges.append((x._grad_accumulator(), 0))
+            metas.append(InputMeta(x))
+        else:
+            edges.append(_NO_EDGE)
+            metas.append(None)
     node = node_class(row.node_name(inputs, params))(edges, metas, row)
     for index, out in enumerate(results):
         if out is None or not hasattr(out, "_shape"):

@@ -415,10 +415,15 @@ def _dense_mul_(self, other):
 
 
 def _sparse_other(dense_method, sparse_method):
-    """A dense tensor's method whose (first) operand may be sparse."""
+    """A dense tensor's method whose operand (`other`, or mm's `mat2`) may be sparse."""
     @functools.wraps(dense_method)
     def method(self, *args, **kwargs):
-        if _any_sparse(args, kwargs):
+        # The operand is the only argument these methods take that can be a tensor (the rest
+        # are numbers such as alpha), so it alone is tested, in line: x.add_(y, alpha=a) runs
+        # several times per optimizer step, and a scan of every argument cost about a
+        # microsecond a call.
+        operand = args[0] if args else kwargs.get("other", kwargs.get("mat2"))
+        if operand.__class__ is SparseTensor:
             return sparse_method(self, *args, **kwargs)
         return dense_method(self, *args, **kwargs)
     return method

@@ -19,27 +19,44 @@ class Row:
     nondifferentiable_outputs: frozenset = field(default_factory=frozenset)
     differentiable: bool = True
 
+    def __post_init__(self):
+        # Where each saved name comes from, found once here rather than on every recorded
+        # call: (name, its position among the outputs or None, among the inputs or None).
+        # Names are distinct (see `derivative`), so a position identifies the value.
+        self.save_sources = tuple(
+            (key, _position(self.outputs, key), _position(self.inputs, key))
+            for key in self.saves)
+
     def node_name(self, inputs, params):
         return self.node if isinstance(self.node, str) else self.node(inputs, params)
 
     def values_to_save(self, inputs, results, params, replaced=None):
-        """(name, value) for each name in `saves`: an input (or its replacement), an output,
-        or a parameter (the op's declared default when the caller left it out)."""
-        names = dict(zip(self.inputs, inputs))
-        if replaced:
-            names.update(replaced)
-        names.update(zip(self.outputs, results))
-        for key in self.saves:
-            if key in names:
-                yield key, names[key]
+        """[(name, value)] for each name in `saves`: an output, an input (or its replacement),
+        or a parameter (the op's declared default when the caller left it out). A caller may
+        pass fewer inputs or results than the row names; a name beyond them is looked up as
+        a parameter."""
+        values = []
+        for key, output, input in self.save_sources:
+            if output is not None and output < len(results):
+                value = results[output]
+            elif replaced and key in replaced:
+                value = replaced[key]
+            elif input is not None and input < len(inputs):
+                value = inputs[input]
             elif key in params:
-                yield key, params[key]
+                value = params[key]
             else:
-                yield key, _default(self.op, key)
+                value = _default(self.op, key)
+            values.append((key, value))
+        return values
 
     def backward(self, ctx, *grads):
         result = self.backward_fn(ctx, *grads)
         return result if isinstance(result, tuple) else (result,)
+
+
+def _position(names, key):
+    return names.index(key) if key in names else None
 
 
 def _default(op, key):
@@ -54,6 +71,9 @@ def derivative(op, node, inputs=("self",), saves=(), outputs=("result",),
     def register(fn):
         if op in _ROWS:
             raise RuntimeError(f"derivative of '{op}' is registered twice")
+        names = tuple(inputs) + tuple(outputs)
+        if len(set(names)) != len(names):
+            raise RuntimeError(f"derivative of '{op}' names an input or output twice: {names}")
         _ROWS[op] = Row(op, node, fn, tuple(inputs), tuple(saves), tuple(outputs),
                         frozenset(nondifferentiable_outputs))
         return fn
