@@ -232,13 +232,7 @@ def record(op_name, inputs, outputs, params, saved_inputs=None):
     edges, metas = [], []
     for x in inputs:
         if hasattr(x, "_shape"):
-            # gradient_edge, written out: this loop runs for every input of every recorded op
-            if not x.requires_grad:
-                edges.append(_NO_EDGE)
-            elif x.grad_fn is not None:
-                edges.append((x.grad_fn, getattr(x, "_output_nr", 0)))
-            else:
-                edges.append((x._grad_accumulator(), 0))
+            edges.append((gradient_edge(x) if x.requires_grad else None) or _NO_EDGE)
             metas.append(InputMeta(x))
         else:
             edges.append(_NO_EDGE)
