@@ -23,7 +23,6 @@ from reftorch import plugins
 
 pytest.importorskip("reftorch_cuda", reason="reftorch-cuda is not installed")
 from reftorch_cuda import ops_index as X  # noqa: E402
-from spec_tests import test_plugin_conformance as conformance  # noqa: E402
 from spec_tests import test_plugin_cuda as base  # noqa: E402
 from spec_tests.test_plugin_cuda_kernels import assert_same_values  # noqa: E402
 
@@ -241,23 +240,6 @@ def test_index_add_matches_the_reference(device_kind, dtype_name, index_name):
     assert_matches(lambda t, i, s: reftorch.index_add(t, 1, i, s), a,
                    indices(5, (), 0, index_name), sample((6, 1), dtype_name, 2))
     assert plugins.fallbacks() == {}
-
-
-@pytest.mark.parametrize("op", sorted(X.OP_CODES))
-def test_op_database_samples_on_the_emulator(emulated, monkeypatch, op):
-    """The conformance kit's run of the op database's samples (its error inputs included),
-    which on cuda needs a GPU, on the emulated driver."""
-    monkeypatch.setattr(conformance, "_available", lambda device_type: True)
-    ran = 0
-    for dtype_name in FLOATS:
-        dtype = getattr(reftorch, dtype_name)
-        if plugins.serving(op, "cuda", dtype) != "cuda" or \
-                dtype_name not in conformance.ENTRIES[op].dtypes:
-            continue
-        conformance.test_plugin_kernel_matches_reference("cuda", op, "cuda", dtype)
-        ran += 1
-    assert ran
-    reftorch.cuda.synchronize()     # nothing left unreported
 
 
 @pytest.mark.parametrize("dtype_name", ["int32", "int64"])
