@@ -1,4 +1,4 @@
-"""NumPy emulations of reftorch-cuda's kernels/pointwise.cu (lerp, addcmul, addcdiv and
+"""NumPy emulations of reftorch-cuda's kernels/pointwise.cu (lerp, addcmul, addcdiv, pow and
 integer add/sub/mul) and kernels/masked.cu (masked_fill), operation for operation in the
 kernels' computation type, registered with cuda_kernel_emulation's `emulates` (which imports
 this module). Parameters are decoded from the raw bytes with the kernels' C layouts.
@@ -42,6 +42,26 @@ def ternary(driver, match, grid, block, shared, params):
         result = TERNARY[match.group(2)](a.astype(compute), b.astype(compute),
                                          c.astype(compute), value)
         out[...] = result.astype(storage)
+
+
+@E.emulates(r"pow_kernel<(\w+)(?:, (\w+))?>")
+def power(driver, match, grid, block, shared, params):
+    E.grid_stride(grid, block)
+    assert shared == 0
+    p = E.slots(params, 5)      # (geometry, out, a, b, int scalar)
+    shape, strides = E.geometry(p[0], 3)
+    storage = E.STORAGE[match.group(1)]
+    compute = E.compute_type(storage)
+    types = [storage, storage, E.STORAGE[match.group(2) or match.group(1)]]
+    out, a, b = (driver.view(E.pointer(p[k + 1]), types[k], shape, s)
+                 for k, s in enumerate(strides))
+    x, y = a.astype(compute), b.astype(compute)
+    scalar = ctypes.c_int.from_address(p[4]).value != 0
+    with np.errstate(all="ignore"):
+        value = np.where(y == 2, x * x, np.power(x, y))
+        if scalar:
+            value = np.where(y == 0.5, np.sqrt(x), np.where(y == -1, 1 / x, value))
+        out[...] = value.astype(storage)
 
 
 INT_BINARY = {

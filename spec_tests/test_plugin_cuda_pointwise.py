@@ -316,3 +316,47 @@ def test_a_python_number_operand_on_a_side_stream(emulated):
     reftorch.cuda.current_stream().wait_stream(stream)
     for k, r in zip((0.25, -3.0, 7.5), results):
         np.testing.assert_array_equal(r.cpu().numpy(), np.arange(5) * k)
+
+
+# --- pow ------------------------------------------------------------------------------------------
+
+def pow_operands(dtype_name, seed):
+    """Bases of both signs (with zeros, infinities and NaN), and exponents mixing whole
+    numbers (so negative bases have real powers), fractions and the specials."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(-3, 3, (6, 5)).astype(np.float32)
+    base.reshape(-1)[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0]
+    exponent = rng.choice([2.0, 3.0, -1.0, 0.5, -1.5, 0.0, 2.5, np.nan, np.inf],
+                          (6, 5)).astype(np.float32)
+    dtype = getattr(reftorch, dtype_name)
+    return reftorch.tensor(base).to(dtype), reftorch.tensor(exponent).to(dtype)
+
+
+# GPU tolerance in ulp (32/64-bit, 16-bit): CUDA's powf is within 4 ulp of the exact value,
+# pow within 2 (CUDA C Programming Guide), NumPy's within 1; a 16-bit result is rounded from
+# a float far more accurate than its own ulp.
+POW_ULPS = {"float32": 5, "float64": 3, "float16": 1, "bfloat16": 1}
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_pow_matches_the_cpu_reference(device_kind, dtype_name):
+    from spec_tests.test_plugin_cuda_kernels import assert_close, is_gpu
+    base, exponent = pow_operands(dtype_name, 7)
+    cases = {
+        "tensor exponent": lambda x, y: x.pow(y),
+        "square": lambda x, y: x ** 2,
+        "number": lambda x, y: x.pow(1.7),
+        "broadcast": lambda x, y: x.pow(y[:1]),
+        "transposed": lambda x, y: x.t().pow(y.t()),
+        "in place sqrt": lambda x, y: x.clone().pow_(0.5),
+        "reciprocal": lambda x, y: x.pow(-1),
+        "half array": lambda x, y: x.pow(reftorch.full_like(y, 0.5)),   # pow, not sqrt
+    }
+    plugins.reset_fallbacks()
+    for name, fn in cases.items():
+        expected = reference(fn, base, exponent)
+        got = fn(base.cuda(), exponent.cuda())
+        exact = name in ("square", "in place sqrt", "reciprocal")
+        ulps = 0 if exact else POW_ULPS[dtype_name]
+        assert_close(got, expected, is_gpu(device_kind), ulps, err_msg=name)
+    assert plugins.fallbacks() == {}

@@ -161,6 +161,8 @@ __device__ __forceinline__ float rt_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double rt_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ float rt_fabs(float x) { return fabsf(x); }
 __device__ __forceinline__ double rt_fabs(double x) { return fabs(x); }
+__device__ __forceinline__ float rt_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double rt_pow(double x, double y) { return pow(x, y); }
 
 // --- block reductions -------------------------------------------------------------------------
 // A block of RT_BLOCK_THREADS threads combines one value per thread in a fixed tree order:

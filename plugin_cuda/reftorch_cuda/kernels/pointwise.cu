@@ -1,5 +1,5 @@
 // Three-operand pointwise ops (lerp, addcmul, addcdiv: what the optimizers' steps are made
-// of) and integer add/sub/mul, compiled after the shared prelude common.cuh.
+// of), pow, and integer add/sub/mul, compiled after the shared prelude common.cuh.
 //
 // The host compiles with --fmad=false, so every multiply and add below rounds on its own, in
 // the order written: the order the NumPy reference evaluates its expressions in.
@@ -46,6 +46,30 @@ ternary_kernel(const Geometry<4> g, T* out, const T* a, const T* b, const TC* c,
         const A y = load_as<A>(b[offset[2]]);
         const A z = load_as<A>(c[offset[3]]);
         out[offset[0]] = Arith<T>::store(Op::apply(x, y, z, scale));
+    }
+}
+
+// --- power ---------------------------------------------------------------------------------
+// pow(x, y) by the CUDA math library (powf within 4 ulp of the exact value, pow within 2, as
+// the CUDA Programming Guide states), with NumPy's exact cases: an exponent of 2 is the
+// square x * x, and a scalar exponent (a 0-dim tensor: `scalar` is set) of 0.5 is sqrt(x) and
+// of -1 is 1 / x, as NumPy's power computes for a scalar exponent (sqrt differs from pow at
+// -0.0 and -inf, not only in rounding).
+template <typename T, typename TB = T>
+__global__ void __launch_bounds__(256)
+pow_kernel(const Geometry<3> g, T* out, const T* a, const TB* b, int scalar) {
+    typedef typename Arith<T>::type A;
+    RT_GRID_STRIDE_LOOP(i, g.numel) {
+        rt_int64 offset[3];
+        element_offsets(g, i, offset);
+        const A x = load_as<A>(a[offset[1]]);
+        const A y = load_as<A>(b[offset[2]]);
+        A r;
+        if (y == (A)2) r = x * x;
+        else if (scalar && y == (A)0.5) r = rt_sqrt(x);
+        else if (scalar && y == (A)-1) r = (A)1 / x;
+        else r = rt_pow(x, y);
+        out[offset[0]] = Arith<T>::store(r);
     }
 }
 
