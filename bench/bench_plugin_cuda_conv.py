@@ -19,11 +19,10 @@ import pytest
 
 import reftorch
 import reftorch.nn.functional as RF
-from cases import as_tests
+from cases import as_tests, event_seconds, no_gpu_reason, synchronised
 
 torch = pytest.importorskip("torch")
-NO_GPU = None if reftorch.cuda.is_available() and torch.cuda.is_available() else \
-    "no CUDA GPU (or no CUDA build of torch) on this machine"
+NO_GPU = no_gpu_reason(reftorch, torch)
 if NO_GPU and __name__ != "__main__":
     pytest.skip(NO_GPU, allow_module_level=True)
 
@@ -66,26 +65,6 @@ def step(conv, x, w, backward):
     return run
 
 
-def event_seconds(fn, events, synchronize, repeats=20):
-    """Seconds per call of fn, from CUDA events around `repeats` back-to-back calls (after a
-    warm-up call that also compiles)."""
-    fn()
-    synchronize()
-    start, end = events(enable_timing=True), events(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1000.0 / repeats
-
-
-def _synchronised(fn, synchronize):
-    def run():
-        fn()
-        synchronize()
-    return run
-
 
 if not NO_GPU:
     torch.backends.cudnn.allow_tf32 = False
@@ -94,8 +73,8 @@ CASES = {}
 for _name, (_xs, _ws, _dtype, _bwd) in ({} if NO_GPU else CONVOLUTIONS).items():
     (_rx, _rw), (_tx, _tw) = operands(_xs, _ws, _dtype, _bwd)
     CASES[_name] = {
-        "reftorch": _synchronised(step(RF.conv2d, _rx, _rw, _bwd), reftorch.cuda.synchronize),
-        "torch": _synchronised(step(torch.nn.functional.conv2d, _tx, _tw, _bwd),
+        "reftorch": synchronised(step(RF.conv2d, _rx, _rw, _bwd), reftorch.cuda.synchronize),
+        "torch": synchronised(step(torch.nn.functional.conv2d, _tx, _tw, _bwd),
                                torch.cuda.synchronize),
     }
 

@@ -17,11 +17,10 @@ import numpy as np
 import pytest
 
 import reftorch
-from cases import as_tests
+from cases import as_tests, event_seconds, no_gpu_reason, synchronised
 
 torch = pytest.importorskip("torch")
-NO_GPU = None if reftorch.cuda.is_available() and torch.cuda.is_available() else \
-    "no CUDA GPU (or no CUDA build of torch) on this machine"
+NO_GPU = no_gpu_reason(reftorch, torch)
 if NO_GPU and __name__ != "__main__":
     pytest.skip(NO_GPU, allow_module_level=True)
 
@@ -53,38 +52,18 @@ def operands(shape_a, shape_b, dtype_name, view_b):
     return mine, theirs
 
 
-def _synchronised(fn, synchronize):
-    def run():
-        fn()
-        synchronize()
-    return run
-
-
 CASES = {}
 for _name, (_op, _sa, _sb, _dtype, _view) in ({} if NO_GPU else PRODUCTS).items():
     (_ra, _rb), (_ta, _tb) = operands(_sa, _sb, _dtype, _view)
     CASES[_name] = {
-        "reftorch": _synchronised(lambda f=getattr(reftorch, _op), a=_ra, b=_rb: f(a, b),
+        "reftorch": synchronised(lambda f=getattr(reftorch, _op), a=_ra, b=_rb: f(a, b),
                                   reftorch.cuda.synchronize),
-        "torch": _synchronised(lambda f=getattr(torch, _op), a=_ta, b=_tb: f(a, b),
+        "torch": synchronised(lambda f=getattr(torch, _op), a=_ta, b=_tb: f(a, b),
                                torch.cuda.synchronize),
     }
 
 test_plugin_cuda_gemm = as_tests(CASES)
 
-
-def event_seconds(fn, events, synchronize, repeats=20):
-    """Seconds per call of fn, from CUDA events around `repeats` back-to-back launches (after
-    a warm-up call that also compiles)."""
-    fn()
-    synchronize()
-    start, end = events(enable_timing=True), events(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1000.0 / repeats
 
 
 def main():

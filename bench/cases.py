@@ -1,5 +1,6 @@
-"""What every bench file shares: its CASES dict turned into pytest-benchmark tests, and
-float32 inputs made identical for reftorch, PyTorch and NumPy."""
+"""What every bench file shares: its CASES dict turned into pytest-benchmark tests, float32
+inputs made identical for reftorch, PyTorch and NumPy, and the timing helpers of the cuda
+benches."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,3 +28,34 @@ def inputs(array):
 
 def float32_inputs(shape, rng):
     return inputs(rng.standard_normal(shape).astype(np.float32))
+
+
+# --- cuda benches ------------------------------------------------------------------------------
+
+def no_gpu_reason(reftorch, torch):
+    """Why the cuda benches cannot run here, or None when both libraries see a GPU."""
+    if reftorch.cuda.is_available() and torch.cuda.is_available():
+        return None
+    return "no CUDA GPU (or no CUDA build of torch) on this machine"
+
+
+def synchronised(fn, synchronize):
+    """fn followed by a wait for the device, so a benchmark times the work, not the launch."""
+    def run():
+        fn()
+        synchronize()
+    return run
+
+
+def event_seconds(fn, events, synchronize, repeats=20):
+    """Seconds per call of fn, from CUDA events around `repeats` back-to-back calls (after a
+    warm-up call that also compiles)."""
+    fn()
+    synchronize()
+    start, end = events(enable_timing=True), events(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1000.0 / repeats
