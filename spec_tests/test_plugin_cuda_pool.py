@@ -210,6 +210,18 @@ def reference_grad(fn, x, seed, grad_layout="contiguous"):
         return grad_through(fn, x, seed, False, grad_layout)
 
 
+def check_backward(pool, x, settings, layouts, seed, grad_layout):
+    """pool(t, setting) over every setting and input layout: the input's gradient on cuda
+    is the reference's bit for bit."""
+    for setting in settings:
+        for layout in layouts:
+            def fn(t, setting=setting, layout=layout):
+                return pool(LAYOUTS[layout](t), setting)
+            expected = reference_grad(fn, x, seed, grad_layout)
+            got = grad_through(fn, x, seed, True, grad_layout)
+            assert_bits_equal(got, expected, (setting, layout, grad_layout))
+
+
 @pytest.mark.parametrize("grad_layout", ["contiguous", "transposed", "sum"])
 @pytest.mark.parametrize("dtype_name", FLOATS)
 def test_max_pool2d_backward_through_autograd(device_kind, dtype_name, grad_layout):
@@ -217,13 +229,8 @@ def test_max_pool2d_backward_through_autograd(device_kind, dtype_name, grad_layo
     gradients, added in output order in the dtype."""
     x = tied_values((2, 3, 11, 9), dtype_name, 3)
     plugins.reset_fallbacks()
-    for window in MAX_WINDOWS:
-        for layout in ("contiguous", "transposed_hw", "unbatched", "empty_batch"):
-            def fn(t, window=window, layout=layout):
-                return max_pool(LAYOUTS[layout](t), window)
-            expected = reference_grad(fn, x, 4, grad_layout)
-            got = grad_through(fn, x, 4, True, grad_layout)
-            assert_bits_equal(got, expected, (window, layout, grad_layout))
+    check_backward(max_pool, x, MAX_WINDOWS,
+                   ("contiguous", "transposed_hw", "unbatched", "empty_batch"), 4, grad_layout)
     assert served()
     assert launched(device_kind, "max_pool2d_backward_kernel")
 
@@ -294,13 +301,8 @@ def test_avg_pool2d_is_the_reference_bit_for_bit(device_kind, dtype_name, layout
 def test_avg_pool2d_backward_through_autograd(device_kind, dtype_name, grad_layout):
     x = real_values((2, 3, 10, 11), dtype_name, 8)
     plugins.reset_fallbacks()
-    for window in AVG_WINDOWS:
-        for layout in ("contiguous", "channels_last", "unbatched", "empty_batch"):
-            def fn(t, window=window, layout=layout):
-                return avg_pool(LAYOUTS[layout](t), window)
-            expected = reference_grad(fn, x, 9, grad_layout)
-            got = grad_through(fn, x, 9, True, grad_layout)
-            assert_bits_equal(got, expected, (window, layout, grad_layout))
+    check_backward(avg_pool, x, AVG_WINDOWS,
+                   ("contiguous", "channels_last", "unbatched", "empty_batch"), 9, grad_layout)
     assert served()
     assert launched(device_kind, "avg_pool2d_backward_kernel")
 
@@ -374,13 +376,8 @@ def test_adaptive_avg_pool2d_backward_through_autograd(device_kind, dtype_name, 
     start): the gradient sums follow the reference's offset order."""
     x = real_values((2, 3, 7, 6), dtype_name, 13)
     plugins.reset_fallbacks()
-    for size in ADAPTIVE_SIZES:
-        for layout in ("contiguous", "transposed_hw", "unbatched", "empty_batch"):
-            def fn(t, size=size, layout=layout):
-                return F.adaptive_avg_pool2d(LAYOUTS[layout](t), size)
-            expected = reference_grad(fn, x, 14, grad_layout)
-            got = grad_through(fn, x, 14, True, grad_layout)
-            assert_bits_equal(got, expected, (size, layout, grad_layout))
+    check_backward(F.adaptive_avg_pool2d, x, ADAPTIVE_SIZES,
+                   ("contiguous", "transposed_hw", "unbatched", "empty_batch"), 14, grad_layout)
     assert served()
     assert launched(device_kind, "adaptive_avg_pool2d_backward_kernel")
 
