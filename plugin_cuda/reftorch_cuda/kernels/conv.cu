@@ -273,18 +273,16 @@ __device__ __forceinline__ Columns image_columns(const ConvArgs& p, rt_int64 bi)
                    (int)p.pad_h, (int)p.pad_w, (int)p.dil_h, (int)p.dil_w};
 }
 
-struct ConvForward {
-    typedef FilterRows ASource;
-    typedef ImageColumns BSource;
-    static __device__ __forceinline__ FilterRows a_source(const ConvArgs& p, rt_int64 bi) {
-        const rt_int64 g = bi % p.groups;
-        const rt_int64* s = p.f_strides;
-        return FilterRows{g * p.group_out * s[0], s[0], s[1], s[2], s[3], (int)p.m, (int)p.k,
-                          (int)(p.kernel_h * p.kernel_w), (int)p.kernel_w};
-    }
-    static __device__ __forceinline__ ImageColumns b_source(const ConvArgs& p, rt_int64 bi) {
-        return image_columns<ImageColumns>(p, bi);
-    }
+// The filter operand of group g: rows step by `row_step` and channels by `channel_step` along
+// the weight (forward: its dims 0 and 1; transposed: the other way round), taps by dims 2, 3.
+__device__ __forceinline__ FilterRows filter_rows(const ConvArgs& p, rt_int64 first,
+                                                  rt_int64 row_step, rt_int64 channel_step) {
+    return FilterRows{first, row_step, channel_step, p.f_strides[2], p.f_strides[3], (int)p.m,
+                      (int)p.k, (int)(p.kernel_h * p.kernel_w), (int)p.kernel_w};
+}
+
+// What the forward and the transposed problem share: their output is an activation.
+struct ActivationOutput {
     template <typename T, typename A>
     static __device__ __forceinline__ void store(const ConvArgs& p, T* out, const T* bias,
                                                  rt_int64 bi, rt_int64 row, rt_int64 col, A acc) {
@@ -292,23 +290,28 @@ struct ConvForward {
     }
 };
 
-struct ConvTransposed {
+struct ConvForward : ActivationOutput {
+    typedef FilterRows ASource;
+    typedef ImageColumns BSource;
+    static __device__ __forceinline__ FilterRows a_source(const ConvArgs& p, rt_int64 bi) {
+        const rt_int64* s = p.f_strides;
+        return filter_rows(p, bi % p.groups * p.group_out * s[0], s[0], s[1]);
+    }
+    static __device__ __forceinline__ ImageColumns b_source(const ConvArgs& p, rt_int64 bi) {
+        return image_columns<ImageColumns>(p, bi);
+    }
+};
+
+struct ConvTransposed : ActivationOutput {
     typedef FilterRows ASource;
     typedef TransposedColumns BSource;
     static __device__ __forceinline__ FilterRows a_source(const ConvArgs& p, rt_int64 bi) {
-        const rt_int64 g = bi % p.groups;
         const rt_int64* s = p.f_strides;   // weight (G*Cg, Og, KH, KW): rows walk dim 1
-        return FilterRows{g * p.group_in * s[0], s[1], s[0], s[2], s[3], (int)p.m, (int)p.k,
-                          (int)(p.kernel_h * p.kernel_w), (int)p.kernel_w};
+        return filter_rows(p, bi % p.groups * p.group_in * s[0], s[1], s[0]);
     }
     static __device__ __forceinline__ TransposedColumns b_source(const ConvArgs& p,
                                                                  rt_int64 bi) {
         return image_columns<TransposedColumns>(p, bi);
-    }
-    template <typename T, typename A>
-    static __device__ __forceinline__ void store(const ConvArgs& p, T* out, const T* bias,
-                                                 rt_int64 bi, rt_int64 row, rt_int64 col, A acc) {
-        store_activation(p, out, bias, bi, row, col, acc);
     }
 };
 
