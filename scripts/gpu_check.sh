@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The cuda plugin's checks that need a GPU, for a machine that has one and no network (the
+# device machine a session may be lent): its python3 must already hold numpy, ml_dtypes,
+# cuda-bindings, the NVRTC wheel, pytest and a CUDA build of torch (the benchmark peer).
+#
+#   scripts/gpu_check.sh tests   # every cuda launch test and the conformance kit's cuda rows
+#   scripts/gpu_check.sh bench   # the issue's speed targets: ops, GEMM, convolution vs torch
+#   scripts/gpu_check.sh all     # both (about 10 minutes on an H100: split it if time is short)
+#
+# reftorch and the cuda plugin run from this checkout in a venv that sees the system's packages;
+# logs go to $OUT (or ./gpu_out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+stage=${1:-all}
+out=${OUT:-gpu_out}
+mkdir -p "$out"
+venv=${GPU_CHECK_VENV:-/tmp/reftorch-gpu-venv}
+
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv --system-site-packages "$venv" || exit 1
+    # The source trees go on the path through a .pth file, and the cuda plugin's entry point
+    # is declared by a hand-written dist-info: what an editable install makes, with no build
+    # step and nothing fetched.
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    printf '%s\n' "$PWD/reference" "$PWD/plugins" "$PWD/plugin_cuda" > "$site/reftorch-src.pth"
+    info="$site/reftorch_cuda-0+src.dist-info"
+    mkdir -p "$info"
+    printf 'Metadata-Version: 2.1\nName: reftorch-cuda\nVersion: 0+src\n' > "$info/METADATA"
+    printf '[reftorch.plugins]\ncuda = reftorch_cuda:register\n' > "$info/entry_points.txt"
+fi
+py="$venv/bin/python"
+export REFTORCH_PLUGINS=all PYTHONUNBUFFERED=1
+export REFTORCH_CACHE_DIR=${REFTORCH_CACHE_DIR:-/tmp/reftorch-cache}
+
+{
+    git rev-parse HEAD 2>/dev/null
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    "$py" -c "import reftorch, torch; print('reftorch cuda:', reftorch.cuda.is_available(),
+reftorch.cuda.get_device_name(0), 'torch', torch.__version__, torch.cuda.is_available())"
+} 2>&1 | tee "$out/machine.txt"
+
+status=0
+if [ "$stage" = tests ] || [ "$stage" = all ]; then
+    # -rs lists every skip with its reason: on a GPU none should say "no CUDA GPU".
+    "$py" -m pytest -q -rs -p no:cacheprovider -W ignore \
+        spec_tests/test_plugin_cuda*.py spec_tests/test_plugin_conformance.py \
+        2>&1 | tee "$out/tests.log" || status=1
+fi
+if [ "$stage" = bench ] || [ "$stage" = all ]; then
+    for bench in bench/bench_plugin_cuda_ops.py bench/bench_plugin_cuda_gemm.py \
+                 bench/bench_plugin_cuda_conv.py; do
+        (cd bench && "$py" "$(basename "$bench")") 2>&1 | tee -a "$out/bench.log" || status=1
+    done
+fi
+exit $status
