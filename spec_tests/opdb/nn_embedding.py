@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import FLOATING
+from . import DTYPE_NAMES, FLOATING
 from .core import OpInfo, Sample, TensorArg, tensor
 
 
@@ -54,7 +54,7 @@ def _one_hot_samples(dtype, rng):
 
 
 OPS = [
-    OpInfo("embedding", _f("embedding"), _embedding_samples, dtypes=FLOATING),
+    OpInfo("embedding", _f("embedding"), _embedding_samples, dtypes=DTYPE_NAMES),
     OpInfo("embedding_bag", _f("embedding_bag"), _bag_samples, dtypes=FLOATING),
     OpInfo("one_hot", _f("one_hot"), _one_hot_samples, dtypes=("int64",),
            differentiable=False),
