@@ -71,6 +71,36 @@ def test_kernel_with_min_numel_is_skipped_for_smaller_elementwise_results():
         plugins.unload("test-plugin")
 
 
+def test_all_sizes_turns_size_thresholds_off_and_restores_them():
+    calls = []
+
+    def big_only_add(out, inputs, dtypes, params):
+        # A kernel's own threshold goes through size_threshold, as plugins are told to.
+        if inputs[0].numel() < plugins.size_threshold(3):
+            return NotImplemented
+        calls.append(inputs[0].numel())
+        return reftorch.full(inputs[0].shape, 99.0, dtype=reftorch.float64)
+
+    plugins.load("test-plugin", lambda r: r.kernel("add", "cpu", [reftorch.float64],
+                                                   big_only_add, min_numel=4))
+    try:
+        one, three = (reftorch.ones(n, dtype=reftorch.float64) for n in (1, 3))
+        assert plugins.size_threshold(3) == 3
+        assert (three + three).tolist() == [2.0] * 3        # min_numel=4 skips it
+        with plugins.all_sizes():
+            assert plugins.size_threshold(3) == 0
+            assert (three + three).tolist() == [99.0] * 3   # registered threshold off
+            assert (one + one).tolist() == [99.0]           # and the kernel's own
+            with plugins.all_sizes():
+                pass
+            assert (one + one).tolist() == [99.0]           # nested blocks keep it off
+        assert plugins.size_threshold(3) == 3
+        assert (three + three).tolist() == [2.0] * 3        # restored, chains rebuilt
+        assert calls == [3, 1, 1]
+    finally:
+        plugins.unload("test-plugin")
+
+
 def test_broken_plugin_warns_once_and_reftorch_keeps_working():
     def broken(registrar):
         registrar.kernel("add", "cpu", [reftorch.int64], lambda *a: NotImplemented)

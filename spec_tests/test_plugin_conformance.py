@@ -3,8 +3,17 @@
 For each registered (op, device, dtype) the op database's samples run twice: once normally
 (the plugin kernel serves, or declines) and once under `use_reference_kernels()`; results must
 agree exactly for integers and within the dtype's tolerance for floats. Binary pointwise ops
-run over broadcasting shape pairs and layouts; every other op over its op-database samples
-(for ops such as reductions and softmax, whose OpInfo has the kernel's name).
+run over broadcasting shape pairs and layouts (and in place); unary ones over the op
+database's shapes and layouts plus a large one; every other op over its op-database samples.
+A kernel whose op has no entry of its own is reached through the entries that call it
+(`REACHED_THROUGH`: convolution through conv2d, a softmax's backward through softmax's
+gradient, ...), and the samplers (`RANDOM`) are compared bit for bit from one seed.
+
+Two rules keep the comparison from being empty:
+  * it runs under `plugins.all_sizes()`, so a kernel that leaves small calls to the
+    reference for speed (`plugins.size_threshold`) serves the small samples too;
+  * each row counts the calls its kernel accepted and fails when the kernel declined every
+    sample: then nothing of the plugin was checked.
 
 On a machine without a GPU the cuda rows of reftorch-cuda run on its emulated driver
 (spec_tests/cuda_emulator.py: the plugin's host side for real, each kernel as a NumPy model
@@ -13,15 +22,17 @@ op database's samples; with a GPU they run on the device.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
 import reftorch
-from reftorch import plugins
-from .opdb import BY_NAME, structured_ops
-from .opdb.core import OpInfo, build_sample
+from reftorch import _dispatch, plugins
+from .opdb import BY_NAME, pointwise_as_opinfo, structured_ops
+from .opdb.core import OpInfo, Sample, TensorArg, build, build_sample, tensor
 from .opdb.samples import BINARY_SHAPES
-from .oracle import compare_values
+from .oracle import compare_values, host
 
 
 def _entries():
@@ -33,16 +44,83 @@ def _entries():
 
 ENTRIES = _entries()
 
+# Kernels whose op has no op-database entry of its own: the entries whose calls reach them,
+# and whether through the gradient (the kit then runs the backward pass too).
+REACHED_THROUGH = {
+    "convolution": (("conv2d", "conv_transpose2d"), False),
+    "convolution_backward_weight": (("conv2d", "conv_transpose2d"), True),
+    "max_pool2d_with_indices": (("max_pool2d",), False),
+    "max_pool2d_with_indices_backward": (("max_pool2d",), True),
+    "avg_pool2d_backward": (("avg_pool2d",), True),
+    "adaptive_avg_pool2d_backward": (("adaptive_avg_pool2d",), True),
+    "_softmax_backward_data": (("softmax",), True),
+    "_log_softmax_backward_data": (("log_softmax",), True),
+    "native_layer_norm": (("layer_norm",), False),
+    "native_batch_norm": (("batch_norm",), False),
+    "native_batch_norm_backward": (("batch_norm",), True),
+    "native_group_norm": (("group_norm",), False),
+    "sum_to_size": (("add", "mul"), True),   # the gradient of a broadcast operand
+}
+
+# The samplers: how to call each on a tensor; results must be bit-identical from one seed.
+RANDOM = {
+    "uniform_": lambda t: t.uniform_(-2.0, 3.0),
+    "normal_": lambda t: t.normal_(0.5, 2.0),
+    "random_": lambda t: t.random_(0, 100) if t.dtype is not reftorch.bool else t.random_(),
+    "bernoulli_": lambda t: t.bernoulli_(0.3),
+    "exponential_": lambda t: t.exponential_(1.5),
+    "cauchy_": lambda t: t.cauchy_(0.5, 2.0),
+    "geometric_": lambda t: t.geometric_(0.3),
+    "log_normal_": lambda t: t.log_normal_(0.5, 0.75),
+}
+
+
+def _checked(op):
+    return op in ENTRIES or op in REACHED_THROUGH or op in RANDOM
+
 
 def _registered():
     cases = []
     for name, info in sorted(plugins.loaded().items()):
         for op, device_type, dtype in info.kernels:
-            if op in ENTRIES:
+            if _checked(op):
                 cases.append(pytest.param(name, op, device_type, dtype,
                                           id=f"{name}-{op}-{device_type}-{dtype.name}"))
     return cases or [pytest.param(None, None, None, None, marks=pytest.mark.skip(
         reason="no plugin kernels for op-database ops are loaded"))]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def every_size():
+    """Plugins' size thresholds off: the samples are small."""
+    with plugins.all_sizes():
+        yield
+
+
+@contextlib.contextmanager
+def counting(plugin, op_name, device_type, dtype):
+    """A one-element list counting the calls `plugin`'s kernel for the row accepted (returned
+    something other than NotImplemented) inside the block."""
+    op = _dispatch.get_op(op_name)
+    key = (device_type, dtype)
+    original = op.kernels[key]
+    accepted = [0]
+
+    def counted(fn):
+        def kernel(out, inputs, dtypes, params):
+            result = fn(out, inputs, dtypes, params)
+            if result is not NotImplemented:
+                accepted[0] += 1
+            return result
+        return kernel
+
+    op.kernels[key] = [(p, counted(fn) if p == plugin else fn, n) for p, fn, n in original]
+    op._chains.clear()
+    try:
+        yield accepted
+    finally:
+        op.kernels[key] = original
+        op._chains.clear()
 
 
 def _available(device_type):
@@ -81,9 +159,48 @@ def test_plugin_kernel_matches_reference(plugin, op, device_type, dtype, request
         request.getfixturevalue("emulated_cuda")
     if not _available(device_type):
         pytest.skip(f"no {device_type} device on this machine")
-    entry = ENTRIES[op]
-    if isinstance(entry, OpInfo):
-        return _check_samples(entry, device_type, dtype)
+    with counting(plugin, op, device_type, dtype) as accepted:
+        if op in RANDOM:
+            _check_random(RANDOM[op], device_type, dtype)
+        elif op in REACHED_THROUGH:
+            names, backward = REACHED_THROUGH[op]
+            entries = [_as_opinfo(ENTRIES[name]) for name in names]
+            if not any(dtype.name in entry.dtypes for entry in entries):
+                pytest.skip(f"the op database has no {dtype.name} samples for {names}")
+            for entry in entries:
+                if dtype.name in entry.dtypes:
+                    _check_samples(entry, device_type, dtype, backward)
+        elif isinstance(ENTRIES[op], OpInfo):
+            _check_samples(ENTRIES[op], device_type, dtype)
+        elif ENTRIES[op].arity == 1:
+            _check_samples(_unary_with_large(ENTRIES[op]), device_type, dtype)
+        else:
+            _check_binary(ENTRIES[op], device_type, dtype)
+    assert accepted[0], (f"{plugin}'s {op} kernel for {device_type} {dtype.name} declined "
+                         f"every sample, so none of it was checked")
+
+
+def _as_opinfo(entry):
+    return entry if isinstance(entry, OpInfo) else pointwise_as_opinfo(entry)
+
+
+def _unary_with_large(entry):
+    """A unary pointwise entry's samples, plus a large contiguous and a transposed input
+    (sizes that cross vector widths and thread blocks)."""
+    base = pointwise_as_opinfo(entry)
+
+    def samples(dtype_name, rng):
+        yield from base.samples(dtype_name, rng)
+        for layout in ("contiguous", "transposed"):
+            yield Sample((tensor((257, 129), dtype_name, rng, layout, domain=entry.domain),),
+                         dict(entry.kwargs[0]), f"(257, 129) {layout}")
+    return OpInfo(name=entry.name, call=entry.call, samples=samples, dtypes=entry.dtypes)
+
+
+def _check_binary(entry, device_type, dtype):
+    """A binary pointwise entry over broadcasting shape pairs, both layouts, and in place."""
+    if dtype.name not in entry.dtypes:
+        pytest.skip(f"the op database has no {dtype.name} samples for {entry.name}")
     rng = np.random.default_rng(0)
     device = reftorch.device(device_type)
     shapes = BINARY_SHAPES + [((257, 129), (257, 129)), ((1000, 100), (100,))]
@@ -111,23 +228,102 @@ def test_plugin_kernel_matches_reference(plugin, op, device_type, dtype, request
     assert not failures, "\n".join(failures[:5])
 
 
-def _check_samples(entry, device_type, dtype):
-    """An OpInfo's own samples for this dtype, with the plugin and on the reference."""
+def _check_random(sample, device_type, dtype):
+    """A sampler from one seed, with the plugin and on the reference: the same bits. Sizes
+    below, at and above the 16-element blocks some samplers draw in, and a strided view."""
+    failures = []
+    for shape in ((1,), (15,), (16,), (17,), (1000,), (33, 31)):
+        for strided in (False, True):
+            if strided and len(shape) < 2:
+                continue
+            got, expected = [
+                _sampled(sample, shape, strided, dtype, device_type if plugin_run else "cpu",
+                         plugin_run)
+                for plugin_run in (True, False)]
+            message = _differ(got, expected)
+            if not message and not isinstance(expected, Exception):
+                a, b = host(got.cpu()), host(expected)
+                if not np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"):
+                    message = "not bit-identical"
+            if message:
+                failures.append(f"{shape} strided={strided}: {message}")
+    assert not failures, "\n".join(failures[:5])
+
+
+def _sampled(sample, shape, strided, dtype, device_type, plugin_run):
+    context = contextlib.nullcontext() if plugin_run else plugins.use_reference_kernels()
+    with context:
+        t = reftorch.zeros(shape, dtype=dtype, device=device_type)
+        if strided:
+            t = t[:, ::2]
+        reftorch.manual_seed(2024)
+        if device_type == "cuda":
+            reftorch.cuda.manual_seed(2024)
+        return _run(lambda: sample(t))
+
+
+def _check_samples(entry, device_type, dtype, backward=False):
+    """An OpInfo's own samples for this dtype, with the plugin and on the reference; with
+    `backward`, the gradients of a fixed weighted sum of the first result too."""
     if dtype.name not in entry.dtypes:
         pytest.skip(f"the op database has no {dtype.name} samples for {entry.name}")
     failures = []
     for sample in entry.samples(dtype.name, np.random.default_rng(0)):
         # Each run builds its own tensors from the sample, so an out= tensor or an in-place
         # op's input written by the first run cannot feed (or be) the second run's.
-        args, kwargs = _moved(build_sample(sample, reftorch), device_type)
-        got = _run(lambda: entry.call(reftorch, *args, **kwargs))
+        got = _run_sample(entry, sample, device_type, backward)
         with plugins.use_reference_kernels():
-            cpu_args, cpu_kwargs = build_sample(sample, reftorch)
-            expected = _run(lambda: entry.call(reftorch, *cpu_args, **cpu_kwargs))
+            expected = _run_sample(entry, sample, "cpu", backward)
         message = _differ(got, expected)
         if message:
-            failures.append(f"{sample.label} {kwargs}: {message}")
+            failures.append(f"{sample.label} {sample.kwargs}: {message}")
     assert not failures, "\n".join(failures[:5])
+
+
+def _run_sample(entry, sample, device_type, backward):
+    if backward:
+        args = tuple(_build_leaf(a) for a in sample.args)
+        kwargs = {k: _build_leaf(v) for k, v in sample.kwargs.items()}
+    else:
+        args, kwargs = build_sample(sample, reftorch)
+    args, kwargs = _moved(args, device_type), _moved(kwargs, device_type)
+    if not backward:
+        return _run(lambda: entry.call(reftorch, *args, **kwargs))
+    return _run(lambda: _gradients(entry.call(reftorch, *args, **kwargs), args, kwargs))
+
+
+def _build_leaf(arg):
+    """A sample argument built as build_sample does, except that a floating tensor the
+    sample marks differentiable becomes a leaf requiring grad whatever its dtype (the kit
+    checks float16/bfloat16 backward kernels too). Built on cpu: moving it to the device
+    keeps the gradient flowing."""
+    if isinstance(arg, TensorArg):
+        x = build(arg, reftorch)
+        if arg.requires_grad and x.dtype.is_floating_point:
+            x = x.detach().requires_grad_()
+        return x
+    if isinstance(arg, (tuple, list)):
+        return type(arg)(_build_leaf(a) for a in arg)
+    return build(arg, reftorch)
+
+
+def _gradients(result, args, kwargs):
+    """(first floating result, the gradients of sum(result * w) for a fixed w) as host
+    tensors; w's values depend only on the result's shape."""
+    first = result[0] if isinstance(result, (tuple, list)) else result
+    inputs = [t for t in _flat((args, kwargs)) if getattr(t, "requires_grad", False)]
+    weights = np.random.default_rng(7).standard_normal(first.numel()).reshape(first.shape)
+    w = reftorch.tensor(weights, dtype=first.dtype).to(first.device)
+    grads = reftorch.autograd.grad(first, inputs, w, allow_unused=True)
+    return (first, *(g for g in grads if g is not None))
+
+
+def _flat(value):
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _flat(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _flat(v)]
+    return [value]
 
 
 def _moved(value, device_type):

@@ -36,6 +36,7 @@ import numpy as np
 from reftorch import _dtype as D
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
+from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import broadcast_strides
 
 from . import _gemm
@@ -131,7 +132,7 @@ def convolution_kernel(out, inputs, dtypes, params):
     n, c, h, w = x._shape
     out_size = _output_size((h, w), (kh, kw), stride, padding, dilation)
     if wc != c or min(n, c, h, w, o) == 0 or min(out_size) <= 0 or \
-            n * o * out_size[0] * out_size[1] * c * kh * kw < MIN_FLOPS:
+            n * o * out_size[0] * out_size[1] * c * kh * kw < size_threshold(MIN_FLOPS):
         return NotImplemented
     result = Tensor._empty((n, o) + out_size, dtype)
     if bias is None:
@@ -187,7 +188,7 @@ def _transposed_by_col2im(x, weight, bias, stride, padding, dilation, output_pad
     # an output_padding that reaches the stride would add one, which it cannot place.
     if _output_size(out_size, kernel, stride, padding, dilation) != (ih, iw) or \
             min(out_size) <= 0 or min(weight._strides) < 0 or \
-            n * c_in * c_out * kernel[0] * kernel[1] * ih * iw < max(MIN_FLOPS, 1):
+            n * c_in * c_out * kernel[0] * kernel[1] * ih * iw < max(size_threshold(MIN_FLOPS), 1):
         return NotImplemented
     k_stride = _collapsed_stride(weight._shape[1:], weight._strides[1:])
     if k_stride is None:              # (C_out, K, K) must collapse: a small copy makes it so
@@ -230,7 +231,7 @@ def weight_grad_kernel(out, inputs, dtypes, params):
     if weight_shape[1] != c or tuple(grad._shape) != (n, o) + out_size or \
             min(x._strides) < 0 or min(grad._strides) < 0:
         return NotImplemented
-    if n * o * out_size[0] * out_size[1] * c * kernel[0] * kernel[1] < MIN_FLOPS:
+    if n * o * out_size[0] * out_size[1] * c * kernel[0] * kernel[1] < size_threshold(MIN_FLOPS):
         return NotImplemented
     grad, _ = _flat_positions(grad)
     result = Tensor._empty(tuple(weight_shape), dtype)
@@ -283,7 +284,7 @@ def _product(a, b, input, alpha, beta, dtype):
         result_shape = (batch, m, n)
     else:
         return NotImplemented
-    if batch * m * n * k < MIN_FLOPS or m < MIN_SIDE or n < MIN_SIDE:
+    if batch * m * n * k < size_threshold(MIN_FLOPS) or min(m, n) < size_threshold(MIN_SIDE):
         return NotImplemented
     if dtype not in DTYPES or not (_on_cpu_as(a, dtype) and _on_cpu_as(b, dtype)):
         return NotImplemented

@@ -27,6 +27,7 @@ import numpy as np
 
 from reftorch import _dtype as D
 from reftorch._tensor import Tensor
+from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import coalesce
 
 from . import _index
@@ -84,7 +85,7 @@ def index_select_kernel(out, inputs, dtypes, params):
     dim = params["dim"]
     shape = list(a._shape)
     shape[dim] = index.numel()
-    if math.prod(shape) < MIN_POSITIONS:
+    if math.prod(shape) < size_threshold(MIN_POSITIONS):
         return NotImplemented
     src_strides = list(a._strides)
     src_strides[dim] = 0
@@ -102,7 +103,7 @@ def embedding_kernel(out, inputs, dtypes, params):
             not _index_ok(indices, INDEX_DTYPES):
         return NotImplemented
     shape = list(indices._shape) + [weight._shape[1]]
-    if math.prod(shape) < MIN_POSITIONS:
+    if math.prod(shape) < size_threshold(MIN_POSITIONS):
         return NotImplemented
     src_strides = [0] * indices.ndim + [weight._strides[1]]
     index_strides = list(indices._strides) + [0]
@@ -114,7 +115,7 @@ def gather_kernel(out, inputs, dtypes, params):
     """out[p] = a[p with p[dim] replaced by index[p]], over index's shape."""
     a, index = inputs
     if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, (D.int64,)) or \
-            a.ndim == 0 or index.ndim != a.ndim or index.numel() < MIN_POSITIONS:
+            a.ndim == 0 or index.ndim != a.ndim or index.numel() < size_threshold(MIN_POSITIONS):
         return NotImplemented
     dim = params["dim"]
     src_strides = list(a._strides)
@@ -127,7 +128,7 @@ def take_kernel(out, inputs, dtypes, params):
     """out = a.reshape(-1)[index] (negative indices count from the end)."""
     a, index = inputs
     if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, (D.int64,)) or \
-            index.numel() < MIN_POSITIONS:
+            index.numel() < size_threshold(MIN_POSITIONS):
         return NotImplemented
     if not a.is_contiguous():
         a = a.contiguous()  # the flat order is the row-major one
@@ -163,7 +164,7 @@ def scatter_kernel(out, inputs, dtypes, params):
     with src[p] written (or added, multiplied) at p with p[dim] replaced by index[p]."""
     a, index, src = inputs
     if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, (D.int64,)) or \
-            a.ndim == 0 or index.ndim != a.ndim or index.numel() < MIN_POSITIONS:
+            a.ndim == 0 or index.ndim != a.ndim or index.numel() < size_threshold(MIN_POSITIONS):
         return NotImplemented
     # scatter_add has no reduce param (it always adds); scatter's reduce is None or a name
     reduce = params["reduce"] if "reduce" in params else "add"
@@ -195,7 +196,7 @@ def index_add_kernel(out, inputs, dtypes, params):
     dim = params["dim"]
     shape = list(a._shape)
     shape[dim] = index.numel()
-    if tuple(shape) != source._shape or math.prod(shape) < MIN_POSITIONS:
+    if tuple(shape) != source._shape or math.prod(shape) < size_threshold(MIN_POSITIONS):
         return NotImplemented
     alpha = _alpha(params.get("alpha", 1), a.dtype)
     if alpha is None:

@@ -16,6 +16,7 @@ from reftorch._promotion import broadcast_shapes
 from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
+from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import broadcast_strides, coalesce
 
 from . import _C
@@ -49,7 +50,8 @@ def _binary_kernel(code):
             return NotImplemented
         a_shape, b_shape = inputs[0]._shape, inputs[1]._shape
         a_numel = math.prod(a_shape)
-        if (a_numel if a_shape == b_shape else a_numel * math.prod(b_shape)) < MIN_NUMEL:
+        positions = a_numel if a_shape == b_shape else a_numel * math.prod(b_shape)
+        if positions < size_threshold(MIN_NUMEL):
             return NotImplemented
         dtype = dtypes[0]
         if dtype not in DTYPES or dtypes[1] is not dtype or dtypes[2] is not dtype:
@@ -87,7 +89,7 @@ def _prepare(out, a, b, dtype):
     inputs = (a, b)
     shape = a._shape if a._shape == b._shape else broadcast_shapes(a._shape, b._shape)
     numel = math.prod(shape)
-    if numel < MIN_NUMEL or (out is not None and out._shape != shape):
+    if numel < size_threshold(MIN_NUMEL) or (out is not None and out._shape != shape):
         return None
     result = _new_result(shape, dtype, inputs) if out is None else out
     shape, strides = _geometry(result, inputs, numel)
@@ -104,7 +106,8 @@ def copy_kernel(out, inputs, dtypes, params):
     if dtype not in DTYPES or dtypes[0] is not dtype or len(inputs) != 1:
         return NotImplemented
     src = inputs[0]
-    if not _on_cpu_as(src, dtype) or src._shape != out._shape or out.numel() < MIN_NUMEL:
+    if not _on_cpu_as(src, dtype) or src._shape != out._shape or \
+            out.numel() < size_threshold(MIN_NUMEL):
         return NotImplemented
     shape, strides = _geometry(out, inputs, out.numel())
     if len(shape) > _C.MAX_NDIM or not _safe_to_write(out, shape, strides, inputs, dtype):

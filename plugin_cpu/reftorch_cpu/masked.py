@@ -28,6 +28,7 @@ from reftorch._promotion import broadcast_shapes2
 from reftorch._shape import contiguous_strides, is_contiguous
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
+from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import broadcast_strides, coalesce
 
 from . import _masked as _M
@@ -112,7 +113,7 @@ def _geometry(x, mask):
         return NotImplemented
     shape = broadcast_shapes2(x._shape, mask._shape)
     numel = math.prod(shape)
-    if numel < MIN_NUMEL:
+    if numel < size_threshold(MIN_NUMEL):
         return NotImplemented
     if x._shape == mask._shape and is_contiguous(shape, x._strides) and \
             is_contiguous(shape, mask._strides):   # the common case, without coalesce's cost

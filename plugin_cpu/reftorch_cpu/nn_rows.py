@@ -45,6 +45,7 @@ from reftorch import _dtype as D
 from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
+from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import coalesce
 
 from . import _nn_rows as _N
@@ -240,8 +241,11 @@ def nll_loss_backward_kernel(out, inputs, dtypes, params):
 
 # --- checks and geometry -------------------------------------------------------------------
 
-def _usable(x, min_numel=MIN_NUMEL):
-    """A cpu float32/float64 tensor of at least one dim and `min_numel` elements."""
+def _usable(x, min_numel=None):
+    """A cpu float32/float64 tensor of at least one dim and `min_numel` elements (default:
+    the size threshold)."""
+    if min_numel is None:
+        min_numel = size_threshold(MIN_NUMEL)
     return (isinstance(x, Tensor) and type(x._storage) is CPUStorage and
             x._storage.dtype in DTYPES and len(x._shape) >= 1 and
             math.prod(x._shape) >= min_numel)

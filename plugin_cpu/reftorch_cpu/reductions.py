@@ -47,6 +47,7 @@ from reftorch import _dtype as D
 from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
+from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import coalesce
 
 from . import _reduce as _R
@@ -187,7 +188,8 @@ def _input(inputs, dtypes=DTYPES):
     x = inputs[0]
     if not isinstance(x, Tensor) or type(x._storage) is not CPUStorage:
         return None
-    if x._storage.dtype not in dtypes or not x._shape or math.prod(x._shape) < MIN_NUMEL:
+    if x._storage.dtype not in dtypes or not x._shape or \
+            math.prod(x._shape) < size_threshold(MIN_NUMEL):
         return None
     return x
 

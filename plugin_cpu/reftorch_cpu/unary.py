@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 
 from reftorch import _dtype as D
+from reftorch.plugins import size_threshold
 
 from . import _unary as _U
 from .kernels import _geometry, _new_result, _on_cpu_as, _safe_to_write
@@ -126,7 +127,8 @@ def _elementwise_kernel(name, code):
             return NotImplemented
         first = inputs[1] if code == _U.WHERE else inputs[0]
         # read per call: tests patch them
-        min_numel = MIN_NUMEL_MATH if is_math else MIN_NUMEL_ERF if uses_erf else MIN_NUMEL
+        min_numel = size_threshold(MIN_NUMEL_MATH if is_math else MIN_NUMEL_ERF if uses_erf
+                                   else MIN_NUMEL)
         if math.prod(first._shape) < min_numel and (out is None or out.numel() < min_numel):
             return NotImplemented  # small: the common decline, ruled out first
         dtype = dtypes[0]
@@ -174,7 +176,7 @@ def cast_kernel(out, inputs, dtypes, params):
     if src_dtype is dst_dtype and src_dtype in DTYPES:
         return NotImplemented
     src = inputs[0]
-    if src._shape != out._shape or out.numel() < MIN_NUMEL:
+    if src._shape != out._shape or out.numel() < size_threshold(MIN_NUMEL):
         return NotImplemented
     if not (_on_cpu_as(src, src_dtype) and _on_cpu_as(out, dst_dtype)):
         return NotImplemented

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 _OPS = {}
 _reference_only = False  # process-wide, like the plugin set itself
+_size_thresholds = True  # False inside plugins.all_sizes() (conformance runs)
 _fallback_counts = Counter()
 _hooks = []
 
@@ -53,7 +54,7 @@ class Op:
     def _build_chain(self, device_type, dtype):
         chain = []
         if not _reference_only:
-            chain += [(fn, min_numel) for _plugin, fn, min_numel
+            chain += [(fn, size_threshold(min_numel)) for _plugin, fn, min_numel
                       in reversed(self.kernels.get((device_type, dtype), []))]
         chain.append((self.reference if device_type == "cpu" else _make_fallback(self), 0))
         return tuple(chain)
@@ -151,6 +152,33 @@ def use_reference_kernels():
         yield
     finally:
         _set_reference_only(previous)
+
+
+# --- size thresholds ------------------------------------------------------------------------
+
+def size_threshold(n):
+    """What a plugin compares a call's size with before declining it as too small for its
+    kernel to pay off: `n`, or 0 inside `all_sizes()`."""
+    return n if _size_thresholds else 0
+
+
+@contextlib.contextmanager
+def all_sizes():
+    """Plugins serve every call they can, however small, inside the block. A size threshold
+    is a speed choice (below it the Python side of a kernel call costs more than the
+    reference's NumPy), so a conformance run turns them off: its samples are small, and a
+    kernel that declined them all would be compared with nothing. Process-wide."""
+    global _size_thresholds
+    previous = _size_thresholds
+    _size_thresholds = False
+    for op in _OPS.values():
+        op._chains.clear()
+    try:
+        yield
+    finally:
+        _size_thresholds = previous
+        for op in _OPS.values():
+            op._chains.clear()
 
 
 # --- hooks: one subscription point for tracers and profilers ---------------------------------

@@ -5,6 +5,12 @@ a callable `register(registrar)`. It calls `registrar.kernel(op, device_type, dt
 each kernel and `registrar.backend(DeviceBackend)` to add a device type. Plugins load when
 reftorch is imported; `REFTORCH_PLUGINS` chooses which: `none`, `all` (the default), or a
 comma-separated list of entry-point names such as `cpu,cuda`.
+
+A kernel may decline a call (return NotImplemented) and the next kernel, finally the
+reference, runs it. A kernel that declines calls below some size because its overhead would
+cost more than it saves there compares the size with `size_threshold(n)` (or registers with
+`min_numel=n`), so that `all_sizes()` — what the conformance kit runs under — can turn the
+threshold off and test the kernel on small samples too.
 """
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ from ._storage import register_backend
 
 ENTRY_POINT_GROUP = "reftorch.plugins"
 use_reference_kernels = _dispatch.use_reference_kernels
+all_sizes = _dispatch.all_sizes
+size_threshold = _dispatch.size_threshold
 add_hook = _dispatch.add_hook
 
 
