@@ -31,7 +31,7 @@ import reftorch
 from reftorch import _dispatch, plugins
 from .opdb import BY_NAME, pointwise_as_opinfo, structured_ops
 from .opdb.core import OpInfo, Sample, TensorArg, build, build_sample, tensor
-from .opdb.samples import BINARY_SHAPES
+from .opdb.samples import BINARY_SHAPES, layouts
 from .oracle import compare_values, host
 
 
@@ -42,7 +42,21 @@ def _entries():
     return entries
 
 
+def _copy_samples(dtype_name, rng):
+    """dst.copy_(src): same shapes and broadcasts, each layout of dst, a transposed src."""
+    pairs = (((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 3, 4), (3, 1)), ((), ()), ((0, 3), (3,)),
+             ((257, 129), (257, 129)))
+    for dst_shape, src_shape in pairs:
+        src_layout = "transposed" if len(src_shape) >= 2 else "contiguous"
+        for layout in layouts(dst_shape):
+            yield Sample((tensor(dst_shape, dtype_name, rng, layout),
+                          tensor(src_shape, dtype_name, rng, src_layout)), {},
+                         f"{dst_shape} {layout} <- {src_shape}")
+
+
 ENTRIES = _entries()
+# Ops the op database reaches only inside other ops' samples.
+ENTRIES["copy_"] = OpInfo("copy_", lambda m, dst, src: dst.copy_(src), _copy_samples)
 
 # Kernels whose op has no op-database entry of its own: the entries whose calls reach them,
 # and whether through the gradient (the kit then runs the backward pass too).
@@ -59,6 +73,9 @@ REACHED_THROUGH = {
     "native_batch_norm": (("batch_norm",), False),
     "native_batch_norm_backward": (("batch_norm",), True),
     "native_group_norm": (("group_norm",), False),
+    "max.dim": (("max",), False),
+    "min.dim": (("min",), False),
+    "scatter_value": (("scatter",), False),
     "sum_to_size": (("add", "mul"), True),   # the gradient of a broadcast operand
 }
 
