@@ -47,7 +47,8 @@ sanitize: install test-deps
 		../../../$(BIN)/python setup.py -q build_ext --inplace
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
 		PYTHONPATH=build/sanitize/plugin_cpu $(BIN)/python -m pytest -q -p no:cacheprovider \
-		spec_tests/test_plugin_conformance.py $(wildcard spec_tests/test_plugin_cpu*.py)
+		spec_tests/test_plugin_conformance.py spec_tests/test_plugin_layouts.py \
+		$(wildcard spec_tests/test_plugin_cpu*.py)
 
 clean:
 	rm -rf $(VENV) build plugin_cpu/build *.egg-info */*.egg-info

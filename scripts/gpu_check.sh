@@ -44,6 +44,7 @@ if [ "$stage" = tests ] || [ "$stage" = all ]; then
     # -rs lists every skip with its reason: on a GPU none should say "no CUDA GPU".
     "$py" -m pytest -q -rs -p no:cacheprovider -W ignore \
         spec_tests/test_plugin_cuda*.py spec_tests/test_plugin_conformance.py \
+        spec_tests/test_plugin_layouts.py \
         2>&1 | tee "$out/tests.log" || status=1
 fi
 if [ "$stage" = bench ] || [ "$stage" = all ]; then
