@@ -101,7 +101,68 @@ def _pad_samples(dtype, rng):
     yield Sample((t(2, 3, 4, 5), (1, 1)), {"mode": "replicate"}, "wrong rank for mode")
 
 
+def _conv1d_samples(dtype, rng):
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(1, 2, 5), t(2, 2, 3)), {}, "small")
+    yield Sample((t(2, 4, 9, layout="transposed"), t(6, 2, 3), t(6)),
+                 {"stride": 2, "padding": 1, "dilation": 2, "groups": 2},
+                 "transposed layout, every option")
+    yield Sample((t(2, 6), t(3, 2, 2)), {"padding": "same"}, "unbatched same (even)")
+    yield Sample((t(2, 3, 8, layout="strided"), t(4, 3, 3)), {"padding": "valid"},
+                 "strided layout")
+    yield Sample((t(0, 2, 5), t(2, 2, 3)), {}, "empty batch")
+
+
+def _conv3d_samples(dtype, rng):
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(1, 1, 3, 3, 2), t(1, 1, 2, 2, 2)), {}, "small")
+    yield Sample((t(1, 2, 3, 4, 3), t(2, 1, 2, 2, 2), t(2)), {"groups": 2, "padding": 1},
+                 "groups=2 padding=1 bias")
+    yield Sample((t(2, 4, 5, 4, 6, layout="transposed"), t(4, 2, 3, 2, 2), t(4)),
+                 {"stride": (2, 1, 1), "padding": (1, 0, 1), "dilation": (1, 2, 1),
+                  "groups": 2}, "transposed layout, stride, dilation")
+    yield Sample((t(2, 3, 3, 3), t(1, 2, 2, 2, 2)), {"padding": "same"}, "unbatched same")
+    yield Sample((t(1, 3, 5, 4, 5, layout="strided"), t(2, 3, 3, 3, 3)),
+                 {"padding": "valid", "stride": 2}, "strided layouts valid")
+    yield Sample((t(0, 2, 3, 3, 3), t(2, 2, 2, 2, 2)), {}, "empty batch")
+
+
+def _conv_transpose1d_samples(dtype, rng):
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(1, 2, 4), t(2, 1, 3)), {"stride": 2}, "small stride 2")
+    yield Sample((t(1, 2, 3), t(2, 1, 2), t(2)), {"groups": 2, "output_padding": 1,
+                                                  "stride": 2, "padding": 1},
+                 "groups output_padding bias")
+    yield Sample((t(2, 4, 5, layout="transposed"), t(4, 3, 3), t(6)),
+                 {"stride": 3, "padding": 1, "output_padding": 2, "groups": 2,
+                  "dilation": 2}, "transposed layout, every option")
+    yield Sample((t(3, 4), t(3, 2, 2)), {}, "unbatched")
+
+
+def _conv_transpose3d_samples(dtype, rng):
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(1, 1, 2, 2, 2), t(1, 1, 2, 2, 2)), {"stride": 2}, "small stride 2")
+    yield Sample((t(1, 2, 2, 2, 2), t(2, 1, 2, 2, 2), t(2)),
+                 {"groups": 2, "output_padding": 1, "stride": 2, "padding": 1},
+                 "groups output_padding bias")
+    yield Sample((t(2, 4, 3, 2, 3, layout="transposed"), t(4, 3, 3, 2, 2), t(6)),
+                 {"stride": (2, 1, 2), "padding": (1, 0, 0), "output_padding": (1, 0, 1),
+                  "groups": 2, "dilation": (1, 2, 1)}, "transposed layout, every option")
+
+
 OPS = [
+    OpInfo("conv1d", _f("conv1d"), _conv1d_samples, dtypes=FLOAT_DTYPES,
+           grad_dtypes=("float64",)),
+    OpInfo("conv3d", _f("conv3d"), _conv3d_samples, dtypes=FLOAT_DTYPES,
+           grad_dtypes=("float64",)),
+    OpInfo("conv_transpose1d", _f("conv_transpose1d"), _conv_transpose1d_samples,
+           dtypes=FLOAT_DTYPES, grad_dtypes=("float64",)),
+    OpInfo("conv_transpose3d", _f("conv_transpose3d"), _conv_transpose3d_samples,
+           dtypes=FLOAT_DTYPES, grad_dtypes=("float64",)),
     OpInfo("conv2d", _f("conv2d"), _conv2d_samples, dtypes=CONV_DTYPES,
            grad_dtypes=("float64", "complex128")),
     OpInfo("conv_transpose2d", _f("conv_transpose2d"), _conv_transpose2d_samples,
