@@ -1,8 +1,11 @@
 """NumPy emulations of reftorch-cuda's kernels/reduce.cu kernels beyond the plain reductions
-(those, with the bool / integer sums and the norms, are in cuda_kernel_emulation): var / std
-(variance_kernel, deviation_chunks_kernel, variance_partials_kernel), argmax / argmin /
-max.dim / min.dim (arg_reduce_kernel, arg_chunks_kernel, arg_partials_kernel) and cumsum
-(cumsum_kernel). Registered with cuda_kernel_emulation's `emulates` (which imports this
+(those, with the bool / integer sums and products and the norms p = 1, 2, inf, -inf, are in
+cuda_kernel_emulation): var / std (variance_kernel, deviation_chunks_kernel,
+variance_partials_kernel), argmax / argmin / max.dim / min.dim (arg_reduce_kernel,
+arg_chunks_kernel, arg_partials_kernel) and cumsum (cumsum_kernel); and kernels/reduce_more.cu's
+logsumexp (logsumexp_kernel, logsumexp_chunks_kernel, logsumexp_partials_kernel), float prod
+(prod_kernel: a sequential product per output) and the norms p = 0 and whole p >= 3
+(norm_power_kernel, norm_power_chunks_kernel, norm_power_partials_kernel). Registered with cuda_kernel_emulation's `emulates` (which imports this
 module); parameters are decoded from the raw bytes with the kernels' C layouts.
 
 The sums follow the block order (cuda_kernel_emulation's _block_reduce), so on a GPU the
@@ -212,3 +215,152 @@ def cumsum(driver, match, grid, block, shared, params):
         for k in range(1, n):
             acc = acc + x[..., k].astype(compute)
             out[..., k] = acc.astype(out_type)
+
+
+# --- reduce_more.cu: logsumexp ----------------------------------------------------------------
+
+def _finite_or_zero(shift):
+    return np.where(np.abs(shift) < np.inf, shift, shift.dtype.type(0))
+
+
+def _sum_of_exp(values, shift):
+    """The block-order sum of exp(x - shift) over the last axis (shift per row)."""
+    return E._block_reduce(np.exp(values - shift[..., None]), values.dtype.type(0), np.add)
+
+
+@E.emulates(r"logsumexp_kernel<(\w+)>")
+def logsumexp(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    p = E.slots(params, 4)      # (outer, inner, out, in)
+    storage = E.STORAGE[match.group(1)]
+    shape, out_strides, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[3]),
+                                                   storage)
+    c = values.dtype.type
+    with np.errstate(all="ignore"):
+        shift = _finite_or_zero(E._block_reduce(values, c(-np.inf), E.REDUCERS["Amax"][1]))
+        value = np.log(_sum_of_exp(values, shift)) + shift
+        driver.view(E.pointer(p[2]), storage, shape, out_strides)[...] = value.astype(storage)
+
+
+@E.emulates(r"logsumexp_chunks_kernel<(\w+)>")
+def logsumexp_chunks(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    # (outer, inner, int64 chunk, int64 chunks, shifts, partials, in)
+    p = E.slots(params, 7)
+    storage = E.STORAGE[match.group(1)]
+    shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage)
+    chunk, chunks = _int64(p[2]), _int64(p[3])
+    c = values.dtype
+    shifts = _finite_or_zero(np.array(driver.view(E.pointer(p[4]), c, shape,
+                                                  _dense_strides(shape))))
+    with np.errstate(all="ignore"):
+        # padding with exp(-inf) = +0 terms: adding +0 to a sum from +0 changes nothing, as
+        # the kernel's threads past the chunk's end add nothing
+        terms = _chunked(np.exp(values - shifts[..., None]), chunk, chunks, 0)
+        _partials(driver, E.pointer(p[5]), c, shape, chunks)[...] = E._block_reduce(
+            terms, c.type(0), np.add)
+
+
+@E.emulates(r"logsumexp_partials_kernel<(\w+)>")
+def logsumexp_partials(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    p = E.slots(params, 5)      # (outer, int64 chunks, shifts, out, partials)
+    storage = E.STORAGE[match.group(1)]
+    c = E.compute_type(storage)
+    shape, (out_strides, _) = E.geometry(p[0], 2)
+    chunks = _int64(p[1])
+    shifts = _finite_or_zero(np.array(driver.view(E.pointer(p[2]), c, shape,
+                                                  _dense_strides(shape))))
+    partials = np.array(_partials(driver, E.pointer(p[4]), c, shape, chunks))
+    with np.errstate(all="ignore"):
+        value = np.log(E._block_reduce(partials, c(0), np.add)) + shifts
+        driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = value.astype(storage)
+
+
+# --- reduce_more.cu: prod ---------------------------------------------------------------------
+
+@E.emulates(r"prod_kernel<(\w+)>")
+def prod(driver, match, grid, block, shared, params):
+    """One thread per output: its elements multiplied one after another in `inner`'s order."""
+    E.grid_stride(grid, block)
+    assert shared == 0
+    p = E.slots(params, 4)      # (outer, inner, out, in)
+    storage = E.STORAGE[match.group(1)]
+    shape, out_strides, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[3]),
+                                                   storage)
+    c = values.dtype.type
+    with np.errstate(all="ignore"):
+        acc = values[..., 0] if values.shape[-1] else np.full(shape, c(1))
+        for k in range(1, values.shape[-1]):
+            acc = acc * values[..., k]
+        driver.view(E.pointer(p[2]), storage, shape, out_strides)[...] = acc.astype(storage)
+
+
+# --- reduce_more.cu: norms p = 0 and whole p >= 3 ---------------------------------------------
+
+NORM_ACCUMULATORS = {"float": np.float32, "double": np.float64}
+
+
+def _norm_terms(values, power):
+    """The kernel's term: x != 0 for p = 0, else |x| multiplied by itself left to right."""
+    if power == 0:
+        return (values != 0).astype(values.dtype)
+    magnitude = np.abs(values)
+    term = magnitude
+    for _ in range(1, power):
+        term = term * magnitude
+    return term
+
+
+def _norm_store(total, power, storage):
+    """pow(total, 1 / p) (p > 0) with 1 / p rounded to the accumulator; then to the storage
+    type through its computation type (a double count reaches a 16-bit type via float)."""
+    value = total if power == 0 else total ** total.dtype.type(1.0 / power)
+    return np.asarray(value).astype(E.compute_type(storage)).astype(storage)
+
+
+def _int32(address):
+    return ctypes.c_int32.from_address(address).value
+
+
+@E.emulates(r"norm_power_kernel<(\w+), (float|double)>")
+def norm_power(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    p = E.slots(params, 5)      # (outer, inner, int p, out, in)
+    storage, accumulator = E.STORAGE[match.group(1)], NORM_ACCUMULATORS[match.group(2)]
+    shape, out_strides, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[4]),
+                                                   storage, accumulator)
+    power = _int32(p[2])
+    with np.errstate(all="ignore"):
+        total = E._block_reduce(_norm_terms(values, power), accumulator(0), np.add)
+        driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = _norm_store(
+            total, power, storage)
+
+
+@E.emulates(r"norm_power_chunks_kernel<(\w+), (float|double)>")
+def norm_power_chunks(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    # (outer, inner, int64 chunk, int64 chunks, int p, partials, in)
+    p = E.slots(params, 7)
+    storage, accumulator = E.STORAGE[match.group(1)], NORM_ACCUMULATORS[match.group(2)]
+    shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage,
+                                         accumulator)
+    chunk, chunks, power = _int64(p[2]), _int64(p[3]), _int32(p[4])
+    with np.errstate(all="ignore"):
+        terms = _chunked(_norm_terms(values, power), chunk, chunks, 0)
+        _partials(driver, E.pointer(p[5]), accumulator, shape, chunks)[...] = E._block_reduce(
+            terms, accumulator(0), np.add)
+
+
+@E.emulates(r"norm_power_partials_kernel<(\w+), (float|double)>")
+def norm_power_partials(driver, match, grid, block, shared, params):
+    _launch_is_blocks(grid, block, shared)
+    p = E.slots(params, 5)      # (outer, int64 chunks, int p, out, partials)
+    storage, accumulator = E.STORAGE[match.group(1)], NORM_ACCUMULATORS[match.group(2)]
+    shape, (out_strides, _) = E.geometry(p[0], 2)
+    chunks, power = _int64(p[1]), _int32(p[2])
+    partials = np.array(_partials(driver, E.pointer(p[4]), accumulator, shape, chunks))
+    with np.errstate(all="ignore"):
+        total = E._block_reduce(partials, accumulator(0), np.add)
+        driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = _norm_store(
+            total, power, storage)

@@ -10,6 +10,7 @@ side shows up as a wrong result.
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 import struct
 from pathlib import Path
@@ -152,7 +153,14 @@ UNARY = {
     "Relu": lambda x: np.where(np.isnan(x), x, np.where(x > 0, x, 0)).astype(x.dtype),
     "Silu": lambda x: x / (1 + np.exp(-x)),
     "GeluErf": _gelu_erf, "GeluTanh": _gelu_tanh,
+    "Erf": lambda x: _libm_erf(x).astype(x.dtype),   # CUDA's double erf, rounded to x's type
 }
+
+
+def _libm_erf(x):
+    """erf in float64 by Python's math.erf (within 1 ulp; an implementation independent of the
+    reference's, standing in for CUDA's)."""
+    return np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)).astype(np.float64)
 
 
 def _gelu_erf_backward(g, x, p):
@@ -192,6 +200,24 @@ def unary(driver, match, grid, block, shared, params):
     with np.errstate(all="ignore"):
         value = UNARY[match.group(2)](x.astype(compute_type(storage)))
         out[...] = value.astype(storage)
+
+
+# unary_scalar_kernel's ops: f(x, p) with p the double parameter converted to x's type
+UNARY_SCALAR = {"LeakyRelu": lambda x, p: np.where(x > 0, x, x * p).astype(x.dtype)}
+
+
+@emulates(r"unary_scalar_kernel<(.+), (\w+)Op>")
+def unary_scalar(driver, match, grid, block, shared, params):
+    grid_stride(grid, block)
+    assert shared == 0
+    p = slots(params, 4)      # (geometry, out, x, double parameter)
+    shape, strides = geometry(p[0], 2)
+    storage = STORAGE[match.group(1)]
+    compute = compute_type(storage)
+    parameter = compute(ctypes.c_double.from_address(p[3]).value)
+    out, x = (driver.view(pointer(p[k + 1]), storage, shape, s) for k, s in enumerate(strides))
+    with np.errstate(all="ignore"):
+        out[...] = UNARY_SCALAR[match.group(2)](x.astype(compute), parameter).astype(storage)
 
 
 @emulates(r"grad_kernel<(.+), (\w+)Op>")
@@ -338,6 +364,7 @@ REDUCERS = {  # (identity, combine)
     "Sum": (0.0, np.add), "Mean": (0.0, np.add),
     "Amax": (-np.inf, lambda a, b: _maximum(a, b)), "Amin": (np.inf, lambda a, b: _minimum(a, b)),
     "WrappingSum": (0, np.add),   # int64: NumPy's integer adds wrap
+    "WrappingProd": (1, np.multiply),   # int64 products wrap too
     "NormOne": (0.0, np.add), "NormTwo": (0.0, np.add),
     "NormInf": (-np.inf, lambda a, b: _maximum(a, b)),
     "NormNegInf": (np.inf, lambda a, b: _minimum(a, b)),

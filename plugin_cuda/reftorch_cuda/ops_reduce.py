@@ -11,6 +11,11 @@ empty tensors where the reference allows them):
     max.dim, min.dim         (values, int64 indices) along one dim, the four float dtypes
     cumsum                   along any dim: the four float dtypes, and bool / integer tensors
                              into int64
+    logsumexp                over any dims, the four float dtypes (kernels/reduce_more.cu)
+    prod                     over every dim or one dim: the four float dtypes, and bool /
+                             integer tensors into int64 (wrapping as NumPy)
+    norm                     also p = 0 (the count of nonzeros) and whole p from 3 to
+                             MAX_WHOLE_P (reduce_more.cu)
 
 The kernels reduce one output element per block in a fixed order (see reduce.cu), so results
 depend on the shapes alone, never on the launch. The numerical contract against the reference:
@@ -23,13 +28,29 @@ depend on the shapes alone, never on the launch. The numerical contract against 
     NumPy's argmax; max.dim's values are copied from the input element chosen.
   - integer sums and cumsums: exact (int64, wrapping). Float cumsum: one thread per row adds
     in index order, as the reference's add.accumulate does: bit for bit.
+  - logsumexp: the reference's shift by the row's largest element (0 when that is not finite:
+    a NaN row gives NaN, a row with +inf gives inf, a row of -inf or an empty one -inf), then
+    log of the block-order sum of exp(x - shift), plus the shift. CUDA's expf / logf are within
+    2 / 1 ulp of the exact value (exp / log: 1 / 1; the CUDA programming guide's table), so
+    against NumPy's: within the sum's bounds plus a few ulp of the result.
+  - prod: floats multiply each output's elements one after another, one thread per output, in
+    the reference's order (NumPy's multiply.reduce: index order along the dim; over every dim
+    the order of the input's memory, dims by decreasing stride, as the reference's astype copy
+    lays them out): bit for bit. bool / integers: int64, wrapping, exact in any order.
+  - norm p = 0: the count of nonzeros (NaN counts), exact (a double count, rounded once as
+    the reference rounds its int64 count). Whole p from 3 to MAX_WHOLE_P: the block-order sum
+    of |x| * ... * |x| (p - 1 roundings per term where NumPy's power rounds about once), then
+    pow(sum, 1 / p) (CUDA's powf / pow: within 4 / 2 ulp): within the sums' bounds plus p + 4
+    ulp per term and of the root.
 A reduction of more than CHUNK elements per output runs in two launches: fixed chunks of
 CHUNK elements, one block each, then one block per output over the chunks' results (a full
-sum of 64M elements would otherwise be one block's work); var/std take four (the mean's two,
-then the squared deviations' two).
+sum of 64M elements would otherwise be one block's work); var/std and logsumexp take four
+(the mean's or the largest element's two, then the squared deviations' or exponentials' two).
+A float prod is one thread per output whatever its length (its order admits no split).
 Declined (the reference runs, through the counted fallback): a `dtype=` other than the
-input's (int64 for bool / integer sums and cumsums), other norms' p, a correction that is not
-a number, and geometries with more than RT_MAX_DIMS dims after coalescing.
+input's (int64 for bool / integer sums, prods and cumsums), other norms' p (fractional,
+negative, above MAX_WHOLE_P), a correction that is not a number, and geometries with more
+than RT_MAX_DIMS dims after coalescing.
 """
 from __future__ import annotations
 
@@ -120,7 +141,54 @@ REDUCE_ARG = Program("reduce.cu", tuple(
     e for name in FLOAT_TYPES for largest in (True, False) for e in arg_kernels(name, largest)))
 REDUCE_SCAN = Program("reduce.cu", tuple(
     cumsum_expression(name) for name in (*FLOAT_TYPES, *INT_TYPES)))
-PROGRAMS = (REDUCE, REDUCE_NORM, REDUCE_VARIANCE, REDUCE_ARG, REDUCE_SCAN)
+
+
+# reduce_more.cu (built on reduce.cu's templates): three more programs, so none of the above
+# grows and a first logsumexp, prod or p = 0 norm compiles only its own kernels.
+MAX_WHOLE_P = 8   # whole p norms as repeated products: p - 1 roundings per term
+
+
+def logsumexp_kernels(dtype_name):
+    """(one-launch, exponential-sum chunks, their partials) kernels of logsumexp."""
+    t = FLOAT_TYPES[dtype_name]
+    return tuple(f"{kernel}<{t}>" for kernel in ("logsumexp_kernel", "logsumexp_chunks_kernel",
+                                                 "logsumexp_partials_kernel"))
+
+
+def prod_expression(dtype_name):
+    return f"prod_kernel<{FLOAT_TYPES[dtype_name]}>"
+
+
+def int_prod_kernels(dtype_name):
+    """(one-launch, chunks, partials) kernels of a bool / integer product into long long."""
+    t = INT_TYPES[dtype_name]
+    return (f"reduce_kernel<{t}, WrappingProdOp, long long, long long>",
+            f"reduce_chunks_kernel<{t}, WrappingProdOp, long long>",
+            "reduce_partials_kernel<long long, WrappingProdOp>")
+
+
+def norm_power_accumulator(dtype_name, p):
+    """p = 0 counts in double (exact); other p sum in the computation type."""
+    return "double" if p == 0 or dtype_name == "float64" else "float"
+
+
+def norm_power_kernels(dtype_name, p):
+    """(one-launch, chunks, partials) kernels of the p = 0 or whole p >= 3 norm."""
+    t, a = FLOAT_TYPES[dtype_name], norm_power_accumulator(dtype_name, p)
+    return tuple(f"{kernel}<{t}, {a}>" for kernel in (
+        "norm_power_kernel", "norm_power_chunks_kernel", "norm_power_partials_kernel"))
+
+
+MORE = ("reduce.cu",)   # reduce_more.cu's includes
+REDUCE_LOGSUMEXP = Program("reduce_more.cu", tuple(
+    e for name in FLOAT_TYPES for e in logsumexp_kernels(name)), MORE)
+REDUCE_PROD = Program("reduce_more.cu", tuple(
+    [prod_expression(name) for name in FLOAT_TYPES]
+    + list(dict.fromkeys(e for name in INT_TYPES for e in int_prod_kernels(name)))), MORE)
+REDUCE_NORM_POWER = Program("reduce_more.cu", tuple(dict.fromkeys(
+    e for p in (0, 3) for name in FLOAT_TYPES for e in norm_power_kernels(name, p))), MORE)
+PROGRAMS = (REDUCE, REDUCE_NORM, REDUCE_VARIANCE, REDUCE_ARG, REDUCE_SCAN, REDUCE_LOGSUMEXP,
+            REDUCE_PROD, REDUCE_NORM_POWER)
 # the program that holds each instantiation (a chunked norm or var also launches REDUCE's)
 PROGRAM_OF = {e: program for program in PROGRAMS for e in program.name_expressions}
 
@@ -234,13 +302,48 @@ def int_sum_kernel(out, inputs, dtypes, params):
 
 
 def norm_kernel(out, inputs, dtypes, params):
-    """The vector p-norm for p = 2, 1, inf, -inf over params['dim'] (None: every dim)."""
+    """The vector p-norm for p = 2, 1, inf, -inf, 0 and whole p from 3 to MAX_WHOLE_P over
+    params['dim'] (None: every dim)."""
     t = _one_input(out, inputs, FLOAT_DTYPES)
     p = params.get("p", 2)
-    if t is None or type(p) not in (int, float) or float(p) not in NORM_OPS:
+    if t is None or type(p) not in (int, float):
         return NotImplemented
-    return _reduce(t, params.get("dim"), bool(params.get("keepdim", False)),
-                   float_kernels(NORM_OPS[float(p)], t.dtype.name), t.dtype)
+    dims, keepdim = params.get("dim"), bool(params.get("keepdim", False))
+    if float(p) in NORM_OPS:
+        return _reduce(t, dims, keepdim, float_kernels(NORM_OPS[float(p)], t.dtype.name),
+                       t.dtype)
+    if not _whole_power(p):
+        return NotImplemented
+    prepared = _prepare(t, dims, keepdim, t.dtype)
+    if prepared is None:
+        return NotImplemented
+    result, geometries = prepared
+    if result.numel():
+        _launch_norm_power(t, result, geometries, int(p))
+    return result
+
+
+def _whole_power(p):
+    """p = 0 or a whole p from 3 to MAX_WHOLE_P (the p that norm_power_kernel takes)."""
+    return math.isfinite(p) and p == int(p) and (p == 0 or 3 <= p <= MAX_WHOLE_P)
+
+
+def _launch_norm_power(t, result, geometries, p):
+    outer, inner = geometries
+    n, outputs, name = inner.numel, result.numel(), t.dtype.name
+    single, chunked, finish = norm_power_kernels(name, p)
+    power = ctypes.c_int32(p)
+    if n <= CHUNK:
+        _launch_blocks(single, outputs, t, (outer, inner, power, pointer(result), pointer(t)))
+        return
+    chunks = _chunking(n)
+    accumulator = D.float64 if norm_power_accumulator(name, p) == "double" else D.float32
+    partials = Tensor._empty((outputs * chunks,), accumulator, t.device)
+    _launch_blocks(chunked, outputs * chunks, t,
+                   (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks), power,
+                    pointer(partials), pointer(t)))
+    _launch_blocks(finish, outputs, t, (outer, ctypes.c_int64(chunks), power, pointer(result),
+                                        pointer(partials)))
 
 
 def sum_to_size_kernel(out, inputs, dtypes, params):
@@ -392,6 +495,82 @@ def cumsum_kernel(out, inputs, dtypes, params):
     return result
 
 
+# --- logsumexp --------------------------------------------------------------------------------
+
+def logsumexp_kernel(out, inputs, dtypes, params):
+    """logsumexp over params['dim'] (None: every dim) of a float tensor, into its dtype."""
+    t = _one_input(out, inputs, FLOAT_DTYPES)
+    if t is None or params.get("dtype", t.dtype) is not t.dtype:
+        return NotImplemented
+    prepared = _prepare(t, params.get("dim"), bool(params.get("keepdim", False)), t.dtype)
+    if prepared is None:
+        return NotImplemented
+    result, geometries = prepared
+    if result.numel():
+        _launch_logsumexp(t, result, geometries)
+    return result
+
+
+def _launch_logsumexp(t, result, geometries):
+    outer, inner = geometries
+    n, outputs, name = inner.numel, result.numel(), t.dtype.name
+    single, exponentials, finish = logsumexp_kernels(name)
+    if n <= CHUNK:
+        _launch_blocks(single, outputs, t, (outer, inner, pointer(result), pointer(t)))
+        return
+    chunks, computation = _chunking(n), _computation_dtype(t.dtype)
+    partials = Tensor._empty((outputs * chunks,), computation, t.device)
+    shifts = Tensor._empty((outputs,), computation, t.device)
+    chunk_args = (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks))
+    # the largest element of each output: the chunked amax, unrounded, into shifts[o]
+    _launch_blocks(float_kernels("AmaxOp", name)[1], outputs * chunks, t,
+                   (*chunk_args, pointer(partials), pointer(t)))
+    _launch_blocks(reduce_expression("AmaxOp", computation.name, "reduce_partials_kernel"),
+                   outputs, t, (_dense_outer(outer), ctypes.c_int64(chunks), ctypes.c_int64(n),
+                                pointer(shifts), pointer(partials)))
+    # the same partials buffer again: the stream runs the launches in order
+    _launch_blocks(exponentials, outputs * chunks, t,
+                   (*chunk_args, pointer(shifts), pointer(partials), pointer(t)))
+    _launch_blocks(finish, outputs, t, (outer, ctypes.c_int64(chunks), pointer(shifts),
+                                        pointer(result), pointer(partials)))
+
+
+# --- prod -------------------------------------------------------------------------------------
+
+def prod_kernel(out, inputs, dtypes, params):
+    """prod over params['dim'] ((d,) or None: every dim): float tensors into their dtype,
+    bool / integer tensors into int64 (other `dtype=` decline)."""
+    t = _one_input(out, inputs, (*FLOAT_DTYPES, *INT_DTYPES))
+    if t is None:
+        return NotImplemented
+    integral = t.dtype.name in INT_TYPES
+    result_dtype = D.int64 if integral else t.dtype
+    if params.get("dtype", result_dtype) is not result_dtype:
+        return NotImplemented
+    dims, keepdim = params.get("dim"), bool(params.get("keepdim", False))
+    if integral:   # exact in any order: the block kernels
+        return _reduce(t, dims, keepdim, int_prod_kernels(t.dtype.name), D.int64)
+    shape, kept, reduced = _split(t, dims, keepdim)
+    if dims is None:
+        reduced = _memory_order(t, reduced)
+    result = Tensor._empty(shape, t.dtype, t.device)
+    geometries = _geometries(t, result, kept, reduced, keepdim)
+    if geometries is None:
+        return NotImplemented
+    if result.numel():
+        storage = t._storage
+        storage._driver.launch(storage._index, REDUCE_PROD, prod_expression(t.dtype.name),
+                               result.numel(), (*geometries, pointer(result), pointer(t)))
+    return result
+
+
+def _memory_order(t, dims):
+    """`dims` by decreasing stride, ties in dim order: how the reference's copy of the input
+    (NumPy's astype, keeping the layout) lays them out, and so the order in which NumPy's
+    multiply.reduce over every dim visits the elements."""
+    return sorted(dims, key=lambda d: (-abs(t._strides[d]), d))
+
+
 def register_kernels(registrar):
     for op_name in REDUCE_OPS:
         registrar.kernel(op_name, "cuda", FLOAT_DTYPES, reduce_kernel(op_name))
@@ -404,3 +583,5 @@ def register_kernels(registrar):
         registrar.kernel(f"arg{kind}", "cuda", FLOAT_DTYPES, arg_kernel(largest, False))
         registrar.kernel(f"{kind}.dim", "cuda", FLOAT_DTYPES, arg_kernel(largest, True))
     registrar.kernel("cumsum", "cuda", (*FLOAT_DTYPES, *INT_DTYPES), cumsum_kernel)
+    registrar.kernel("logsumexp", "cuda", FLOAT_DTYPES, logsumexp_kernel)
+    registrar.kernel("prod", "cuda", (*FLOAT_DTYPES, *INT_DTYPES), prod_kernel)

@@ -9,7 +9,7 @@
 // result may differ by a few ulp. +, -, *, / and sqrt are correctly rounded on both sides.
 //
 // Templates are instantiated by name expressions: "unary_kernel<float, ExpOp>",
-// "grad_kernel<rt_float16, SiluBackwardOp>".
+// "unary_scalar_kernel<double, LeakyReluOp>", "grad_kernel<rt_float16, SiluBackwardOp>".
 
 // Constants as the reference's Python floats (repr of math.sqrt(2), math.sqrt(2 / math.pi),
 // math.sqrt(2 * math.pi)); a constant meets a float tensor rounded to float, as NumPy does.
@@ -77,6 +77,12 @@ struct GeluTanhOp {
     }
 };
 
+// erf in double (CUDA's erf: within 2 ulp of the exact value), rounded to A and then to the
+// storage type: the reference computes erf in float64 for every dtype and rounds once.
+struct ErfOp {
+    template <typename A> static __device__ A apply(A x) { return erf_rounded(x); }
+};
+
 // out = Op(x) over a 2-operand geometry (out, x).
 template <typename T, typename Op>
 __global__ void __launch_bounds__(256)
@@ -85,6 +91,31 @@ unary_kernel(const Geometry<2> g, T* out, const T* x) {
         rt_int64 offset[2];
         element_offsets(g, i, offset);
         out[offset[0]] = Arith<T>::store(Op::apply(Arith<T>::load(x[offset[1]])));
+    }
+}
+
+// --- unary ops with a number: apply(x, p) ------------------------------------------------------
+
+// x where x > 0, else x * negative_slope (NaN gives NaN, -0.0 gives -0.0 * slope = -0.0): the
+// reference's where(x > 0, x, x * slope) with the slope rounded to A, as NumPy rounds a
+// Python number against an array of A.
+struct LeakyReluOp {
+    template <typename A> static __device__ A apply(A x, A slope) {
+        return x > A(0) ? x : x * slope;
+    }
+};
+
+// out = Op(x, p) over a 2-operand geometry (out, x); p is a double converted to the
+// computation type first.
+template <typename T, typename Op>
+__global__ void __launch_bounds__(256)
+unary_scalar_kernel(const Geometry<2> g, T* out, const T* x, double p) {
+    typedef typename Arith<T>::type A;
+    const A param = (A)p;
+    RT_GRID_STRIDE_LOOP(i, g.numel) {
+        rt_int64 offset[2];
+        element_offsets(g, i, offset);
+        out[offset[0]] = Arith<T>::store(Op::apply(Arith<T>::load(x[offset[1]]), param));
     }
 }
 

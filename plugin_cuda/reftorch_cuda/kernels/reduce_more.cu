@@ -1,0 +1,222 @@
+// More reductions, compiled after common.cuh and reduce.cu (whose block order, reduce_range and
+// reduce_kernel / reduce_chunks_kernel / reduce_partials_kernel templates these build on):
+//   logsumexp (two passes: the largest element, then the sum of exp(x - shift)), prod (floats:
+//   one thread per output multiplying in index order; bool / integers: wrapping long long
+//   products in the block order), and the vector norms p = 0 (the count of nonzeros) and whole
+//   p from 3 up (the sum of |x| * ... * |x|, then its 1/p power).
+//
+// The block order is reduce.cu's: one block per output element, thread t takes elements t,
+// t + RT_BLOCK_THREADS, ... in turn, then block_reduce's fixed tree; an output of more than a
+// chunk of elements is cut into fixed chunks, one block each, then combined. Results depend on
+// the shapes alone.
+//
+// Name expressions: "logsumexp_kernel<float>", "prod_kernel<rt_bfloat16>",
+// "reduce_kernel<int, WrappingProdOp, long long, long long>", "norm_power_kernel<double,
+// double>" (the input type, then the accumulation type: double for p = 0's count).
+
+// --- logsumexp ----------------------------------------------------------------------------------
+// The reference's formula: shift = the row's largest element (NaN propagates), replaced by 0
+// when it is not finite (a row of NaN, +inf or only -inf; and the empty row, whose largest is
+// the identity -inf); then log(sum of exp(x - shift)) + shift. So a NaN row gives NaN, a row
+// with +inf gives inf, a row of -inf (or an empty row) gives log(0) = -inf.
+
+template <typename A>
+__device__ __forceinline__ A finite_or_zero(A shift) {
+    return rt_fabs(shift) < A(1) / A(0) ? shift : A(0);   // NaN < inf is false
+}
+
+// The block's sum of exp(x - shift) over the reduced elements [first, last).
+template <typename T, typename A>
+__device__ A sum_of_exp(const Geometry<1>& inner, const T* base, rt_int64 first, rt_int64 last,
+                        A shift, A* partial) {
+    A acc = A(0);
+    for (rt_int64 r = first + threadIdx.x; r < last; r += RT_BLOCK_THREADS) {
+        rt_int64 at[1];
+        element_offsets(inner, r, at);
+        acc = acc + rt_exp(load_as<A>(base[at[0]]) - shift);
+    }
+    return block_reduce<SumOp>(partial, acc);
+}
+
+// One block per output element, both passes.
+template <typename T>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+logsumexp_kernel(const Geometry<2> outer, const Geometry<1> inner, T* out, const T* in) {
+    typedef typename Arith<T>::type A;
+    __shared__ A partial[RT_BLOCK_THREADS];
+    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        const T* base = in + offset[1];
+        const A largest = reduce_range<T, AmaxOp, A>(inner, base, 0, inner.numel, partial);
+        const A shift = finite_or_zero(largest);
+        const A total = sum_of_exp<T, A>(inner, base, 0, inner.numel, shift, partial);
+        if (threadIdx.x == 0) out[offset[0]] = Arith<T>::store(rt_log(total) + shift);
+    }
+}
+
+// Long rows: the largest elements come from reduce_chunks_kernel<T, AmaxOp> and
+// reduce_partials_kernel<A, AmaxOp> (into shifts[o], dense by output index); then each
+// (output, chunk) block sums its chunk's exp(x - shift) ...
+template <typename T>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+logsumexp_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
+                        rt_int64 chunks, const typename Arith<T>::type* shifts,
+                        typename Arith<T>::type* partials, const T* in) {
+    typedef typename Arith<T>::type A;
+    __shared__ A partial[RT_BLOCK_THREADS];
+    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
+        const rt_int64 o = task / chunks, c = task - o * chunks;
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        const rt_int64 first = c * chunk;
+        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
+        const A total = sum_of_exp<T, A>(inner, in + offset[1], first, last,
+                                         finite_or_zero(shifts[o]), partial);
+        if (threadIdx.x == 0) partials[task] = total;
+    }
+}
+
+// ... and one block per output adds the chunks' sums and finishes.
+template <typename T>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+logsumexp_partials_kernel(const Geometry<2> outer, rt_int64 chunks,
+                          const typename Arith<T>::type* shifts, T* out,
+                          const typename Arith<T>::type* partials) {
+    typedef typename Arith<T>::type A;
+    __shared__ A partial[RT_BLOCK_THREADS];
+    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        A acc = A(0);
+        for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS)
+            acc = acc + partials[o * chunks + c];
+        acc = block_reduce<SumOp>(partial, acc);
+        if (threadIdx.x == 0)
+            out[offset[0]] = Arith<T>::store(rt_log(acc) + finite_or_zero(shifts[o]));
+    }
+}
+
+// --- prod ---------------------------------------------------------------------------------------
+// Floating-point products depend on their order, and the reference's (NumPy's multiply.reduce)
+// multiplies each output's elements one after another in the order of `inner` (the host puts
+// the dims in that order), starting from the first element. So one thread per output element
+// does the same, in A, rounded once when stored: bit for bit the reference's. A long product
+// with few outputs is one thread's work.
+template <typename T>
+__global__ void __launch_bounds__(256)
+prod_kernel(const Geometry<2> outer, const Geometry<1> inner, T* out, const T* in) {
+    typedef typename Arith<T>::type A;
+    RT_GRID_STRIDE_LOOP(o, outer.numel) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        const T* base = in + offset[1];
+        A acc = A(1);   // the empty product; else replaced by the first element
+        for (rt_int64 r = 0; r < inner.numel; ++r) {
+            rt_int64 at[1];
+            element_offsets(inner, r, at);
+            const A x = load_as<A>(base[at[0]]);
+            acc = r == 0 ? x : acc * x;
+        }
+        out[offset[0]] = Arith<T>::store(acc);
+    }
+}
+
+// Bool and integer products, in long long, wrapping as NumPy's int64 product does (multiplied
+// as unsigned words: signed overflow is undefined in C++). Exact in any order, so they use
+// reduce.cu's block kernels.
+struct WrappingProdOp {
+    template <typename A> static __device__ A identity() { return A(1); }
+    template <typename A> static __device__ A combine(A a, A b) {
+        return (A)((unsigned long long)a * (unsigned long long)b);
+    }
+    template <typename A> static __device__ A finish(A total, rt_int64) { return total; }
+};
+
+// --- norms p = 0 and whole p >= 3 ---------------------------------------------------------------
+// The term of |x| for p (a runtime int): p = 0 the indicator x != 0 (NaN counts: NaN != 0), else
+// |x| * |x| * ... * |x| (p factors, multiplied left to right). The result: the count itself for
+// p = 0 (A = double: exact up to 2^53, rounded once when stored, as the reference converts its
+// int64 count), else pow(sum, 1 / p) with 1 / p rounded to A as NumPy rounds the exponent.
+template <typename A>
+__device__ __forceinline__ A norm_term(A x, int p) {
+    if (p == 0) return x != A(0) ? A(1) : A(0);
+    const A magnitude = rt_fabs(x);
+    A term = magnitude;
+#pragma unroll 1
+    for (int k = 1; k < p; ++k) term = term * magnitude;
+    return term;
+}
+
+template <typename A>
+__device__ __forceinline__ A norm_finish(A total, int p) {
+    return p == 0 ? total : rt_pow(total, (A)(1.0 / p));
+}
+
+// The stored value: Out's store takes its computation type (float for the 16-bit types), so
+// a double count reaches a 16-bit output through float, as the reference's int64 count goes
+// through float32.
+template <typename T, typename A>
+__device__ __forceinline__ T norm_store(A value) {
+    return Arith<T>::store((typename Arith<T>::type)value);
+}
+
+template <typename T, typename A>
+__device__ A sum_of_norm_terms(const Geometry<1>& inner, const T* base, rt_int64 first,
+                               rt_int64 last, int p, A* partial) {
+    A acc = A(0);
+    for (rt_int64 r = first + threadIdx.x; r < last; r += RT_BLOCK_THREADS) {
+        rt_int64 at[1];
+        element_offsets(inner, r, at);
+        acc = acc + norm_term(load_as<A>(base[at[0]]), p);
+    }
+    return block_reduce<SumOp>(partial, acc);
+}
+
+template <typename T, typename A>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+norm_power_kernel(const Geometry<2> outer, const Geometry<1> inner, int p, T* out,
+                  const T* in) {
+    __shared__ A partial[RT_BLOCK_THREADS];
+    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        const A total = sum_of_norm_terms<T, A>(inner, in + offset[1], 0, inner.numel, p,
+                                                partial);
+        if (threadIdx.x == 0) out[offset[0]] = norm_store<T>(norm_finish(total, p));
+    }
+}
+
+// Long reductions: each (output, chunk) block sums its chunk's terms ...
+template <typename T, typename A>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+norm_power_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
+                         rt_int64 chunks, int p, A* partials, const T* in) {
+    __shared__ A partial[RT_BLOCK_THREADS];
+    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
+        const rt_int64 o = task / chunks, c = task - o * chunks;
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        const rt_int64 first = c * chunk;
+        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
+        const A total = sum_of_norm_terms<T, A>(inner, in + offset[1], first, last, p, partial);
+        if (threadIdx.x == 0) partials[task] = total;
+    }
+}
+
+// ... and one block per output adds the chunks' sums and finishes.
+template <typename T, typename A>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+norm_power_partials_kernel(const Geometry<2> outer, rt_int64 chunks, int p, T* out,
+                           const A* partials) {
+    __shared__ A partial[RT_BLOCK_THREADS];
+    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        A acc = A(0);
+        for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS)
+            acc = acc + partials[o * chunks + c];
+        acc = block_reduce<SumOp>(partial, acc);
+        if (threadIdx.x == 0) out[offset[0]] = norm_store<T>(norm_finish(acc, p));
+    }
+}
