@@ -21,7 +21,7 @@ from reftorch import _dtype as D
 from . import (ops_batchnorm, ops_cast, ops_conv, ops_gemm, ops_index, ops_join, ops_loss,
                ops_norm, ops_pointwise, ops_pool, ops_reduce, ops_select, ops_softmax, ops_sort,
                ops_unary)
-from . import ops_masked
+from . import ops_masked, ops_scatter
 from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, HALF_TYPES, WORDS, Program, geometry_struct,
                           geometry_type, max_dims, on_one_cuda_device, operand_types, pointer,
                           run_elementwise, scalar_pairs, writable)
@@ -56,7 +56,7 @@ ELEMENTWISE = Program("elementwise.cu", tuple(
 # serves copy_kernel below and registers nothing).
 FAMILIES = (ops_unary, ops_select, ops_reduce, ops_softmax, ops_norm, ops_index, ops_gemm,
             ops_conv, ops_loss, ops_batchnorm, ops_pointwise, ops_join, ops_sort, ops_pool,
-            ops_masked)
+            ops_masked, ops_scatter)
 PROGRAMS = (ELEMENTWISE, *ops_cast.PROGRAMS,
             *(program for family in FAMILIES for program in family.PROGRAMS))
 
