@@ -10,7 +10,8 @@ This module holds add/sub/mul/div and the same-dtype copy (kernels/elementwise.c
 of every program (`PROGRAMS`) and `register_kernels`; the other op families live in
 ops_unary.py, ops_select.py, ops_cast.py, ops_reduce.py, ops_softmax.py, ops_norm.py,
 ops_index.py, ops_gemm.py, ops_conv.py, ops_loss.py, ops_batchnorm.py, ops_pointwise.py,
-ops_join.py, ops_sort.py and ops_pool.py, and what they all share in kernel_base.py.
+ops_join.py, ops_sort.py, ops_pool.py, ops_masked.py and ops_scatter.py, and what they all
+share in kernel_base.py.
 """
 from __future__ import annotations
 
