@@ -112,7 +112,15 @@ def _add_scaled(old, value, alpha):
     return (old.astype(c) + product).astype(old.dtype)
 
 
-SCATTER_OPS = {"AssignOp": _assign, "AddOp": _add, "AddScaledOp": _add_scaled}
+def _mul(old, value, alpha):
+    """scatter.cu's MulOp (instantiated there, through this kernel): integers wrap."""
+    if old.dtype.kind == "i":
+        return old * value
+    c = compute_type(old.dtype.type)
+    return (old.astype(c) * value.astype(c)).astype(old.dtype)
+
+
+SCATTER_OPS = {"AssignOp": _assign, "AddOp": _add, "AddScaledOp": _add_scaled, "MulOp": _mul}
 
 
 @emulates(r"scatter_kernel<(.+), (long long|int), (\w+)>")

@@ -1,5 +1,5 @@
-"""NumPy emulations of reftorch-cuda's neural-network kernels (kernels/loss.cu and
-kernels/batchnorm.cu), in each kernel's exact order, registered with cuda_kernel_emulation's
+"""NumPy emulations of reftorch-cuda's neural-network kernels (kernels/loss.cu,
+kernels/batchnorm.cu and kernels/group_norm.cu), in each kernel's exact order, registered with cuda_kernel_emulation's
 `emulates` (which imports this module). Parameters are decoded from the raw bytes with the
 kernels' C layouts, as there.
 """
@@ -236,3 +236,44 @@ def batch_norm_backward(driver, match, grid, block, shared, params):
             mean_gh, mean_ghx = (s[:, None] / c(count) for s in sums[2:])
             _write_channels(driver, E.pointer(p[13]), storage, planes, out_strides,
                             rstd * ((g_hat - mean_gh) - x_hat * mean_ghx))
+
+
+# --- group_norm.cu ----------------------------------------------------------------------------
+
+@E.emulates(r"group_norm_kernel<(.+)>")
+def group_norm(driver, match, grid, block, shared, params):
+    """Each (n, g) row's elements in the kernel's order m = c * inner + l (channel c of the
+    group, position l), reduced in the block order; the output contiguous (N, C, inner)."""
+    # (batch, channels, inner, groups, x strides[3], weight_stride, bias_stride, double eps,
+    #  out, mean, rstd, x, weight, bias)
+    p = E.slots(params, 16)
+    batch, channels, inner, groups = (_int64(p[k]) for k in range(4))
+    x_strides = tuple(_int64(p[k]) for k in range(4, 7))
+    weight_stride, bias_stride = _int64(p[7]), _int64(p[8])
+    eps = ctypes.c_double.from_address(p[9]).value
+    storage = E.STORAGE[match.group(1)]
+    c = E.compute_type(storage)
+    rows, per_group = batch * groups, channels // groups
+    assert channels % groups == 0 and per_group * inner > 0
+    assert grid[1:] == (1, 1) and grid[0] == min(rows, 1 << 20)
+    assert block == (E.REDUCE_THREADS, 1, 1) and shared == 0
+    x = driver.view(E.pointer(p[13]), storage, (batch, groups, per_group, inner),
+                    (x_strides[0], x_strides[1] * per_group, x_strides[1], x_strides[2]))
+    x = x.astype(c).reshape(batch, groups, per_group * inner)
+    weight, bias = (_channel_parameter(driver, E.pointer(p[k]), storage, channels, stride)
+                    for k, stride in ((14, weight_stride), (15, bias_stride)))
+    with np.errstate(all="ignore"):
+        mean = E._block_reduce(x, c(0), np.add) / c(per_group * inner)
+        centered = x - mean[..., None]
+        var = E._block_reduce(centered * centered, c(0), np.add) / c(per_group * inner)
+        rstd = c(1) / np.sqrt(var + c(eps))
+        value = ((x - mean[..., None]) * rstd[..., None]).reshape(batch, channels, inner)
+        if weight is not None:
+            value = value * weight.astype(c)[:, None]
+        if bias is not None:
+            value = value + bias.astype(c)[:, None]
+        driver.view(E.pointer(p[10]), storage, (batch, channels, inner),
+                    (channels * inner, inner, 1))[...] = value.astype(storage)
+        for k, stat in ((11, mean), (12, rstd)):
+            driver.view(E.pointer(p[k]), storage, (batch, groups), (groups, 1))[...] = \
+                stat.astype(storage)

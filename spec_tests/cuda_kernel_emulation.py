@@ -582,6 +582,8 @@ def layer_norm(driver, match, grid, block, shared, params):
 from spec_tests import (cuda_emulation_conv, cuda_emulation_gemm,  # noqa: E402
                         cuda_emulation_index, cuda_emulation_nn, cuda_emulation_pointwise,
                         cuda_emulation_pool, cuda_emulation_reduce, cuda_emulation_sort)
+from spec_tests import cuda_emulation_masked, cuda_emulation_scatter  # noqa: E402
 EMULATION_MODULES = (cuda_emulation_index, cuda_emulation_gemm, cuda_emulation_conv,
                      cuda_emulation_nn, cuda_emulation_pointwise, cuda_emulation_sort,
-                     cuda_emulation_pool, cuda_emulation_reduce)
+                     cuda_emulation_pool, cuda_emulation_reduce, cuda_emulation_masked,
+                     cuda_emulation_scatter)

@@ -1,5 +1,6 @@
 """reftorch-cuda's neural-network kernels against the cpu reference: nll_loss and
-nll_loss_backward (kernels/loss.cu), cross_entropy end to end, and layer_norm's backward.
+nll_loss_backward (kernels/loss.cu), cross_entropy end to end, layer_norm's backward, batch
+norm (kernels/batchnorm.cu) and group norm (kernels/group_norm.cu) with its backward.
 
 Launch tests run on a real GPU when there is one and on the emulated driver. The loss sums
 run in block_reduce's order, not NumPy's pairwise one, so sums are compared within the two
@@ -558,3 +559,121 @@ def test_batch_norm_declines_what_it_does_not_handle(device_kind):
                              0.1, 1e-5)
         np.testing.assert_array_equal(host(got[0]), host(expected[0]))
         assert plugins.fallbacks() == {("native_batch_norm", "cuda", dtype): 1}
+
+
+# --- group_norm -------------------------------------------------------------------------------
+
+GROUP_NORM_CASES = {  # name -> (input layout from a (4, 6, 5, 7) tensor, groups)
+    "nchw": (lambda x: x, 3),
+    "one_group": (lambda x: x, 1),
+    "a_group_per_channel": (lambda x: x, 6),
+    "channels_last": (lambda x: x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2), 2),
+    "two_dims": (lambda x: x[:, :, 0, 0], 3),
+    "three_dims": (lambda x: x.reshape(4, 6, 35), 2),
+    "channel_slice": (lambda x: x[:, 2:], 2),
+    "strided_batch": (lambda x: x[::2, :, 1:], 3),
+    "batch_of_one": (lambda x: x[:1], 6),
+    "long_rows": (lambda x: x.reshape(1, 6, 140), 1),     # 840 elements: 4 thread sweeps
+}
+
+
+def group_norm_operands(dtype_name, channels, affine):
+    if not affine:
+        return None, None
+    return finite_values((channels,), dtype_name, 31), finite_values((channels,), dtype_name, 32)
+
+
+@pytest.mark.parametrize("affine", ["weight_and_bias", "weight", "none"])
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_group_norm_matches_the_cpu_reference(device_kind, dtype_name, affine):
+    from reftorch._ops.nn_normalization import native_group_norm
+    base_x = finite_values((4, 6, 5, 7), dtype_name, 30) + 0.75
+    plugins.reset_fallbacks()
+    for case, (arrange, groups) in GROUP_NORM_CASES.items():
+        x = arrange(base_x)
+        N, C = x.shape[0], x.shape[1]
+        HxW = math.prod(x.shape[2:])
+        weight, bias = group_norm_operands(dtype_name, C, affine != "none")
+        if affine == "weight":
+            bias = None
+        expected = reference(native_group_norm, x, weight, bias, N, C, HxW, groups, 1e-5)
+        got = native_group_norm(arrange(base_x.cuda()), cuda(weight), cuda(bias), N, C, HxW,
+                                groups, 1e-5)
+        assert got[0].is_contiguous()
+        for name, g, e in zip(("output", "mean", "rstd"), got, expected):
+            assert_near(g, e, 64, f"{case} {name}")
+    assert plugins.fallbacks() == {}
+
+
+def test_group_norm_parameters_may_be_strided(device_kind):
+    from reftorch._ops.nn_normalization import native_group_norm
+    x = finite_values((3, 4, 9), "float32", 33)
+    parameters = finite_values((2, 8), "float32", 34)
+    weight, bias = parameters[0, ::2], parameters[1, 1::2]   # stride 2
+    expected = reference(native_group_norm, x, weight, bias, 3, 4, 9, 2, 1e-3)
+    got = native_group_norm(x.cuda(), weight.cuda(), bias.cuda(), 3, 4, 9, 2, 1e-3)
+    for name, g, e in zip(("output", "mean", "rstd"), got, expected):
+        assert_near(g, e, 64, name)
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_group_norm_statistics_are_the_blocks_order(device_kind, dtype_name):
+    """On a GPU this checks the device code's order bit for bit: a group's elements in
+    (channel, position) order, thread t taking t, t + 256, ..., then the block's tree."""
+    from reftorch._ops.nn_normalization import native_group_norm
+    from spec_tests.cuda_kernel_emulation import block_order_reduce
+    x = finite_values((2, 6, 130), dtype_name, 35)
+    wide = host(x).astype(np.float64 if dtype_name == "float64" else np.float32)
+    per_group = wide.reshape(2, 3, 260)
+    model = block_order_reduce(per_group, wide.dtype.type(0), np.add, 260) / \
+        wide.dtype.type(260)
+    _, mean, _ = native_group_norm(x.transpose(1, 2).contiguous().transpose(1, 2).cuda(),
+                                   None, None, 2, 6, 130, 3, 1e-5)
+    np.testing.assert_array_equal(host(mean), model)
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_group_norm_backward_runs_on_the_device(device_kind, dtype_name):
+    """NativeGroupNormBackward0 is a composition of reftorch ops (reshape, sums, products):
+    every one of them is served on cuda, so the backward has no fallback either."""
+    x = finite_values((3, 4, 6, 5), dtype_name, 36)
+    weight, bias = finite_values((4,), dtype_name, 37), finite_values((4,), dtype_name, 38)
+    g = finite_values((3, 4, 6, 5), dtype_name, 39)
+    leaves = [t.detach().requires_grad_(True) for t in (x, weight, bias)]
+    with plugins.use_reference_kernels():
+        F.group_norm(leaves[0], 2, leaves[1], leaves[2]).backward(g)
+    device_leaves = [t.detach().cuda().requires_grad_(True) for t in (x, weight, bias)]
+    plugins.reset_fallbacks()
+    F.group_norm(device_leaves[0], 2, device_leaves[1], device_leaves[2]).backward(g.cuda())
+    fallbacks = plugins.fallbacks()
+    for expected, got in zip(leaves, device_leaves):
+        e, d = host(expected.grad), host(got.grad)
+        bound = 256 * accumulator_eps(dtype_name) + float(finfo(dtype_name).eps)
+        assert np.all(np.abs(d - e) <= bound * (np.abs(e) + np.max(np.abs(e))))
+    assert fallbacks == {}
+
+
+def test_group_norm_declines_what_it_does_not_handle(device_kind):
+    from reftorch._ops.nn_normalization import native_group_norm
+    from reftorch_cuda import ops_norm
+    x = finite_values((2, 4, 3), "float16", 40)
+    weight = finite_values((4,), "float32", 41)
+    plugins.reset_fallbacks()
+    got = native_group_norm(x.cuda(), weight.cuda(), None, 2, 4, 3, 2, 1e-5)   # mixed dtypes
+    expected = reference(native_group_norm, x, weight, None, 2, 4, 3, 2, 1e-5)
+    for g, e in zip(got, expected):
+        assert_near(g, e, 64, "mixed")
+    assert plugins.fallbacks() == {("native_group_norm", "cuda", reftorch.float16): 1}
+    f32 = reftorch.float32
+    y = finite_values((2, 4, 3, 5), "float32", 42).cuda()
+    params = {"N": 2, "C": 4, "HxW": 15, "group": 2, "eps": 1e-5}
+    kernel = ops_norm.group_norm_kernel
+    assert kernel(None, (y[:, :, :, ::2].transpose(2, 3), None, None), (f32,) * 3,
+                  {**params, "HxW": 9}) is NotImplemented     # spatial dims do not coalesce
+    assert kernel(None, (y, None, None), (f32,) * 3, {**params, "group": 3}) \
+        is NotImplemented                                     # C not divisible
+    assert kernel(None, (y[:, :, :0], None, None), (f32,) * 3, {**params, "HxW": 0}) \
+        is NotImplemented                                     # empty groups: the reference's NaN
+    assert kernel(None, (y[:0], None, None), (f32,) * 3, {**params, "N": 0}) \
+        is NotImplemented                                     # no rows: the reference decides
+    assert kernel(None, (y.cpu(), None, None), (f32,) * 3, params) is NotImplemented

@@ -10,7 +10,8 @@ This module holds add/sub/mul/div and the same-dtype copy (kernels/elementwise.c
 of every program (`PROGRAMS`) and `register_kernels`; the other op families live in
 ops_unary.py, ops_select.py, ops_cast.py, ops_reduce.py, ops_softmax.py, ops_norm.py,
 ops_index.py, ops_gemm.py, ops_conv.py, ops_loss.py, ops_batchnorm.py, ops_pointwise.py,
-ops_join.py, ops_sort.py and ops_pool.py, and what they all share in kernel_base.py.
+ops_join.py, ops_sort.py, ops_pool.py, ops_masked.py and ops_scatter.py, and what they all
+share in kernel_base.py.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from reftorch import _dtype as D
 from . import (ops_batchnorm, ops_cast, ops_conv, ops_gemm, ops_index, ops_join, ops_loss,
                ops_norm, ops_pointwise, ops_pool, ops_reduce, ops_select, ops_softmax, ops_sort,
                ops_unary)
+from . import ops_masked, ops_scatter
 from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, HALF_TYPES, WORDS, Program, geometry_struct,
                           geometry_type, max_dims, on_one_cuda_device, operand_types, pointer,
                           run_elementwise, scalar_pairs, writable)
@@ -54,7 +56,8 @@ ELEMENTWISE = Program("elementwise.cu", tuple(
 # The op families with kernels of their own (each has PROGRAMS and register_kernels; ops_cast
 # serves copy_kernel below and registers nothing).
 FAMILIES = (ops_unary, ops_select, ops_reduce, ops_softmax, ops_norm, ops_index, ops_gemm,
-            ops_conv, ops_loss, ops_batchnorm, ops_pointwise, ops_join, ops_sort, ops_pool)
+            ops_conv, ops_loss, ops_batchnorm, ops_pointwise, ops_join, ops_sort, ops_pool,
+            ops_masked, ops_scatter)
 PROGRAMS = (ELEMENTWISE, *ops_cast.PROGRAMS,
             *(program for family in FAMILIES for program in family.PROGRAMS))
 

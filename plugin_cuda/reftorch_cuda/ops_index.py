@@ -57,7 +57,8 @@ INDEX_TYPES = {"int64": "long long", "int32": "int"}
 ADDED_TYPES = {**FLOAT_TYPES, "int32": INT_TYPES["int32"], "int64": INT_TYPES["int64"]}
 # Each op's code in the error record, and the indices it takes.
 OP_CODES = {"gather": 1, "index_select": 2, "embedding": 3, "take": 4, "index_add": 5,
-            "scatter": 6, "scatter_add": 7}
+            "scatter": 6, "scatter_add": 7,
+            "masked_scatter": 8}   # its source running out (ops_masked, masked_scan.cu)
 OP_NAMES = {code: name for name, code in OP_CODES.items()}
 LONG_ONLY = ("int64",)
 LONG_OR_INT = ("int64", "int32")
@@ -111,6 +112,9 @@ def index_error(op_name, value, size, dim):
     if op_name == "take":
         return IndexError(f"out of range: tried to access index {value} on a tensor of {size} "
                           f"elements.")
+    if op_name == "masked_scatter":
+        return RuntimeError("masked_scatter: expected source to have at least as many elements "
+                            "as ones in mask")
     return RuntimeError(f"index {value} is out of bounds for dimension {dim} with size {size}")
 
 
