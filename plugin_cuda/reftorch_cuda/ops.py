@@ -20,9 +20,8 @@ import ctypes
 from reftorch import _dtype as D
 
 from . import (ops_batchnorm, ops_cast, ops_conv, ops_gemm, ops_index, ops_join, ops_loss,
-               ops_norm, ops_pointwise, ops_pool, ops_reduce, ops_select, ops_softmax, ops_sort,
-               ops_unary)
-from . import ops_masked, ops_scatter
+               ops_masked, ops_norm, ops_pointwise, ops_pool, ops_reduce, ops_scatter,
+               ops_select, ops_softmax, ops_sort, ops_unary)
 from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, HALF_TYPES, WORDS, Program, geometry_struct,
                           geometry_type, max_dims, on_one_cuda_device, operand_types, pointer,
                           run_elementwise, scalar_pairs, writable)
