@@ -55,6 +55,7 @@ def _group_norm_samples(dtype, rng):
     yield Sample((tensor((2, 4), dtype, rng, "strided"), 2), {"weight": _param((4,), dtype, rng)},
                  "2-d input")
     yield Sample((tensor((2, 3, 4), dtype, rng), 2), {}, "not divisible")
+    yield Sample((tensor((0, 4, 3), dtype, rng), 2), {}, "empty batch")
 
 
 _FLOATING = ("float16", "bfloat16", "float32", "float64")

@@ -207,7 +207,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_
 # --- group norm ------------------------------------------------------------------------------
 
 def native_group_norm_kernel(x, weight, bias, N, C, HxW, group, eps):
-    grouped = x.reshape(N, group, -1)
+    grouped = x.reshape(N, group, C // group * HxW)   # not -1: N may be 0
     mean, var = _moments(grouped, (2,))
     rstd = 1 / np.sqrt(var + _compute_dtype(x.dtype)(eps))
     normalized = ((grouped.astype(_compute_dtype(x.dtype)) - mean) * rstd).reshape(x.shape)

@@ -103,7 +103,7 @@ def _layer_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
             outputs=("result0", "result1", "result2"), nondifferentiable_outputs=(1, 2))
 def _group_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
     x, g, weight = _compute(ctx.input), _compute(grad), _compute(ctx.weight)
-    groups = (ctx.N, ctx.group, -1)
+    groups = (ctx.N, ctx.group, x.numel() // max(ctx.N * ctx.group, 1))   # N may be 0
     channel = (1, -1) + (1,) * (x.dim() - 2)
     x_grouped = x.reshape(groups)
     mean, rstd = _statistics(x_grouped, [2], ctx.eps, ctx.result1, ctx.result2,
