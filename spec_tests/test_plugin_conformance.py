@@ -58,15 +58,21 @@ ENTRIES = _entries()
 # Ops the op database reaches only inside other ops' samples.
 ENTRIES["copy_"] = OpInfo("copy_", lambda m, dst, src: dst.copy_(src), _copy_samples)
 
+CONVOLUTIONS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                "conv_transpose3d")
 # Kernels whose op has no op-database entry of its own: the entries whose calls reach them,
 # and whether through the gradient (the kit then runs the backward pass too).
 REACHED_THROUGH = {
-    "convolution": (("conv2d", "conv_transpose2d"), False),
-    "convolution_backward_weight": (("conv2d", "conv_transpose2d"), True),
-    "max_pool2d_with_indices": (("max_pool2d",), False),
-    "max_pool2d_with_indices_backward": (("max_pool2d",), True),
-    "avg_pool2d_backward": (("avg_pool2d",), True),
-    "adaptive_avg_pool2d_backward": (("adaptive_avg_pool2d",), True),
+    "convolution": (CONVOLUTIONS, False),
+    "convolution_backward_weight": (CONVOLUTIONS, True),
+    "max_pool2d_with_indices": (("max_pool2d", "max_pool1d"), False),
+    "max_pool2d_with_indices_backward": (("max_pool2d", "max_pool1d"), True),
+    "max_pool3d_with_indices": (("max_pool3d",), False),
+    "max_pool3d_with_indices_backward": (("max_pool3d",), True),
+    "avg_pool2d_backward": (("avg_pool2d", "avg_pool1d"), True),
+    "avg_pool3d_backward": (("avg_pool3d",), True),
+    "adaptive_avg_pool2d_backward": (("adaptive_avg_pool2d", "adaptive_avg_pool1d"), True),
+    "adaptive_avg_pool3d_backward": (("adaptive_avg_pool3d",), True),
     "_softmax_backward_data": (("softmax",), True),
     "_log_softmax_backward_data": (("log_softmax",), True),
     "native_layer_norm": (("layer_norm",), False),
