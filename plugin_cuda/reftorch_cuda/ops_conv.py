@@ -1,33 +1,39 @@
-"""convolution (2-D, and 1-D as 2-D of height 1; plain and transposed, any stride, padding,
-dilation and groups, optional bias) and convolution_backward_weight on cuda (kernels/conv.cu),
-for float32, float64, float16 and bfloat16.
+"""convolution (1-D, 2-D and 3-D; plain and transposed, any stride, padding, dilation and
+groups, optional bias) and convolution_backward_weight on cuda (kernels/conv.cu), for float32,
+float64, float16 and bfloat16.
+
+Every problem goes to the kernels as a 3-D one, (depth, height, width): a 2-D convolution has
+a unit depth (kernel 1, stride 1, padding 0, dilation 1, stride 0 in memory) and a 1-D one a
+unit height too, so one code path serves all three; a unit dim adds no term and the kernels
+skip its index division, so 1-D/2-D results and speed are what a 2-D-only kernel gives.
 
 Each is an implicit GEMM through gemm.cu's product bodies: per image and group, the output is
-weight (Og x Cg*KH*KW) times the image's im2col matrix (Cg*KH*KW x OH*OW), whose elements
-the tile loader computes from the image on the fly (zeros in the padding), so no im2col
-matrix is built. A transposed convolution (how autograd's input gradient of a convolution
-arrives) gathers, for each output position and tap, the one input element that reaches it
-(zero where the stride leaves a gap). The weight gradient is, per group, the output gradient
-(Og x N*OH*OW) times the image's windows (N*OH*OW x Cg*KH*KW). Operands are read through
-their strides (non-contiguous inputs need no copy); results are new contiguous tensors.
+weight (Og x Cg*KD*KH*KW) times the image's im2col matrix (Cg*KD*KH*KW x OD*OH*OW), whose
+elements the tile loader computes from the image on the fly (zeros in the padding), so no
+im2col matrix is built. A transposed convolution (how autograd's input gradient of a
+convolution arrives) gathers, for each output position and tap, the one input element that
+reaches it (zero where the stride leaves a gap). The weight gradient is, per group, the output
+gradient (Og x N*OD*OH*OW) times the image's windows (N*OD*OH*OW x Cg*KD*KH*KW). Operands are
+read through their strides (non-contiguous inputs need no copy); results are new contiguous
+tensors.
 
 Numerical contract: float32/float64 outputs are each one fused multiply-add chain over
-(c, kh, kw) (weight gradient: over (n, oy, ox)) in that row-major order from +0, then
+(c, kd, kh, kw) (weight gradient: over (n, od, oy, ox)) in that row-major order from +0, then
 + bias once; the result depends on the shapes alone. 16-bit types: float32 tensor-core sums,
 + bias in float32, rounded once (as the reference computes in float32). The reference sums
-in NumPy's (BLAS's) order, so results agree within a rounding bound of K = Cg*KH*KW (weight
-gradient: N*OH*OW) terms, and bit for bit on small-integer data. One difference: the
-GEMM multiplies every weight tap by a loaded zero where a transposed convolution's tap reaches
-no input element (a stride gap or past the border), so an infinite or NaN weight gives NaN
-at those outputs too, where the reference (which adds only the products that exist) keeps
-them finite. Plain convolutions and the weight gradient multiply padding zeros in the
-reference as well, so they agree on non-finite values.
+in NumPy's (BLAS's) order, so results agree within a rounding bound of K = Cg*KD*KH*KW
+(weight gradient: N*OD*OH*OW) terms, and bit for bit on small-integer data. One difference:
+the GEMM multiplies every weight tap by a loaded zero where a transposed convolution's tap
+reaches no input element (a stride gap or past the border), so an infinite or NaN weight
+gives NaN at those outputs too, where the reference (which adds only the products that
+exist) keeps them finite. Plain convolutions and the weight gradient multiply padding zeros
+in the reference as well, so they agree on non-finite values.
 
-Declined (the reference runs through the counted fallback): 3-D convolutions, mixed dtypes or
-devices, negative strides, problems with an index of 2**31 or more, a 16-bit transposed
-convolution whose output_padding reaches the stride (the reference then rounds every
-product to 16 bits), float16/bfloat16 below sm_80, and a weight gradient whose gradient has
-more positions than the windows.
+Declined (the reference runs through the counted fallback): more than 3 spatial dims, mixed
+dtypes or devices, negative strides, problems with an index of 2**31 or more, a 16-bit
+transposed convolution whose output_padding reaches the stride (the reference then rounds
+every product to 16 bits), float16/bfloat16 below sm_80, and a weight gradient whose
+gradient has more positions than the windows.
 """
 from __future__ import annotations
 
