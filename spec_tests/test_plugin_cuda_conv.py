@@ -331,6 +331,156 @@ def test_weight_gradient_rounding_within_the_bound(device_kind, dtype_name):
     served(device_kind, ("ConvWeightGrad", dtype_name))
 
 
+# --- 3-D: the same kernels, depth as the slowest spatial dim -------------------------------------
+
+# (N, C, (D, H, W), O, kernel, stride, padding, dilation, groups, bias): a 1x1x1 problem;
+# padding, stride and dilation differing per dim, with groups; more positions than a column
+# tile (6*6*5 = 180 > 128) with a depth of 4*27 = 108 (partial k tiles); more output channels
+# than a row tile (130); depthwise; padding wider than the kernel along depth.
+FORWARD_3D = [
+    (1, 1, (1, 1, 1), 1, (1, 1, 1), 1, 0, 1, 1, False),
+    (2, 4, (5, 6, 7), 6, (3, 2, 3), (2, 1, 2), (1, 0, 2), (1, 2, 1), 2, True),
+    (1, 4, (6, 6, 5), 5, (3, 3, 3), 1, 1, 1, 1, True),
+    (1, 3, (4, 5, 3), 130, (2, 3, 1), (1, 2, 1), (0, 1, 0), 1, 1, False),
+    (2, 6, (4, 4, 4), 6, (3, 1, 3), 1, (1, 0, 1), (1, 1, 2), 6, True),
+    (1, 2, (3, 4, 4), 4, (2, 2, 2), (1, 1, 2), (3, 1, 0), 1, 2, False),
+]
+
+
+def forward_3d_tensors(case, dtype_name, values=integers, seed=0):
+    n, c, size, o, kernel, _stride, _padding, _dilation, groups, with_bias = case
+    x = values((n, c) + size, dtype_name, 50 + seed)
+    weight = values((o, c // groups) + kernel, dtype_name, 51 + seed)
+    bias = values((o,), dtype_name, 52 + seed) if with_bias else None
+    return x, weight, bias
+
+
+def conv3d_params(case):
+    return dict(stride=case[5], padding=case[6], dilation=case[7], groups=case[8])
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_conv3d_forward_and_backward_exactly(device_kind, dtype_name):
+    """Forward, input gradient (a transposed 3-D convolution) and weight gradient, bit for bit
+    with the reference on integer data."""
+    plugins.reset_fallbacks()
+    for case in FORWARD_3D:
+        x, weight, bias = forward_3d_tensors(case, dtype_name)
+        params = conv3d_params(case)
+
+        def fn(*t):
+            return F.conv3d(*t, **params)
+        shape = reference(fn, x, weight, bias).shape
+        grad_out = integers(tuple(shape), dtype_name, 53)
+        inputs = [x, weight] + ([bias] if bias is not None else [])
+        with plugins.use_reference_kernels():
+            expected, expected_grads = grads(fn, inputs, grad_out)
+        got, got_grads = grads(fn, [t.cuda() for t in inputs], grad_out.cuda())
+        assert_exact(got, expected, str(case))
+        for g, e, name in zip(got_grads, expected_grads, ("input", "weight", "bias")):
+            assert_exact(g, e, f"{name} {case}")
+    served(device_kind, ("ConvForward", dtype_name), ("ConvTransposed", dtype_name),
+           ("ConvWeightGrad", dtype_name))
+
+
+# (N, C_in, (D, H, W), C_out per group, kernel, stride, padding, output_padding, groups,
+# dilation, bias): output_padding from the stride, and (float32/float64 only: 16-bit
+# declines it) from the dilation.
+TRANSPOSED_3D = [
+    (2, 4, (3, 4, 3), 3, (3, 2, 3), (2, 1, 2), (1, 0, 1), (1, 0, 0), 2, 1, True),
+    (1, 3, (2, 3, 4), 2, (2, 3, 2), (1, 1, 1), (0, 1, 1), (0, 0, 0), 1, (2, 1, 2), False),
+    (1, 2, (4, 2, 3), 3, (2, 2, 2), (3, 1, 1), 0, (0, 0, 1), 1, (1, 1, 2), True),
+]
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_conv_transpose3d_and_its_backward_exactly(device_kind, dtype_name):
+    plugins.reset_fallbacks()
+    for case in TRANSPOSED_3D:
+        n, c, size, og, kernel, stride, padding, output_padding, groups, dilation, bias = case
+        if dtype_name in ("float16", "bfloat16") and \
+                any(op >= st for op, st in zip(output_padding, stride)):
+            continue       # declined: the reference rounds each product to 16 bits there
+        params = dict(stride=stride, padding=padding, output_padding=output_padding,
+                      groups=groups, dilation=dilation)
+        inputs = [integers((n, c) + size, dtype_name, 54),
+                  integers((c, og) + kernel, dtype_name, 55)]
+        if bias:
+            inputs.append(integers((og * groups,), dtype_name, 56))
+
+        def fn(*t, params=params):
+            return F.conv_transpose3d(*t, **params)
+        shape = reference(fn, *inputs).shape
+        grad_out = integers(tuple(shape), dtype_name, 57)
+        with plugins.use_reference_kernels():
+            expected, expected_grads = grads(fn, inputs, grad_out)
+        got, got_grads = grads(fn, [t.cuda() for t in inputs], grad_out.cuda())
+        assert_exact(got, expected, str(case))
+        for g, e in zip(got_grads, expected_grads):
+            assert_exact(g, e, str(case))
+    served(device_kind, ("ConvForward", dtype_name), ("ConvTransposed", dtype_name),
+           ("ConvWeightGrad", dtype_name))
+
+
+# Non-contiguous 3-D operands (cpu view, device view), as LAYOUTS.
+LAYOUTS_3D = [
+    ("channels_last_3d", lambda t: t.permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3),
+     lambda t: t),
+    ("sliced_stepped", lambda t: t[:, 1:, ::2, 1:-1, ::2], lambda t: t),
+    ("permuted_weight", lambda t: t,
+     lambda t: t.permute(0, 1, 4, 2, 3).contiguous().permute(0, 1, 3, 4, 2)),
+    ("expanded_batch", lambda t: t[:1].expand(3, -1, -1, -1, -1),
+     lambda t: t[:, :1].expand(-1, 5, -1, -1, -1)),
+]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS_3D, ids=lambda layout: layout[0])
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_conv3d_strided_operands_need_no_copy(device_kind, dtype_name, layout):
+    _name, x_view, w_view = layout
+    x_full = integers((3, 6, 7, 6, 9), dtype_name, 58)
+    w_full = integers((7, 5, 3, 2, 3), dtype_name, 59)
+    x, weight = x_view(x_full), w_view(w_full)
+    x_dev, w_dev = x_view(x_full.cuda()), w_view(w_full.cuda())
+    assert x_dev.stride() == x.stride() and w_dev.stride() == weight.stride()
+    assert not (x.is_contiguous() and weight.is_contiguous())
+    if x.shape[1] != weight.shape[1]:
+        x, x_dev = x[:, :weight.shape[1]], x_dev[:, :weight.shape[1]]
+    bias = integers((7,), dtype_name, 60)
+    params = dict(stride=(1, 2, 2), padding=(1, 0, 1), dilation=(2, 1, 1))
+    plugins.reset_fallbacks()
+    expected = reference(lambda *t: F.conv3d(*t, **params), x, weight, bias)
+    assert_exact(F.conv3d(x_dev, w_dev, bias.cuda(), **params), expected)
+    served(device_kind, ("ConvForward", dtype_name))
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_conv3d_rounding_within_the_bound(device_kind, dtype_name):
+    """Normal values: forward (depth 16*27 = 432), input and weight gradients (each weight
+    element sums N*OD*OH*OW = 2*216 products) within the bounds of their depths."""
+    plugins.reset_fallbacks()
+    x, weight = normals((2, 16, 6, 6, 6), dtype_name, 61), normals((9, 16, 3, 3, 3),
+                                                                   dtype_name, 62)
+    bias = normals((9,), dtype_name, 63)
+    params = dict(padding=1)
+
+    def fn(*t):
+        return F.conv3d(*t, **params)
+    expected = reference(fn, x, weight, bias)
+    magnitude = host(reference(fn, absolute(x), absolute(weight), absolute(bias)))
+    assert_conv_close(fn(x.cuda(), weight.cuda(), bias.cuda()), expected, magnitude, 16 * 27)
+    grad_out = normals(tuple(expected.shape), dtype_name, 64)
+    with plugins.use_reference_kernels():
+        _, (gx, gw, _gb) = grads(fn, [x, weight, bias], grad_out)
+        _, (mx, mw, _mb) = grads(fn, [absolute(x), absolute(weight), absolute(bias)],
+                                 absolute(grad_out))
+    _, (got_x, got_w, _) = grads(fn, [t.cuda() for t in (x, weight, bias)], grad_out.cuda())
+    assert_conv_close(got_x, gx, host(mx), 9 * 27, "input gradient")
+    assert_conv_close(got_w, gw, host(mw), 2 * 216, "weight gradient")
+    served(device_kind, ("ConvForward", dtype_name), ("ConvTransposed", dtype_name),
+           ("ConvWeightGrad", dtype_name))
+
+
 # --- declines, program, layout ------------------------------------------------------------------
 
 PARAMS = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "transposed": False,
@@ -352,7 +502,12 @@ def test_kernels_decline_what_they_do_not_handle(emulated):
     w3 = reftorch.ones(3, 2, 3, 3, 3, device="cuda")
     params3 = {**PARAMS, "stride": (1,) * 3, "padding": (0,) * 3, "dilation": (1,) * 3,
                "output_padding": (0,) * 3}
-    assert conv(None, (x3, w3, None), keys, params3) is NotImplemented           # 3-D
+    assert conv(None, (x3, w3, None), keys, params3) is not NotImplemented       # 3-D
+    params4 = {name: value + value[:2] if isinstance(value, tuple) else value
+               for name, value in params3.items()}
+    x4, w4 = x3.unsqueeze(-1), w3.unsqueeze(-1)                                   # 4-D
+    assert conv(None, (x4, w4, None), keys, params4) is NotImplemented
+    assert conv(None, (x3, w3, None), keys, PARAMS) is NotImplemented   # 2-D params, 3-D x
     ints = reftorch.ones(1, 2, 5, 5, dtype=reftorch.int64, device="cuda")
     int_weight = reftorch.ones(3, 2, 3, 3, dtype=reftorch.int64, device="cuda")
     assert conv(None, (ints, int_weight, None), keys, PARAMS) is NotImplemented
@@ -400,13 +555,24 @@ def test_program_instantiates_what_is_registered(plugin):
 
 
 def test_args_layout_matches_the_kernel_struct():
-    """ConvArgs: 32 int64 and 2 int32 = 264 bytes (conv.cu's static_assert)."""
-    raw = bytes(C.conv_args((1, 2, 3, 4), 5, 6, 7, (8, 9), (10, 11), (12, 13), (14, 15),
-                            (16, 17), (18, 19), (20, 21, 22, 23), (24, 25, 26, 27),
-                            (28, 29, 30, 31), 32, True))
-    assert len(raw) == 264
-    assert np.frombuffer(raw[:256], "<i8").tolist() == list(range(1, 33))
-    assert np.frombuffer(raw[256:], "<i4").tolist() == [1, 0]
+    """ConvArgs: 41 int64 and 2 int32 = 336 bytes (conv.cu's static_assert)."""
+    raw = bytes(C.conv_args((1, 2, 3, 4), 5, 6, 7, (8, 9, 10), (11, 12, 13), (14, 15, 16),
+                            (17, 18, 19), (20, 21, 22), (23, 24, 25), (26, 27, 28, 29, 30),
+                            (31, 32, 33, 34, 35), (36, 37, 38, 39, 40), 41, True))
+    assert len(raw) == 336
+    assert np.frombuffer(raw[:328], "<i8").tolist() == list(range(1, 42))
+    assert np.frombuffer(raw[328:], "<i4").tolist() == [1, 0]
+
+
+def test_lower_dims_run_as_3d_with_unit_leading_dims(emulated):
+    """A 2-D (1-D) problem's ConvArgs: depth (and height) 1 with stride 1, padding 0,
+    dilation 1, stride 0 along the added dims; the output size of each dim computed."""
+    x = reftorch.ones(2, 4, 9, device="cuda")[:, :, ::2]           # (2, 4, 5), strides (36, 9, 2)
+    assert C._as_3d(x) == ((2, 4, 1, 1, 5), (36, 9, 0, 0, 2))
+    assert C._as_3d(reftorch.ones(2, 3, 4, 5, device="cuda")) == \
+        ((2, 3, 1, 4, 5), (60, 20, 0, 5, 1))
+    assert C._spatial({"stride": (2,), "padding": (3,), "dilation": (4,)}) == \
+        ((1, 1, 2), (0, 0, 3), (1, 1, 4))
 
 
 # --- conv.cu's addressing, run on the host ------------------------------------------------------
@@ -448,9 +614,9 @@ def host_addressing(emulated, tmp_path_factory, monkeypatch):
         batch, m, n, k = a["batch"], a["m"], a["n"], a["k"]
         a_offsets = np.zeros((batch, m, k), np.int64)
         b_offsets = np.zeros((batch, k, n), np.int64)
-        out_shape = (a["groups"] * a["group_out"], a["group_in"], a["kernel_h"],
-                     a["kernel_w"]) if kind == "WeightGrad" else \
-            (batch // a["groups"], a["groups"] * a["group_out"], a["out_h"], a["out_w"])
+        out_shape = (a["groups"] * a["group_out"], a["group_in"]) + a["kernel"] \
+            if kind == "WeightGrad" else \
+            (batch // a["groups"], a["groups"] * a["group_out"]) + a["out_size"]
         out_span = 1 + sum((size - 1) * s for size, s in zip(out_shape, a["out_strides"]))
         out_index = np.full(out_span, -1.0)
         status = lib.conv_maps(HOST_KINDS[kind], ctypes.c_void_p(p[0]),
@@ -489,8 +655,9 @@ def host_addressing(emulated, tmp_path_factory, monkeypatch):
 @pytest.mark.parametrize("dtype_name", ["float32", "float16"])
 def test_conv_cu_addressing_on_the_host(host_addressing, dtype_name):
     """Forward, input gradient (transposed) and weight gradient of every FORWARD case with a
-    channels-last input, every TRANSPOSED case with its backward, and a conv1d, through
-    conv.cu's addressing: bit for bit with the reference on integer data."""
+    channels-last input, every TRANSPOSED case with its backward, a conv1d, and 3-D cases
+    (channels-last-3d conv3d, conv_transpose3d), through conv.cu's addressing: bit for bit
+    with the reference on integer data."""
     plugins.reset_fallbacks()
     channels_last = LAYOUTS[0][1]
     cases = []
@@ -510,6 +677,19 @@ def test_conv_cu_addressing_on_the_host(host_addressing, dtype_name):
         cases.append((lambda *t, params=params: F.conv_transpose2d(*t, **params), inputs))
     cases.append((lambda *t: F.conv1d(*t, stride=2, padding=3, dilation=2, groups=2),
                   [integers((3, 6, 31), dtype_name, 43), integers((4, 3, 5), dtype_name, 44)]))
+    channels_last_3d = LAYOUTS_3D[0][1]
+    for case in FORWARD_3D[1:3] + FORWARD_3D[4:]:
+        x, weight, bias = forward_3d_tensors(case, dtype_name, seed=10)
+        cases.append((lambda *t, params=conv3d_params(case): F.conv3d(*t, **params),
+                      [channels_last_3d(x), weight] + ([bias] if bias is not None else [])))
+    for case in TRANSPOSED_3D[:1]:
+        n, c, size, og, kernel, stride, padding, output_padding, groups, dilation, bias = case
+        params = dict(stride=stride, padding=padding, output_padding=output_padding,
+                      groups=groups, dilation=dilation)
+        cases.append((lambda *t, params=params: F.conv_transpose3d(*t, **params),
+                      [integers((n, c) + size, dtype_name, 46),
+                       integers((c, og) + kernel, dtype_name, 47),
+                       integers((og * groups,), dtype_name, 48)]))
     for fn, inputs in cases:
         shape = reference(fn, *inputs).shape
         grad_out = integers(tuple(shape), dtype_name, 45)

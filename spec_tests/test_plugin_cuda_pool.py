@@ -158,7 +158,7 @@ def test_max_pool2d_is_the_reference_bit_for_bit(device_kind, dtype_name, layout
         assert_bits_equal(values, expected_values, (layout, window), nan_bits=True)
         assert_bits_equal(indices, expected_indices, (layout, window))
     assert served()
-    assert launched(device_kind, "max_pool2d_kernel") or layout == "empty_batch"
+    assert launched(device_kind, "max_pool_kernel") or layout == "empty_batch"
 
 
 @pytest.mark.parametrize("dtype_name", FLOATS)
@@ -232,7 +232,7 @@ def test_max_pool2d_backward_through_autograd(device_kind, dtype_name, grad_layo
     check_backward(max_pool, x, MAX_WINDOWS,
                    ("contiguous", "transposed_hw", "unbatched", "empty_batch"), 4, grad_layout)
     assert served()
-    assert launched(device_kind, "max_pool2d_backward_kernel")
+    assert launched(device_kind, "max_pool_backward_kernel")
 
 
 def test_max_pool2d_backward_of_many_repeated_indices(device_kind):
@@ -253,7 +253,7 @@ def test_max_pool2d_backward_skips_indices_outside_the_plane(device_kind):
     index_values = np.array([[[0, -1, 5], [6, 2, 2]], [[1, 1, 9], [5, 0, 3]]], dtype=np.int64)
     indices = reftorch.tensor(index_values)
     dtypes = (reftorch.float32,) * 3
-    got = ops_pool.max_pool2d_backward_kernel(
+    got = ops_pool.OPS["max_pool2d_with_indices_backward"](
         None, (grad.cuda(), indices.cuda()), dtypes, {"input_shape": (2, 2, 3)})
     expected = np.zeros((2, 6), np.float32)
     g = raw(grad).reshape(2, 6)
@@ -293,7 +293,7 @@ def test_avg_pool2d_is_the_reference_bit_for_bit(device_kind, dtype_name, layout
         assert_bits_equal(avg_pool(dev, window), reference(avg_pool, cpu, window),
                           (layout, window))
     assert served()
-    assert launched(device_kind, "avg_pool2d_kernel") or layout == "empty_batch"
+    assert launched(device_kind, "avg_pool_kernel") or layout == "empty_batch"
 
 
 @pytest.mark.parametrize("grad_layout", ["contiguous", "transposed", "sum"])
@@ -304,7 +304,7 @@ def test_avg_pool2d_backward_through_autograd(device_kind, dtype_name, grad_layo
     check_backward(avg_pool, x, AVG_WINDOWS,
                    ("contiguous", "channels_last", "unbatched", "empty_batch"), 9, grad_layout)
     assert served()
-    assert launched(device_kind, "avg_pool2d_backward_kernel")
+    assert launched(device_kind, "avg_pool_backward_kernel")
 
 
 # dtype -> (three output gradients, divisor_override, the middle input's gradient)
@@ -379,7 +379,7 @@ def test_adaptive_avg_pool2d_backward_through_autograd(device_kind, dtype_name, 
     check_backward(F.adaptive_avg_pool2d, x, ADAPTIVE_SIZES,
                    ("contiguous", "transposed_hw", "unbatched", "empty_batch"), 14, grad_layout)
     assert served()
-    assert launched(device_kind, "adaptive_avg_pool2d_backward_kernel")
+    assert launched(device_kind, "adaptive_avg_pool_backward_kernel")
 
 
 def output_order_gradient(grad, input_size):
@@ -413,51 +413,215 @@ def test_adaptive_avg_pool2d_backward_keeps_the_reference_order(device_kind, siz
     assert_bits_equal(got, expected, sizes)
 
 
+# --- 3-d pooling: the same kernels, with a depth axis ---------------------------------------------
+
+LAYOUTS_3D = {
+    "contiguous": lambda x: x,
+    "channels_last_3d": lambda x: x.permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3),
+    "permuted_dhw": lambda x: x.permute(0, 1, 4, 2, 3),
+    "stepped_slice": lambda x: x[:, 1:, ::2, 1:, :],
+    "unbatched": lambda x: x[1],
+    "empty_batch": lambda x: x[:0],
+}
+
+
+def both_3d(x, layout):
+    arrange = LAYOUTS_3D[layout]
+    return arrange(x), arrange(x.cuda())
+
+
+# (kernel_size, stride, padding, dilation, ceil_mode)
+MAX_WINDOWS_3D = [
+    ((2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False),
+    ((3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), False),      # overlapping: shared maxima
+    ((3, 2, 2), (2, 1, 2), (1, 0, 1), (1, 2, 1), True),       # dilation and ceil_mode
+    ((2, 3, 1), (1, 2, 1), (0, 1, 0), (2, 1, 1), True),
+]
+
+
+def max_pool_3d(x, window):
+    kernel, stride, padding, dilation, ceil_mode = window
+    return F.max_pool3d(x, kernel, stride, padding, dilation, ceil_mode, return_indices=True)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS_3D)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_max_pool3d_is_the_reference_bit_for_bit(device_kind, dtype_name, layout):
+    x = tied_values((2, 3, 6, 7, 5), dtype_name, 21, nans=4)
+    cpu, dev = both_3d(x, layout)
+    plugins.reset_fallbacks()
+    for window in MAX_WINDOWS_3D:
+        expected_values, expected_indices = reference(max_pool_3d, cpu, window)
+        values, indices = max_pool_3d(dev, window)
+        assert_bits_equal(values, expected_values, (layout, window), nan_bits=True)
+        assert_bits_equal(indices, expected_indices, (layout, window))
+    assert served()
+    assert launched(device_kind, "max_pool_kernel") or layout == "empty_batch"
+
+
+@pytest.mark.parametrize("grad_layout", ["contiguous", "transposed", "sum"])
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_max_pool3d_backward_through_autograd(device_kind, dtype_name, grad_layout):
+    x = tied_values((2, 2, 5, 6, 5), dtype_name, 22)
+    plugins.reset_fallbacks()
+    check_backward_3d(max_pool_3d, x, MAX_WINDOWS_3D, ("contiguous", "permuted_dhw"), 23,
+                      grad_layout)
+    assert served()
+    assert launched(device_kind, "max_pool_backward_kernel")
+
+
+def check_backward_3d(pool, x, settings, layouts, seed, grad_layout):
+    """check_backward over 3-d layouts."""
+    for setting in settings:
+        for layout in layouts:
+            def fn(t, setting=setting, layout=layout):
+                return pool(LAYOUTS_3D[layout](t), setting)
+            expected = reference_grad(fn, x, seed, grad_layout)
+            got = grad_through(fn, x, seed, True, grad_layout)
+            assert_bits_equal(got, expected, (setting, layout, grad_layout))
+
+
+# (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+AVG_WINDOWS_3D = [
+    ((2, 2, 2), (2, 2, 2), (0, 0, 0), False, True, None),
+    ((3, 3, 3), (1, 1, 1), (1, 1, 1), False, False, None),
+    ((3, 2, 3), (2, 1, 2), (1, 1, 0), True, True, None),      # ceil_mode: clipped windows
+    ((2, 3, 2), (3, 2, 1), (1, 1, 1), True, False, 5),
+]
+
+
+def avg_pool_3d(x, window):
+    return F.avg_pool3d(x, *window)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS_3D)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_avg_pool3d_is_the_reference_bit_for_bit(device_kind, dtype_name, layout):
+    x = real_values((2, 3, 7, 6, 5), dtype_name, 24, nans=2)
+    cpu, dev = both_3d(x, layout)
+    plugins.reset_fallbacks()
+    for window in AVG_WINDOWS_3D:
+        assert_bits_equal(avg_pool_3d(dev, window), reference(avg_pool_3d, cpu, window),
+                          (layout, window))
+    assert served()
+    assert launched(device_kind, "avg_pool_kernel") or layout == "empty_batch"
+
+
+@pytest.mark.parametrize("grad_layout", ["contiguous", "transposed", "sum"])
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_avg_pool3d_backward_through_autograd(device_kind, dtype_name, grad_layout):
+    x = real_values((2, 2, 6, 5, 7), dtype_name, 25)
+    plugins.reset_fallbacks()
+    check_backward_3d(avg_pool_3d, x, AVG_WINDOWS_3D, ("contiguous", "channels_last_3d"), 26,
+                      grad_layout)
+    assert served()
+    assert launched(device_kind, "avg_pool_backward_kernel")
+
+
+ADAPTIVE_SIZES_3D = [(1, 1, 1), (2, 3, 4), (7, 4, 6)]   # larger than the input too
+
+
+@pytest.mark.parametrize("layout", LAYOUTS_3D)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_adaptive_avg_pool3d_is_the_reference_bit_for_bit(device_kind, dtype_name, layout):
+    x = real_values((2, 3, 5, 6, 4), dtype_name, 27, nans=1)
+    cpu, dev = both_3d(x, layout)
+    plugins.reset_fallbacks()
+    for size in ADAPTIVE_SIZES_3D:
+        assert_bits_equal(F.adaptive_avg_pool3d(dev, size),
+                          reference(F.adaptive_avg_pool3d, cpu, size), (layout, size))
+    assert served()
+
+
+@pytest.mark.parametrize("grad_layout", ["contiguous", "transposed", "sum"])
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_adaptive_avg_pool3d_backward_through_autograd(device_kind, dtype_name, grad_layout):
+    """Bins that overlap (5 -> 3, 4 -> 3) and bins that share starts (3 -> 5): the
+    gradient sums follow the reference's offset order along every dim."""
+    x = real_values((2, 2, 5, 3, 4), dtype_name, 28)
+    plugins.reset_fallbacks()
+    check_backward_3d(F.adaptive_avg_pool3d, x, [(3, 5, 3), (1, 2, 2)],
+                      ("contiguous", "permuted_dhw"), 29, grad_layout)
+    assert served()
+    assert launched(device_kind, "adaptive_avg_pool_backward_kernel")
+
+
+def test_adaptive_avg_pool3d_backward_keeps_the_reference_order(device_kind):
+    """float64 gradients of magnitudes 2^-30 to 2^30 meeting in elements that several bins
+    share along every dim: summed in output order (each output's share added to its whole
+    bin) they give other bits (checked here), so only the reference's order passes."""
+    input_size, output_size = (3, 5, 4), (5, 3, 7)
+    rng = np.random.default_rng(1)
+    g = rng.standard_normal(output_size) * np.exp2(rng.integers(-30, 30, output_size))
+    grad = reftorch.tensor(g.reshape((1, 1) + output_size))
+    shape = (1, 1) + input_size
+    expected = reference(P.adaptive_avg_pool_backward, 3, grad, shape, output_size)
+    bounds = [[(o * n // m, -(-(o + 1) * n // m)) for o in range(m)]
+              for n, m in zip(input_size, output_size)]
+    in_output_order = np.zeros(input_size)
+    for o in np.ndindex(*output_size):
+        spans = [bounds[d][o[d]] for d in range(3)]
+        count = math.prod(end - start for start, end in spans)
+        in_output_order[tuple(slice(*span) for span in spans)] += g[o] / count
+    assert not np.array_equal(in_output_order, raw(expected)[0, 0])
+    got = P.adaptive_avg_pool_backward(3, grad.cuda(), shape, output_size)
+    assert_bits_equal(got, expected, "3d order")
+
+
+def test_pool_programs_serve_both_ranks_with_one_kernel_each(plugin):
+    """Six kernels (24 instantiations) serve the twelve 2-d and 3-d ops."""
+    assert set(ops_pool.OPS) == {name.format(n) for n in (2, 3) for name in ops_pool.BODIES}
+    assert len(ops_pool.POOL.name_expressions) == 6 * len(FLOATS)
+
+
 # --- declines ---------------------------------------------------------------------------------
 
 def test_pool_kernels_decline_what_they_do_not_handle(device_kind):
     f32 = (reftorch.float32,) * 3
+    max_pool2d, max_pool2d_backward = (ops_pool.OPS["max_pool2d_with_indices"],
+                                       ops_pool.OPS["max_pool2d_with_indices_backward"])
+    avg_pool2d, avg_backward = ops_pool.OPS["avg_pool2d"], ops_pool.OPS["avg_pool2d_backward"]
+    adaptive_backward = ops_pool.OPS["adaptive_avg_pool2d_backward"]
     x = real_values((1, 2, 4, 4), "float32", 15).cuda()
     window = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0), "dilation": (1, 1),
               "ceil_mode": False}
     # the same call served, then each thing it does not take
-    assert isinstance(ops_pool.max_pool2d_kernel(None, (x,), f32, window), tuple)
-    assert ops_pool.max_pool2d_kernel(None, (x.cpu(),), f32, window) is NotImplemented
-    assert ops_pool.max_pool2d_kernel(None, (x[0, 0],), f32, window) is NotImplemented
-    assert ops_pool.max_pool2d_kernel(None, (x.double().to(reftorch.int32),), f32,
-                                      window) is NotImplemented
-    assert ops_pool.max_pool2d_kernel(None, (x,), f32, {**window, "stride": (0, 2)}) \
-        is NotImplemented
-    assert ops_pool.max_pool2d_kernel(None, (x,), f32, {**window, "kernel_size": (2, 2.0)}) \
-        is NotImplemented
+    assert isinstance(max_pool2d(None, (x,), f32, window), tuple)
+    assert max_pool2d(None, (x.cpu(),), f32, window) is NotImplemented
+    assert max_pool2d(None, (x[0, 0],), f32, window) is NotImplemented
+    assert max_pool2d(None, (x.double().to(reftorch.int32),), f32, window) is NotImplemented
+    assert max_pool2d(None, (x,), f32, {**window, "stride": (0, 2)}) is NotImplemented
+    assert max_pool2d(None, (x,), f32, {**window, "kernel_size": (2, 2.0)}) is NotImplemented
+    # a 2-d op's parameters with a 3-d input's rank, and 3-d parameters for a 2-d op
+    assert max_pool2d(None, (x.unsqueeze(0),), f32, window) is NotImplemented
+    window3 = {name: value + value[:1] if isinstance(value, tuple) else value
+               for name, value in window.items()}
+    assert max_pool2d(None, (x,), f32, window3) is NotImplemented
+    assert ops_pool.OPS["max_pool3d_with_indices"](None, (x,), f32, window) is NotImplemented
+    assert isinstance(ops_pool.OPS["max_pool3d_with_indices"](None, (x.unsqueeze(2),), f32,
+                                                              {**window3, "kernel_size": (1, 2, 2)}),
+                      tuple)
     grad = real_values((1, 2, 2, 2), "float32", 16).cuda()
     indices = reftorch.zeros((1, 2, 2, 2), dtype=reftorch.int64).cuda()
     shape = {"input_shape": (1, 2, 4, 4)}
-    assert ops_pool.max_pool2d_backward_kernel(None, (grad, indices), f32, shape) \
-        is not NotImplemented
-    assert ops_pool.max_pool2d_backward_kernel(None, (grad, indices.int()), f32, shape) \
-        is NotImplemented
-    assert ops_pool.max_pool2d_backward_kernel(None, (grad, indices[..., :1]), f32, shape) \
-        is NotImplemented
-    assert ops_pool.max_pool2d_backward_kernel(None, (grad, indices), f32,
-                                               {"input_shape": (2, 2, 4, 4)}) is NotImplemented
+    assert max_pool2d_backward(None, (grad, indices), f32, shape) is not NotImplemented
+    assert max_pool2d_backward(None, (grad, indices.int()), f32, shape) is NotImplemented
+    assert max_pool2d_backward(None, (grad, indices[..., :1]), f32, shape) is NotImplemented
+    assert max_pool2d_backward(None, (grad, indices), f32,
+                               {"input_shape": (2, 2, 4, 4)}) is NotImplemented
     avg = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0), "ceil_mode": False,
            "count_include_pad": True, "divisor_override": None}
-    assert ops_pool.avg_pool2d_kernel(None, (x,), f32, avg) is not NotImplemented
-    assert ops_pool.avg_pool2d_kernel(None, (x,), f32, {**avg, "divisor_override": 0}) \
-        is NotImplemented
-    assert ops_pool.avg_pool2d_backward_kernel(None, (grad,), f32,
-                                               {**avg, "input_shape": (1, 2, 5, 7)}) \
+    assert avg_pool2d(None, (x,), f32, avg) is not NotImplemented
+    assert avg_pool2d(None, (x,), f32, {**avg, "divisor_override": 0}) is NotImplemented
+    assert avg_backward(None, (grad,), f32, {**avg, "input_shape": (1, 2, 5, 7)}) \
         is NotImplemented                       # grad is not that input's pooled size
-    assert ops_pool.adaptive_avg_pool2d_backward_kernel(
+    assert adaptive_backward(
         None, (grad[..., :0],), f32, {"input_shape": (1, 2, 4, 4), "output_size": (2, 0)}) \
         is NotImplemented
-    # int32 pooling and 3-d pooling are the reference's (through the fallback)
+    # int32 pooling is the reference's (through the fallback)
     plugins.reset_fallbacks()
     ints = reftorch.arange(32, dtype=reftorch.int32).reshape(1, 2, 4, 4)
     got = F.max_pool2d(ints.cuda(), 2)
     np.testing.assert_array_equal(raw(got), raw(reference(F.max_pool2d, ints, 2)))
     assert ("max_pool2d_with_indices", "cuda", reftorch.int32) in plugins.fallbacks()
-    cube = real_values((1, 1, 4, 4, 4), "float32", 17)
-    assert_bits_equal(F.avg_pool3d(cube.cuda(), 2), reference(F.avg_pool3d, cube, 2), "3d")
     assert math.prod(got.shape) == 8

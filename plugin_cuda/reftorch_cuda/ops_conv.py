@@ -1,37 +1,44 @@
-"""convolution (2-D, and 1-D as 2-D of height 1; plain and transposed, any stride, padding,
-dilation and groups, optional bias) and convolution_backward_weight on cuda (kernels/conv.cu),
-for float32, float64, float16 and bfloat16.
+"""convolution (1-D, 2-D and 3-D; plain and transposed, any stride, padding, dilation and
+groups, optional bias) and convolution_backward_weight on cuda (kernels/conv.cu), for float32,
+float64, float16 and bfloat16.
+
+Every problem goes to the kernels as a 3-D one, (depth, height, width): a 2-D convolution has
+a unit depth (kernel 1, stride 1, padding 0, dilation 1, stride 0 in memory) and a 1-D one a
+unit height too, so one code path serves all three; a unit dim adds no term and the kernels
+skip its index division, so 1-D/2-D results and speed are what a 2-D-only kernel gives.
 
 Each is an implicit GEMM through gemm.cu's product bodies: per image and group, the output is
-weight (Og x Cg*KH*KW) times the image's im2col matrix (Cg*KH*KW x OH*OW), whose elements
-the tile loader computes from the image on the fly (zeros in the padding), so no im2col
-matrix is built. A transposed convolution (how autograd's input gradient of a convolution
-arrives) gathers, for each output position and tap, the one input element that reaches it
-(zero where the stride leaves a gap). The weight gradient is, per group, the output gradient
-(Og x N*OH*OW) times the image's windows (N*OH*OW x Cg*KH*KW). Operands are read through
-their strides (non-contiguous inputs need no copy); results are new contiguous tensors.
+weight (Og x Cg*KD*KH*KW) times the image's im2col matrix (Cg*KD*KH*KW x OD*OH*OW), whose
+elements the tile loader computes from the image on the fly (zeros in the padding), so no
+im2col matrix is built. A transposed convolution (how autograd's input gradient of a
+convolution arrives) gathers, for each output position and tap, the one input element that
+reaches it (zero where the stride leaves a gap). The weight gradient is, per group, the output
+gradient (Og x N*OD*OH*OW) times the image's windows (N*OD*OH*OW x Cg*KD*KH*KW). Operands are
+read through their strides (non-contiguous inputs need no copy); results are new contiguous
+tensors.
 
 Numerical contract: float32/float64 outputs are each one fused multiply-add chain over
-(c, kh, kw) (weight gradient: over (n, oy, ox)) in that row-major order from +0, then
+(c, kd, kh, kw) (weight gradient: over (n, od, oy, ox)) in that row-major order from +0, then
 + bias once; the result depends on the shapes alone. 16-bit types: float32 tensor-core sums,
 + bias in float32, rounded once (as the reference computes in float32). The reference sums
-in NumPy's (BLAS's) order, so results agree within a rounding bound of K = Cg*KH*KW (weight
-gradient: N*OH*OW) terms, and bit for bit on small-integer data. One difference: the
-GEMM multiplies every weight tap by a loaded zero where a transposed convolution's tap reaches
-no input element (a stride gap or past the border), so an infinite or NaN weight gives NaN
-at those outputs too, where the reference (which adds only the products that exist) keeps
-them finite. Plain convolutions and the weight gradient multiply padding zeros in the
-reference as well, so they agree on non-finite values.
+in NumPy's (BLAS's) order, so results agree within a rounding bound of K = Cg*KD*KH*KW
+(weight gradient: N*OD*OH*OW) terms, and bit for bit on small-integer data. One difference:
+the GEMM multiplies every weight tap by a loaded zero where a transposed convolution's tap
+reaches no input element (a stride gap or past the border), so an infinite or NaN weight
+gives NaN at those outputs too, where the reference (which adds only the products that
+exist) keeps them finite. Plain convolutions and the weight gradient multiply padding zeros
+in the reference as well, so they agree on non-finite values.
 
-Declined (the reference runs through the counted fallback): 3-D convolutions, mixed dtypes or
-devices, negative strides, problems with an index of 2**31 or more, a 16-bit transposed
-convolution whose output_padding reaches the stride (the reference then rounds every
-product to 16 bits), float16/bfloat16 below sm_80, and a weight gradient whose gradient has
-more positions than the windows.
+Declined (the reference runs through the counted fallback): more than 3 spatial dims, mixed
+dtypes or devices, negative strides, problems with an index of 2**31 or more, a 16-bit
+transposed convolution whose output_padding reaches the stride (the reference then rounds
+every product to 16 bits), float16/bfloat16 below sm_80, and a weight gradient whose
+gradient has more positions than the windows.
 """
 from __future__ import annotations
 
 import ctypes
+import math
 import struct
 
 from reftorch._tensor import Tensor
@@ -40,10 +47,11 @@ from .kernel_base import FLOAT_DTYPES, FLOAT_TYPES, Program, on_one_cuda_device,
 from .ops_gemm import MAX_GRID_YZ, TENSOR_CORE, THREADS, TILES, _has_mma
 
 KINDS = ("ConvForward", "ConvTransposed", "ConvWeightGrad")
-# ConvArgs: int64 batch, m, n, k, groups, group_in, group_out, in_h, in_w, out_h, out_w,
-# kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, x_strides[4],
-# f_strides[4], out_strides[4], bias_stride; int32 has_bias, unused.
-CONV_ARGS = struct.Struct("=32q2i")
+SPATIAL = 3      # every problem is 3-D: (depth, height, width), unit dims added in front
+# ConvArgs: int64 batch, m, n, k, groups, group_in, group_out, in_size[3], out_size[3],
+# kernel[3], stride[3], pad[3], dil[3], x_strides[5], f_strides[5], out_strides[5],
+# bias_stride; int32 has_bias, unused.
+CONV_ARGS = struct.Struct("=41q2i")
 INDEX_LIMIT = 2 ** 31   # the kernels split indices in 32-bit arithmetic
 
 
@@ -63,26 +71,32 @@ class _Args(ctypes.Structure):
 
 def conv_args(product, groups, group_in, group_out, in_size, out_size, kernel, stride, padding,
               dilation, x_strides, f_strides, out_strides, bias_stride, has_bias):
+    """The ConvArgs bytes; spatial arguments are (depth, height, width) triples, strides
+    (n, c, d, h, w)."""
     raw = CONV_ARGS.pack(*product, groups, group_in, group_out, *in_size, *out_size, *kernel,
                          *stride, *padding, *dilation, *x_strides, *f_strides, *out_strides,
                          bias_stride, int(has_bias), 0)
     return _Args.from_buffer_copy(raw)
 
 
-def _as_2d(t):
-    """(shape, strides) of a 4-D tensor, or of a 3-D one as 4-D with a unit height."""
-    if t.ndim == 4:
-        return tuple(t._shape), tuple(t._strides)
-    n, c, length = t._shape
-    return (n, c, 1, length), (t._strides[0], t._strides[1], 0, t._strides[2])
+def _as_3d(t):
+    """(shape, strides) of a 5-D tensor, or of a 4-D / 3-D one as 5-D with unit depth (and
+    height), stride 0 along the added dims."""
+    missing = SPATIAL + 2 - t.ndim
+    shape, strides = tuple(t._shape), tuple(t._strides)
+    return shape[:2] + (1,) * missing + shape[2:], strides[:2] + (0,) * missing + strides[2:]
 
 
-def _spatial(params, nd):
-    """stride, padding, dilation as (height, width) pairs (1-D: height 1, 0, 1)."""
-    def pair(name, unit):
-        values = tuple(params[name])
-        return values if nd == 2 else (unit,) + values
-    return pair("stride", 1), pair("padding", 0), pair("dilation", 1)
+def _triple(values, unit):
+    """A per-dim parameter of an nd-D convolution as a (depth, height, width) triple."""
+    values = tuple(values)
+    return (unit,) * (SPATIAL - len(values)) + values
+
+
+def _spatial(params):
+    """stride, padding, dilation as triples (unit dims: stride 1, padding 0, dilation 1)."""
+    return tuple(_triple(params[name], unit)
+                 for name, unit in (("stride", 1), ("padding", 0), ("dilation", 1)))
 
 
 def _fits(*values):
@@ -113,46 +127,53 @@ def _launch(kind, dtype, result, product, args, x, f, bias):
                                  pointer(bias) if bias is not None else ctypes.c_uint64(0)))
 
 
+def _shapes_match(nd, *tensors_and_params):
+    return all(len(tuple(v)) == nd for v in tensors_and_params)
+
+
 def convolution_kernel(out, inputs, dtypes, params):
-    """convolution: plain or transposed, 1-D or 2-D, or NotImplemented."""
+    """convolution: plain or transposed, 1-D, 2-D or 3-D, or NotImplemented."""
     if len(inputs) != 3:
         return NotImplemented
     x, weight, bias = inputs
     dtype = x.dtype
-    if dtype.name not in FLOAT_TYPES or x.ndim not in (3, 4) or weight.ndim != x.ndim:
+    if dtype.name not in FLOAT_TYPES or x.ndim not in (3, 4, 5) or weight.ndim != x.ndim:
         return NotImplemented
     if bias is not None and bias.ndim != 1:
         return NotImplemented
     if not _usable((x, weight) if bias is None else (x, weight, bias), dtype):
         return NotImplemented
     nd, groups = x.ndim - 2, params.get("groups", 1)
-    stride, padding, dilation = _spatial(params, nd)
-    (n, c, h, w), x_strides = _as_2d(x)
-    w_shape, w_strides = _as_2d(weight)
+    transposed = bool(params.get("transposed"))
+    per_dim = [params[name] for name in ("stride", "padding", "dilation")] + \
+        ([params["output_padding"]] if transposed else [])
+    if not _shapes_match(nd, *per_dim):
+        return NotImplemented
+    stride, padding, dilation = _spatial(params)
+    (n, c, *in_size), x_strides = _as_3d(x)
+    w_shape, w_strides = _as_3d(weight)
     kernel = w_shape[2:]
-    if params.get("transposed"):
-        output_padding = tuple(params["output_padding"])
-        output_padding = output_padding if nd == 2 else (0,) + output_padding
+    if transposed:
+        output_padding = _triple(params["output_padding"], 0)
         if dtype.name in TENSOR_CORE and any(op >= s for op, s in zip(output_padding, stride)):
             return NotImplemented      # the reference rounds each product to 16 bits there
         kind, group_in, group_out = "ConvTransposed", c // groups, w_shape[1]
         out_size = tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in
-                         zip((h, w), stride, padding, dilation, kernel, output_padding))
+                         zip(in_size, stride, padding, dilation, kernel, output_padding))
     else:
         kind, group_in, group_out = "ConvForward", w_shape[1], w_shape[0] // groups
         out_size = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in
-                         zip((h, w), stride, padding, dilation, kernel))
-    shape = (n, group_out * groups) + (out_size if nd == 2 else out_size[1:])
-    product = (n * groups, group_out, out_size[0] * out_size[1],
-               group_in * kernel[0] * kernel[1])
-    if not (_fits(*product[1:], c, h, w) and
-            _coordinates_fit((h, w), out_size, kernel, stride, padding, dilation)):
+                         zip(in_size, stride, padding, dilation, kernel))
+    shape = (n, group_out * groups) + out_size[SPATIAL - nd:]
+    product = (n * groups, group_out, math.prod(out_size), group_in * math.prod(kernel))
+    if not (_fits(*product[1:], c, *in_size) and
+            _coordinates_fit(in_size, out_size, kernel, stride, padding, dilation)):
         return NotImplemented
     result = Tensor._empty(shape, dtype, x.device)
     if result.numel() == 0:
         return result
-    _, out_strides = _as_2d(result)
-    args = conv_args(product, groups, group_in, group_out, (h, w), out_size, kernel, stride,
+    _, out_strides = _as_3d(result)
+    args = conv_args(product, groups, group_in, group_out, in_size, out_size, kernel, stride,
                      padding, dilation, x_strides, w_strides, out_strides,
                      0 if bias is None else bias._strides[0], bias is not None)
     _launch(kind, dtype, result, product, args, x, weight, bias)
@@ -163,34 +184,37 @@ convolution_kernel.__name__ = convolution_kernel.__qualname__ = "cuda_convolutio
 
 
 def weight_grad_kernel(out, inputs, dtypes, params):
-    """convolution_backward_weight of a 1-D or 2-D convolution, or NotImplemented."""
+    """convolution_backward_weight of a 1-D, 2-D or 3-D convolution, or NotImplemented."""
     if len(inputs) != 2:
         return NotImplemented
     x, grad = inputs
     dtype, weight_shape = x.dtype, tuple(params["weight_shape"])
-    if dtype.name not in FLOAT_TYPES or x.ndim not in (3, 4) or grad.ndim != x.ndim or \
+    if dtype.name not in FLOAT_TYPES or x.ndim not in (3, 4, 5) or grad.ndim != x.ndim or \
             len(weight_shape) != x.ndim or not _usable((x, grad), dtype):
         return NotImplemented
     nd, groups = x.ndim - 2, params.get("groups", 1)
-    stride, padding, dilation = _spatial(params, nd)
-    (n, c, h, w), x_strides = _as_2d(x)
-    (_, o, oh, ow), grad_strides = _as_2d(grad)
-    kernel = (1,) + weight_shape[2:] if nd == 1 else weight_shape[2:]
-    windows = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in
-                    zip((h, w), stride, padding, dilation, kernel))
-    group_in = weight_shape[1]
-    if o != weight_shape[0] or c != group_in * groups or oh > windows[0] or ow > windows[1]:
+    if not _shapes_match(nd, *(params[name] for name in ("stride", "padding", "dilation"))):
         return NotImplemented
-    product = (groups, o // groups, group_in * kernel[0] * kernel[1], n * oh * ow)
-    if not (_fits(*product[1:], c, h, w) and
-            _coordinates_fit((h, w), (oh, ow), kernel, stride, padding, dilation)):
+    stride, padding, dilation = _spatial(params)
+    (n, c, *in_size), x_strides = _as_3d(x)
+    (_, o, *grad_size), grad_strides = _as_3d(grad)
+    kernel = _triple(weight_shape[2:], 1)
+    windows = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in
+                    zip(in_size, stride, padding, dilation, kernel))
+    group_in = weight_shape[1]
+    if o != weight_shape[0] or c != group_in * groups or \
+            any(g > w for g, w in zip(grad_size, windows)):
+        return NotImplemented
+    product = (groups, o // groups, group_in * math.prod(kernel), n * math.prod(grad_size))
+    if not (_fits(*product[1:], c, *in_size) and
+            _coordinates_fit(in_size, grad_size, kernel, stride, padding, dilation)):
         return NotImplemented
     result = Tensor._empty(weight_shape, dtype, x.device)
     if result.numel() == 0:
         return result
-    _, out_strides = _as_2d(result)
-    args = conv_args(product, groups, group_in, o // groups, (h, w), (oh, ow), kernel, stride,
-                     padding, dilation, x_strides, grad_strides, out_strides, 0, False)
+    _, out_strides = _as_3d(result)
+    args = conv_args(product, groups, group_in, o // groups, in_size, grad_size, kernel,
+                     stride, padding, dilation, x_strides, grad_strides, out_strides, 0, False)
     _launch("ConvWeightGrad", dtype, result, product, args, x, grad, None)
     return result
 

@@ -1,60 +1,97 @@
-// 2-D convolutions as implicit GEMMs (convolution, transposed convolution, and the weight
-// gradient convolution_backward_weight). Compiled after common.cuh and gemm.cu: the product
-// bodies are gemm.cu's simt_product (float, double) and mma_product (rt_float16,
-// rt_bfloat16); this file gives them conv problems whose tile readers compute each operand
-// element's address from its (row, depth) coordinates, so no im2col matrix is ever built:
-// a coordinate that falls in the zero padding (or between the taps of a strided transposed
-// convolution) loads a zero. A 1-D convolution arrives as a 2-D one of height 1.
+// Convolutions of 1, 2 or 3 spatial dims as implicit GEMMs (convolution, transposed
+// convolution, and the weight gradient convolution_backward_weight). Compiled after
+// common.cuh and gemm.cu: the product bodies are gemm.cu's simt_product (float, double) and
+// mma_product (rt_float16, rt_bfloat16); this file gives them conv problems whose tile readers
+// compute each operand element's address from its (row, depth) coordinates, so no im2col
+// matrix is ever built: a coordinate that falls in the zero padding (or between the taps of a
+// strided transposed convolution) loads a zero. Every problem is 3-D: a 2-D one arrives with
+// depth 1 (kernel 1, stride 1, padding 0, dilation 1) and a 1-D one with height 1 as well.
+// Splitting an index over a unit depth skips its division, so the 1-D/2-D work is what it
+// was before depth existed, and their sums run in the same order (a unit dim adds no term).
 //
-// Shapes (G groups; Cg input and Og output channels per group; a product per batch index):
-//   ConvForward    x (N, G*Cg, H, W), f = weight (G*Og, Cg, KH, KW), out (N, G*Og, OH, OW):
-//                  batch N*G (bi = n*G + g), M = Og, N = OH*OW, K = Cg*KH*KW,
-//                  A[o][(c, kh, kw)] = f[g*Og + o, c, kh, kw],
-//                  B[(c, kh, kw)][(oy, ox)] = x[n, g*Cg + c, oy*sh - ph + kh*dh,
-//                                                            ox*sw - pw + kw*dw]
-//   ConvTransposed x (N, G*Cg, H, W), f = weight (G*Cg, Og, KH, KW), out (N, G*Og, OH, OW):
-//                  the same product, with A[o][(c, kh, kw)] = f[g*Cg + c, o, kh, kw] and
-//                  B[(c, kh, kw)][(y, x)] = x[n, g*Cg + c, iy, ix] where iy*sh = y + ph - kh*dh
-//                  (zero when that has no integer solution iy in [0, H); x alike)
-//   ConvWeightGrad x (N, G*Cg, H, W), f = grad (N, G*Og, OH, OW), out (G*Og, Cg, KH, KW):
-//                  batch G, M = Og, N = Cg*KH*KW, K = N*OH*OW,
-//                  A[o][(n, oy, ox)] = f[n, g*Og + o, oy, ox],
-//                  B[(n, oy, ox)][(c, kh, kw)] = x[n, g*Cg + c, oy*sh - ph + kh*dh,
-//                                                              ox*sw - pw + kw*dw]
-// Depth and column indices split row-major, as written ((c, kh, kw): c slowest).
+// Shapes (G groups; Cg input and Og output channels per group; a product per batch index;
+// "(z, y, x)" spatial coordinates, depth slowest; sd, sh, sw strides, pd.. padding, dd..
+// dilation):
+//   ConvForward    x (N, G*Cg, D, H, W), f = weight (G*Og, Cg, KD, KH, KW),
+//                  out (N, G*Og, OD, OH, OW):
+//                  batch N*G (bi = n*G + g), M = Og, N = OD*OH*OW, K = Cg*KD*KH*KW,
+//                  A[o][(c, kd, kh, kw)] = f[g*Og + o, c, kd, kh, kw],
+//                  B[(c, kd, kh, kw)][(oz, oy, ox)] = x[n, g*Cg + c, oz*sd - pd + kd*dd,
+//                                                   oy*sh - ph + kh*dh, ox*sw - pw + kw*dw]
+//   ConvTransposed x (N, G*Cg, D, H, W), f = weight (G*Cg, Og, KD, KH, KW), out as above:
+//                  the same product, with A[o][(c, kd, kh, kw)] = f[g*Cg + c, o, kd, kh, kw]
+//                  and B[(c, kd, kh, kw)][(z, y, x)] = x[n, g*Cg + c, iz, iy, ix] where
+//                  iz*sd = z + pd - kd*dd (zero when that has no integer solution iz in
+//                  [0, D); y and x alike)
+//   ConvWeightGrad x (N, G*Cg, D, H, W), f = grad (N, G*Og, OD, OH, OW),
+//                  out (G*Og, Cg, KD, KH, KW):
+//                  batch G, M = Og, N = Cg*KD*KH*KW, K = N*OD*OH*OW,
+//                  A[o][(n, oz, oy, ox)] = f[n, g*Og + o, oz, oy, ox],
+//                  B[(n, oz, oy, ox)][(c, kd, kh, kw)] = x[n, g*Cg + c, oz*sd - pd + kd*dd,
+//                                                        oy*sh - ph + kh*dh, ox*sw - pw + kw*dw]
+// Depth and column indices split row-major, as written ((c, kd, kh, kw): c slowest).
 //
 // Numerical contract: float and double outputs are each one fused multiply-add chain over
 // the depth in that order, from +0 (gemm.cu's), so the result depends on the shapes alone;
-// a padding (or transposed gap) term adds w * 0, a no-op unless w is infinite or NaN. The bias, when given, is added once
-// to the chain's value in the computation type. 16-bit types: float32 tensor-core sums,
-// rounded once when stored (after the bias), as the reference computes in float32.
+// a padding (or transposed gap) term adds w * 0, a no-op unless w is infinite or NaN. The
+// bias, when given, is added once to the chain's value in the computation type. 16-bit
+// types: float32 tensor-core sums, rounded once when stored (after the bias), as the
+// reference computes in float32.
 //
 // Every index here is below 2**31 (the host declines larger problems); element offsets are
 // 64-bit. Name expressions: conv_kernel<T, ConvForward | ConvTransposed | ConvWeightGrad>.
 
 // The kernel parameters after the pointers; the host packs the same bytes
-// (reftorch_cuda.ops_conv.CONV_ARGS).
+// (reftorch_cuda.ops_conv.CONV_ARGS). Spatial fields are (depth, height, width).
 struct ConvArgs {
     rt_int64 batch, m, n, k;              // the product
     rt_int64 groups, group_in, group_out; // G, Cg, Og
-    rt_int64 in_h, in_w, out_h, out_w, kernel_h, kernel_w;
-    rt_int64 stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-    rt_int64 x_strides[4];                // (n, c, h, w) strides in elements: the image
-    rt_int64 f_strides[4];                // the weight, or (weight gradient) the output's grad
-    rt_int64 out_strides[4];
+    rt_int64 in_size[3], out_size[3], kernel[3];
+    rt_int64 stride[3], pad[3], dil[3];
+    rt_int64 x_strides[5];                // (n, c, d, h, w) strides in elements: the image
+    rt_int64 f_strides[5];                // the weight, or (weight gradient) the output's grad
+    rt_int64 out_strides[5];
     rt_int64 bias_stride;
     int has_bias;                         // 0: `bias` is not read (and may be null)
     int unused;
 };
-static_assert(sizeof(ConvArgs) == 32 * 8 + 8, "ConvArgs layout");
+static_assert(sizeof(ConvArgs) == 41 * 8 + 8, "ConvArgs layout");
 
-// Depth or column index t of a filter-shaped coordinate -> (c, kh, kw), c slowest.
-__device__ __forceinline__ void split_tap(int t, int taps, int kernel_w, int& c, int& kh,
-                                          int& kw) {
-    c = t / taps;
-    const int rest = t - c * taps;
-    kh = rest / kernel_w;
-    kw = rest - kh * kernel_w;
+// The sizes (Z, Y, X) of a row-major (z, y, x) index, as the products the splits divide by.
+struct Extent3 {
+    int zyx, yx, x;
+};
+
+__device__ __forceinline__ Extent3 extent3(const rt_int64 (&size)[3]) {
+    return Extent3{(int)(size[0] * size[1] * size[2]), (int)(size[1] * size[2]), (int)size[2]};
+}
+
+// An index t below e.zyx -> (z, y, x). A unit Z (every 1-D and 2-D problem) skips its
+// division: z is 0 and t already below Y*X.
+__device__ __forceinline__ void split3(int t, const Extent3& e, int& z, int& y, int& x) {
+    z = 0;
+    if (e.zyx != e.yx) {
+        z = t / e.yx;
+        t -= z * e.yx;
+    }
+    y = t / e.x;
+    x = t - y * e.x;
+}
+
+// Any index t -> (slow, z, y, x), slow the count of whole (Z, Y, X) blocks.
+__device__ __forceinline__ void split4(int t, const Extent3& e, int& slow, int& z, int& y,
+                                       int& x) {
+    slow = t / e.zyx;
+    split3(t - slow * e.zyx, e, z, y, x);
+}
+
+// One spatial dim of the image side of a problem (32-bit: the host checks the bounds).
+struct Axis {
+    int in, stride, pad, dil;
+};
+
+__device__ __forceinline__ Axis axis(const ConvArgs& p, int d) {
+    return Axis{(int)p.in_size[d], (int)p.stride[d], (int)p.pad[d], (int)p.dil[d]};
 }
 
 // --- operand sources: (row, depth) -> element offset, or -1 for a zero ------------------------
@@ -62,111 +99,130 @@ __device__ __forceinline__ void split_tap(int t, int taps, int kernel_w, int& c,
 // the rest (once per tile). K_FAST: whether consecutive depths are the nearer addresses (the
 // SIMT readers then give consecutive threads consecutive depths).
 
-// A filter operand: rows are output channels, depth (c, kh, kw) (the weight, either way round).
+// A filter operand: rows are output channels, depth (c, kd, kh, kw) (the weight, either way
+// round).
 struct FilterRows {
     enum { K_FAST = 1 };
     struct Row { rt_int64 base; bool in; };
-    rt_int64 base, s_row, s_c, s_kh, s_kw;
-    int rows, depth, taps, kernel_w;
+    rt_int64 base, s_row, s_c, s_d, s_h, s_w;
+    int rows, depth;
+    Extent3 taps;
 
     __device__ __forceinline__ Row row(rt_int64 r) const { return Row{base + r * s_row, r < rows}; }
     __device__ __forceinline__ rt_int64 offset(const Row& row, rt_int64 k) const {
         if (!row.in || k >= depth) return -1;
-        int c, kh, kw;
-        split_tap((int)k, taps, kernel_w, c, kh, kw);
-        return row.base + c * s_c + kh * s_kh + kw * s_kw;
+        int c, kd, kh, kw;
+        split4((int)k, taps, c, kd, kh, kw);
+        return row.base + c * s_c + kd * s_d + kh * s_h + kw * s_w;
     }
 };
 
 // The image's window elements of the output positions (an implicit im2col): rows are output
-// positions (oy, ox), depth (c, kh, kw).
+// positions (oz, oy, ox), depth (c, kd, kh, kw).
 struct ImageColumns {
     enum { K_FAST = 0 };
-    struct Row { int y0, x0; bool in; };
-    rt_int64 base, s_c, s_h, s_w;
-    int positions, out_w, depth, taps, kernel_w, in_h, in_w;
-    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    struct Row { int z0, y0, x0; bool in; };
+    rt_int64 base, s_c, s_d, s_h, s_w;
+    int positions, depth;
+    Extent3 out, taps;
+    Axis d, h, w;
 
     __device__ __forceinline__ Row row(rt_int64 r) const {
         const bool in = r < positions;
-        const int p = in ? (int)r : 0, oy = p / out_w, ox = p - oy * out_w;
-        return Row{oy * stride_h - pad_h, ox * stride_w - pad_w, in};
+        int oz, oy, ox;
+        split3(in ? (int)r : 0, out, oz, oy, ox);
+        return Row{oz * d.stride - d.pad, oy * h.stride - h.pad, ox * w.stride - w.pad, in};
     }
     __device__ __forceinline__ rt_int64 offset(const Row& row, rt_int64 k) const {
         if (!row.in || k >= depth) return -1;
-        int c, kh, kw;
-        split_tap((int)k, taps, kernel_w, c, kh, kw);
-        const int y = row.y0 + kh * dil_h, x = row.x0 + kw * dil_w;
-        if (y < 0 || y >= in_h || x < 0 || x >= in_w) return -1;   // the zero padding
-        return base + c * s_c + y * s_h + x * s_w;
+        int c, kd, kh, kw;
+        split4((int)k, taps, c, kd, kh, kw);
+        const int z = row.z0 + kd * d.dil, y = row.y0 + kh * h.dil, x = row.x0 + kw * w.dil;
+        if (z < 0 || z >= d.in || y < 0 || y >= h.in || x < 0 || x >= w.in)
+            return -1;                                              // the zero padding
+        return base + c * s_c + z * s_d + y * s_h + x * s_w;
     }
 };
+
+// The input index i with i * stride == t, or -1 when there is none in [0, size). A unit
+// stride (every 1-D/2-D problem's depth, and most input gradients) skips the division.
+__device__ __forceinline__ int gathered_index(int t, const Axis& a) {
+    if (t < 0) return -1;
+    const int i = a.stride == 1 ? t : t / a.stride;
+    return i * a.stride == t && i < a.in ? i : -1;
+}
 
 // The input elements a transposed convolution's output positions gather: rows are output
-// positions (y, x), depth (c, kh, kw); tap (kh, kw) reaches input row iy when
-// iy * stride_h == y + pad_h - kh * dil_h.
+// positions (z, y, x), depth (c, kd, kh, kw); tap (kd, kh, kw) reaches input row iy when
+// iy * stride_h == y + pad_h - kh * dil_h (depth and width alike).
 struct TransposedColumns {
     enum { K_FAST = 0 };
-    struct Row { int ty, tx; bool in; };
-    rt_int64 base, s_c, s_h, s_w;
-    int positions, out_w, depth, taps, kernel_w, in_h, in_w;
-    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    struct Row { int tz, ty, tx; bool in; };
+    rt_int64 base, s_c, s_d, s_h, s_w;
+    int positions, depth;
+    Extent3 out, taps;
+    Axis d, h, w;
 
     __device__ __forceinline__ Row row(rt_int64 r) const {
         const bool in = r < positions;
-        const int p = in ? (int)r : 0, y = p / out_w, x = p - y * out_w;
-        return Row{y + pad_h, x + pad_w, in};
+        int z, y, x;
+        split3(in ? (int)r : 0, out, z, y, x);
+        return Row{z + d.pad, y + h.pad, x + w.pad, in};
     }
     __device__ __forceinline__ rt_int64 offset(const Row& row, rt_int64 k) const {
         if (!row.in || k >= depth) return -1;
-        int c, kh, kw;
-        split_tap((int)k, taps, kernel_w, c, kh, kw);
-        const int ty = row.ty - kh * dil_h, tx = row.tx - kw * dil_w;
-        if (ty < 0 || tx < 0) return -1;
-        const int iy = ty / stride_h, ix = tx / stride_w;
-        if (iy * stride_h != ty || ix * stride_w != tx || iy >= in_h || ix >= in_w) return -1;
-        return base + c * s_c + iy * s_h + ix * s_w;
+        int c, kd, kh, kw;
+        split4((int)k, taps, c, kd, kh, kw);
+        const int iz = gathered_index(row.tz - kd * d.dil, d);
+        const int iy = gathered_index(row.ty - kh * h.dil, h);
+        const int ix = gathered_index(row.tx - kw * w.dil, w);
+        if (iz < 0 || iy < 0 || ix < 0) return -1;
+        return base + c * s_c + iz * s_d + iy * s_h + ix * s_w;
     }
 };
 
-// The output gradient of a weight gradient: rows are output channels, depth (n, oy, ox).
+// The output gradient of a weight gradient: rows are output channels, depth (n, oz, oy, ox).
 struct GradRows {
     enum { K_FAST = 1 };
     struct Row { rt_int64 base; bool in; };
-    rt_int64 base, s_row, s_n, s_h, s_w;
-    int rows, depth, positions, out_w;
+    rt_int64 base, s_row, s_n, s_d, s_h, s_w;
+    int rows, depth;
+    Extent3 out;
 
     __device__ __forceinline__ Row row(rt_int64 r) const { return Row{base + r * s_row, r < rows}; }
     __device__ __forceinline__ rt_int64 offset(const Row& row, rt_int64 k) const {
         if (!row.in || k >= depth) return -1;
-        const int n = (int)k / positions, p = (int)k - n * positions;
-        const int oy = p / out_w, ox = p - oy * out_w;
-        return row.base + n * s_n + oy * s_h + ox * s_w;
+        int n, oz, oy, ox;
+        split4((int)k, out, n, oz, oy, ox);
+        return row.base + n * s_n + oz * s_d + oy * s_h + ox * s_w;
     }
 };
 
-// The image's elements under tap (c, kh, kw) of every window: rows are the taps (the weight
-// gradient's columns), depth the windows (n, oy, ox).
+// The image's elements under tap (c, kd, kh, kw) of every window: rows are the taps (the
+// weight gradient's columns), depth the windows (n, oz, oy, ox).
 struct ImageTaps {
     enum { K_FAST = 1 };
-    struct Row { rt_int64 base; int dy, dx; bool in; };
-    rt_int64 base, s_n, s_c, s_h, s_w;
-    int rows, depth, positions, out_w, taps, kernel_w, in_h, in_w;
-    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    struct Row { rt_int64 base; int dz, dy, dx; bool in; };
+    rt_int64 base, s_n, s_c, s_d, s_h, s_w;
+    int rows, depth;
+    Extent3 out, taps;
+    Axis d, h, w;
 
     __device__ __forceinline__ Row row(rt_int64 r) const {
         const bool in = r < rows;
-        int c, kh, kw;
-        split_tap(in ? (int)r : 0, taps, kernel_w, c, kh, kw);
-        return Row{base + c * s_c, kh * dil_h - pad_h, kw * dil_w - pad_w, in};
+        int c, kd, kh, kw;
+        split4(in ? (int)r : 0, taps, c, kd, kh, kw);
+        return Row{base + c * s_c, kd * d.dil - d.pad, kh * h.dil - h.pad, kw * w.dil - w.pad,
+                   in};
     }
     __device__ __forceinline__ rt_int64 offset(const Row& row, rt_int64 k) const {
         if (!row.in || k >= depth) return -1;
-        const int n = (int)k / positions, p = (int)k - n * positions;
-        const int oy = p / out_w, ox = p - oy * out_w;
-        const int y = oy * stride_h + row.dy, x = ox * stride_w + row.dx;
-        if (y < 0 || y >= in_h || x < 0 || x >= in_w) return -1;
-        return row.base + n * s_n + y * s_h + x * s_w;
+        int n, oz, oy, ox;
+        split4((int)k, out, n, oz, oy, ox);
+        const int z = oz * d.stride + row.dz, y = oy * h.stride + row.dy,
+                  x = ox * w.stride + row.dx;
+        if (z < 0 || z >= d.in || y < 0 || y >= h.in || x < 0 || x >= w.in) return -1;
+        return row.base + n * s_n + z * s_d + y * s_h + x * s_w;
     }
 };
 
@@ -249,36 +305,38 @@ struct GatherChunkReader {
 // --- the three convolutions -------------------------------------------------------------------
 
 // An activation output element (forward and transposed): channel g*Og + row of image n, at
-// output position col; the bias added to the chain's value, one rounding when stored.
+// output position col = (oz, oy, ox); the bias added to the chain's value, one rounding when
+// stored.
 template <typename T, typename A>
 __device__ __forceinline__ void store_activation(const ConvArgs& p, T* out, const T* bias,
                                                  rt_int64 bi, rt_int64 row, rt_int64 col,
                                                  A acc) {
     const rt_int64 n = bi / p.groups, channel = (bi - n * p.groups) * p.group_out + row;
-    const rt_int64 oy = col / p.out_w, ox = col - oy * p.out_w;
+    int oz, oy, ox;
+    split3((int)col, extent3(p.out_size), oz, oy, ox);
     A v = acc;
     if (p.has_bias) v = v + (A)Arith<T>::load(bias[channel * p.bias_stride]);
-    out[n * p.out_strides[0] + channel * p.out_strides[1] + oy * p.out_strides[2]
-        + ox * p.out_strides[3]] = Arith<T>::store(v);
+    const rt_int64* s = p.out_strides;
+    out[n * s[0] + channel * s[1] + oz * s[2] + oy * s[3] + ox * s[4]] = Arith<T>::store(v);
 }
 
 // The image operand's columns of image n, group g (forward and transposed share the fields).
 template <typename Columns>
 __device__ __forceinline__ Columns image_columns(const ConvArgs& p, rt_int64 bi) {
     const rt_int64 n = bi / p.groups, g = bi - n * p.groups;
-    return Columns{n * p.x_strides[0] + g * p.group_in * p.x_strides[1], p.x_strides[1],
-                   p.x_strides[2], p.x_strides[3],
-                   (int)p.n, (int)p.out_w, (int)p.k, (int)(p.kernel_h * p.kernel_w),
-                   (int)p.kernel_w, (int)p.in_h, (int)p.in_w, (int)p.stride_h, (int)p.stride_w,
-                   (int)p.pad_h, (int)p.pad_w, (int)p.dil_h, (int)p.dil_w};
+    const rt_int64* s = p.x_strides;
+    return Columns{n * s[0] + g * p.group_in * s[1], s[1], s[2], s[3], s[4],
+                   (int)p.n, (int)p.k, extent3(p.out_size), extent3(p.kernel),
+                   axis(p, 0), axis(p, 1), axis(p, 2)};
 }
 
 // The filter operand of group g: rows step by `row_step` and channels by `channel_step` along
-// the weight (forward: its dims 0 and 1; transposed: the other way round), taps by dims 2, 3.
+// the weight (forward: its dims 0 and 1; transposed: the other way round), taps by dims 2-4.
 __device__ __forceinline__ FilterRows filter_rows(const ConvArgs& p, rt_int64 first,
                                                   rt_int64 row_step, rt_int64 channel_step) {
-    return FilterRows{first, row_step, channel_step, p.f_strides[2], p.f_strides[3], (int)p.m,
-                      (int)p.k, (int)(p.kernel_h * p.kernel_w), (int)p.kernel_w};
+    const rt_int64* s = p.f_strides;
+    return FilterRows{first, row_step, channel_step, s[2], s[3], s[4], (int)p.m, (int)p.k,
+                      extent3(p.kernel)};
 }
 
 // What the forward and the transposed problem share: their output is an activation.
@@ -306,7 +364,7 @@ struct ConvTransposed : ActivationOutput {
     typedef FilterRows ASource;
     typedef TransposedColumns BSource;
     static __device__ __forceinline__ FilterRows a_source(const ConvArgs& p, rt_int64 bi) {
-        const rt_int64* s = p.f_strides;   // weight (G*Cg, Og, KH, KW): rows walk dim 1
+        const rt_int64* s = p.f_strides;   // weight (G*Cg, Og, KD, KH, KW): rows walk dim 1
         return filter_rows(p, bi % p.groups * p.group_in * s[0], s[1], s[0]);
     }
     static __device__ __forceinline__ TransposedColumns b_source(const ConvArgs& p,
@@ -320,26 +378,24 @@ struct ConvWeightGrad {
     typedef ImageTaps BSource;
     static __device__ __forceinline__ GradRows a_source(const ConvArgs& p, rt_int64 g) {
         const rt_int64* s = p.f_strides;
-        const int positions = (int)(p.out_h * p.out_w);
-        return GradRows{g * p.group_out * s[1], s[1], s[0], s[2], s[3], (int)p.m, (int)p.k,
-                        positions, (int)p.out_w};
+        return GradRows{g * p.group_out * s[1], s[1], s[0], s[2], s[3], s[4], (int)p.m,
+                        (int)p.k, extent3(p.out_size)};
     }
     static __device__ __forceinline__ ImageTaps b_source(const ConvArgs& p, rt_int64 g) {
         const rt_int64* s = p.x_strides;
-        return ImageTaps{g * p.group_in * s[1], s[0], s[1], s[2], s[3], (int)p.n, (int)p.k,
-                         (int)(p.out_h * p.out_w), (int)p.out_w, (int)(p.kernel_h * p.kernel_w),
-                         (int)p.kernel_w, (int)p.in_h, (int)p.in_w, (int)p.stride_h,
-                         (int)p.stride_w, (int)p.pad_h, (int)p.pad_w, (int)p.dil_h,
-                         (int)p.dil_w};
+        return ImageTaps{g * p.group_in * s[1], s[0], s[1], s[2], s[3], s[4], (int)p.n,
+                         (int)p.k, extent3(p.out_size), extent3(p.kernel), axis(p, 0),
+                         axis(p, 1), axis(p, 2)};
     }
-    // Weight-gradient element (g*Og + row, c, kh, kw), col = (c, kh, kw); no bias.
+    // Weight-gradient element (g*Og + row, c, kd, kh, kw), col = (c, kd, kh, kw); no bias.
     template <typename T, typename A>
     static __device__ __forceinline__ void store(const ConvArgs& p, T* out, const T*,
                                                  rt_int64 g, rt_int64 row, rt_int64 col, A acc) {
-        int c, kh, kw;
-        split_tap((int)col, (int)(p.kernel_h * p.kernel_w), (int)p.kernel_w, c, kh, kw);
-        out[(g * p.group_out + row) * p.out_strides[0] + c * p.out_strides[1]
-            + kh * p.out_strides[2] + kw * p.out_strides[3]] = Arith<T>::store(acc);
+        int c, kd, kh, kw;
+        split4((int)col, extent3(p.kernel), c, kd, kh, kw);
+        const rt_int64* s = p.out_strides;
+        out[(g * p.group_out + row) * s[0] + c * s[1] + kd * s[2] + kh * s[3] + kw * s[4]] =
+            Arith<T>::store(acc);
     }
 };
 
