@@ -393,7 +393,8 @@ class CUDAStorage(Storage):
         return self._size
 
     def data_ptr(self):
-        return self._ptr
+        block = self._block
+        return block.ptr if block is not None else 0
 
     def record_stream(self, stream):
         """Keep the memory from reuse until the work `stream` (a StreamHandle) has queued by

@@ -130,8 +130,11 @@ def _geometry_struct(shape, operand_strides):
 
 
 def pointer(t):
-    """A tensor's device address as a kernel pointer argument."""
-    return ctypes.c_uint64(t.data_ptr())
+    """A tensor's device address as a kernel pointer argument (Tensor.data_ptr written out:
+    every launch makes one per operand)."""
+    storage = t._storage
+    base = storage.data_ptr()
+    return ctypes.c_uint64(base + t._offset * storage.dtype.itemsize if base else 0)
 
 
 # --- checks shared by the kernels -------------------------------------------------------------
