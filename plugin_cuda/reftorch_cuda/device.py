@@ -337,12 +337,11 @@ _DOUBLE, _COMPLEX = struct.Struct("=d"), struct.Struct("=dd")
 def _exact(value):
     """A Python number as a key that tells apart what a dtype conversion does: 0.0 from
     -0.0, one NaN from another, True from 1 from 1.0."""
-    kind = type(value)
-    if kind is float:
+    if isinstance(value, float):     # subclasses too (np.float64): -0.0 == 0.0 as keys
         return _DOUBLE.pack(value)
-    if kind is complex:
+    if isinstance(value, complex):
         return _COMPLEX.pack(value.real, value.imag)
-    return (kind, value)
+    return (type(value), value)
 
 
 def arch_for(capability):

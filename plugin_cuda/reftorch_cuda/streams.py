@@ -202,8 +202,10 @@ class Streams:
         from the device's pool of completed markers when there is one: creating and later
         destroying an event costs two driver calls more than recording a used one. Give it
         back with `recycle` once it has been seen to complete."""
-        pool = self._markers.get(stream.index)
-        event = pool.pop() if pool else self.event_create(stream.index)
+        try:   # pop() alone: another thread may take the pool's last event meanwhile
+            event = self._markers[stream.index].pop()
+        except IndexError:
+            event = self.event_create(stream.index)
         self.record(event, stream)
         return event
 
