@@ -471,7 +471,7 @@ class CUDABackend(DeviceBackend):
         self._lock = threading.Lock()
         self._local = threading.local()     # the current device is per thread, as in CUDA
         self._devices = {}
-        self._constants = {}   # (number key, dtype, index, StreamHandle) -> (tensor, storage, version)
+        self._constants = {}   # (key, dtype, index, StreamHandle) -> (tensor, storage, version)
 
     # --- lazy initialisation ----------------------------------------------------------------
     def driver(self):
