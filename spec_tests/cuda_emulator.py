@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import itertools
+import threading
 import time
 
 import numpy as np
@@ -78,8 +79,9 @@ class EmulatedDriver:
         self.memory = {}                  # address -> uint8 buffer
         self.owner = {}                   # address -> device index
         self.host_memory = {}             # address -> uint8 buffer (pinned host memory)
-        self.current = None
+        self._thread = threading.local()  # .context: the current context, per thread
         self.launches = []                # name expressions, in launch order
+        self.launch_devices = []          # the device current at each launch
         self.launch_streams = []          # the stream of each launch (0: legacy default)
         self.deferred = False             # queue work on created streams (see module doc)
         self.streams = {}                 # handle -> Stream
@@ -89,6 +91,15 @@ class EmulatedDriver:
         self._ids = itertools.count(1)
 
     OK = (CUresult.CUDA_SUCCESS,)
+
+    @property
+    def current(self):
+        """This thread's current context: as in the driver, each thread has its own."""
+        return getattr(self._thread, "context", None)
+
+    @current.setter
+    def current(self, ctx):
+        self._thread.context = ctx
 
     def _fail(self, name):
         return (self.CUresult[name],)
@@ -393,6 +404,7 @@ class EmulatedDriver:
             stream.flush()
         self.launches.append(expression)
         self.launch_streams.append(stream)
+        self.launch_devices.append(self._device())
         cuda_kernel_emulation.run(self, expression, (gx, gy, gz), (bx, by, bz), shared, params)
         return self.OK
 

@@ -48,8 +48,6 @@ class Block:
         self.requested = 0
         self.streams_used = set()
 
-    def __lt__(self, other):   # cached blocks are kept sorted by (size, address)
-        return (self.size, self.ptr) < (other.size, other.ptr)
 
 
 class DeviceCache:
@@ -57,7 +55,10 @@ class DeviceCache:
     statistics: current values and their peaks since the last reset, by name."""
 
     def __init__(self):
-        self.free = collections.defaultdict(list)   # StreamHandle -> sorted [Block]
+        # StreamHandle -> [(size, ptr, Block)] sorted by size then address: tuples compare
+        # in C, which keeps the search and insertion off the Python stack (a small op's
+        # allocation is on its hot path).
+        self.free = collections.defaultdict(list)
         self.waiting = []                           # (events, Block) freed, still in use
         self.current = dict.fromkeys(STAT_NAMES, 0)
         self.peak = dict.fromkeys(STAT_NAMES, 0)
@@ -71,8 +72,27 @@ class DeviceCache:
             if value > peak[name]:
                 peak[name] = value
 
+    def handed_out(self, size, requested):
+        """Count a block given to a storage (the hot path: written out, not through `add`)."""
+        current, peak = self.current, self.peak
+        for name, amount in (("allocated_bytes", size), ("requested_bytes", requested),
+                             ("allocation", 1)):
+            value = current[name] = current[name] + amount
+            if value > peak[name]:
+                peak[name] = value
+
+    def given_back(self, size, requested):
+        """Uncount a block its storage let go (lowering a value never raises a peak)."""
+        current = self.current
+        current["allocated_bytes"] -= size
+        current["requested_bytes"] -= requested
+        current["allocation"] -= 1
+
+    def cache(self, block):
+        bisect.insort(self.free[block.stream], (block.size, block.ptr, block))
+
     def cached_blocks(self):
-        return [block for blocks in self.free.values() for block in blocks]
+        return [entry[2] for entries in self.free.values() for entry in entries]
 
 
 class Allocator:
@@ -90,22 +110,24 @@ class Allocator:
         """A block of at least `nbytes` (> 0) on device `index` for use on `stream`."""
         size = round_size(nbytes)
         with self._lock:
-            cache = self._take_back(index)
+            if self._returned or self._waiting_blocks:
+                self._take_back()
+            cache = self._devices[index]
             block = self._from_cache(cache, size, stream) or self._new_block(cache, index, size,
                                                                              nbytes, stream)
             block.requested = nbytes
-            cache.add((("allocated_bytes", block.size), ("requested_bytes", nbytes),
-                       ("allocation", 1)))
+            cache.handed_out(block.size, nbytes)
             return block
 
-    def _from_cache(self, cache, size, stream):
-        blocks = cache.free.get(stream)
-        if not blocks:
+    @staticmethod
+    def _from_cache(cache, size, stream):
+        entries = cache.free.get(stream)
+        if not entries:
             return None
-        at = bisect.bisect_left(blocks, Block(0, 0, size, None))
-        if at == len(blocks) or blocks[at].size >= 2 * size:
+        at = bisect.bisect_left(entries, (size,))   # the first entry of at least `size`
+        if at == len(entries) or entries[at][0] >= 2 * size:
             return None
-        return blocks.pop(at)
+        return entries.pop(at)[2]
 
     def _new_block(self, cache, index, size, nbytes, stream):
         ptr = self.driver.try_alloc(index, size)
@@ -152,8 +174,7 @@ class Allocator:
 
     def _uncount(self, block):
         cache = self._devices[block.index]
-        cache.add((("allocated_bytes", -block.size), ("requested_bytes", -block.requested),
-                   ("allocation", -1)))
+        cache.given_back(block.size, block.requested)
         if block.streams_used:
             # Other streams may still be running kernels on it: wait for what they have queued.
             events = [self.driver.streams.marker(stream) for stream in block.streams_used]
@@ -161,13 +182,16 @@ class Allocator:
             cache.waiting.append((events, block))
             self._waiting_blocks += 1
         else:
-            bisect.insort(cache.free[block.stream], block)
+            cache.cache(block)
 
     def _collect_waiting(self, cache):
+        streams = self.driver.streams
         still = []
         for events, block in cache.waiting:
-            if all(self.driver.streams.event_query(event) for event in events):
-                bisect.insort(cache.free[block.stream], block)
+            if all(streams.event_query(event) for event in events):
+                for event in events:
+                    streams.recycle(event)
+                cache.cache(block)
                 self._waiting_blocks -= 1
             else:
                 still.append((events, block))

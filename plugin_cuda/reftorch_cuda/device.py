@@ -17,8 +17,8 @@ non-blocking, wait for that stream before returning. Memory comes from the cachi
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
-import weakref
 
 import numpy as np
 
@@ -38,6 +38,7 @@ NO_BINDINGS = ("reftorch-cuda needs the cuda-bindings package to reach the GPU "
                "(pip install cuda-bindings): {error}")
 BLOCK = 256            # threads per block for every elementwise kernel
 MAX_BLOCKS = 65535     # grid-stride loops cover the rest
+SCALAR_CONSTANTS = 256  # Python-number operands kept on the devices (512 bytes each)
 
 
 class CUDAError(RuntimeError):
@@ -72,6 +73,8 @@ class Driver:
         self._functions = {}    # (index, Program, name expression) -> CUfunction
         self._archs = {}        # index -> arch string for NVRTC
         self._lock = threading.RLock()
+        self._local = threading.local()   # .index: the device whose context we made current
+        self._success = cu.CUresult.CUDA_SUCCESS
         self.streams = Streams(self)
         self.allocator = Allocator(self)
         self.pinned = pinned.PinnedMemory(self)
@@ -121,8 +124,18 @@ class Driver:
             found = self._handles[index] = self.check(self.cu.cuDeviceGet(index), "cuDeviceGet")
         return found
 
-    def activate(self, index):
-        """Make device `index`'s primary context current on this thread."""
+    def activate(self, index, force=False):
+        """Make device `index`'s primary context current on this thread.
+
+        The driver's current context is per thread, and so is the memory of which one this
+        driver made current last: when it is already `index`, nothing is called (every
+        launch, copy and stream call comes through here, and a cuCtxSetCurrent through
+        cuda.bindings costs a microsecond or more). Code that switches the context behind
+        our back (another CUDA library on the same thread) should call
+        `reftorch.cuda.set_device`, which passes `force` and always makes the call."""
+        local = self._local
+        if not force and getattr(local, "index", None) == index:
+            return
         ctx = self._contexts.get(index)
         if ctx is None:
             with self._lock:
@@ -131,7 +144,9 @@ class Driver:
                     ctx = self.check(self.cu.cuDevicePrimaryCtxRetain(self.handle(index)),
                                      "cuDevicePrimaryCtxRetain")
                     self._contexts[index] = ctx
+        local.index = None   # unknown until the call below has succeeded
         self.check(self.cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        local.index = index
 
     def name(self, index):
         raw = self.check(self.cu.cuDeviceGetName(256, self.handle(index)), "cuDeviceGetName")
@@ -240,6 +255,7 @@ class Driver:
                                              self._contexts[src_index], nbytes, dst_stream.raw),
                    "cuMemcpyPeerAsync")
         self.streams.synchronize(dst_stream)
+        self.streams.recycle(ready)   # dst_stream waited for it, and has finished
 
     def zero(self, index, dst, nbytes):
         self.check(self.cu.cuMemsetD8Async(dst, 0, nbytes, self.stream(index)),
@@ -277,12 +293,14 @@ class Driver:
         """Launch one kernel with an explicit configuration: `grid` and `block` are 3-tuples,
         `shared_bytes` the dynamic shared memory; `args` are ctypes objects, one per kernel
         parameter, in order (the driver copies them when the launch is issued)."""
-        function = self.function(index, program, name_expression)
-        pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        function = (self._functions.get((index, program, name_expression))
+                    or self.function(index, program, name_expression))
+        pointers = (ctypes.c_void_p * len(args))(*map(ctypes.addressof, args))
         stream = self.stream(index)
-        self.check(self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, stream,
-                                          ctypes.addressof(pointers), 0),
-                   f"cuLaunchKernel({name_expression})")
+        result = self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, stream,
+                                        ctypes.addressof(pointers), 0)
+        if result[0] != self._success:   # the call's name is only built for the error
+            self.check(result, f"cuLaunchKernel({name_expression})")
 
 
 def check(cu, result, call):
@@ -313,6 +331,19 @@ def _describe(cu, err):
     return f"{name}: {desc}" if desc else name
 
 
+_DOUBLE, _COMPLEX = struct.Struct("=d"), struct.Struct("=dd")
+
+
+def _exact(value):
+    """A Python number as a key that tells apart what a dtype conversion does: 0.0 from
+    -0.0, one NaN from another, True from 1 from 1.0."""
+    if isinstance(value, float):     # subclasses too (np.float64): -0.0 == 0.0 as keys
+        return _DOUBLE.pack(value)
+    if isinstance(value, complex):
+        return _COMPLEX.pack(value.real, value.imag)
+    return (type(value), value)
+
+
 def arch_for(capability):
     from . import nvrtc
     major, minor = capability
@@ -332,22 +363,26 @@ class CUDAStorage(Storage):
     """`size` elements of `dtype` in GPU memory: a block of the caching allocator (None when
     empty), given back to the allocator when the storage is collected."""
 
-    __slots__ = ("_driver", "_index", "_block", "_size", "_finalizer")
+    __slots__ = ("_driver", "_index", "_block", "_size")
 
     def __init__(self, driver, index, block, size, dtype, device):
-        super().__init__(dtype, device)
+        # Storage.__init__ written out: a small op creates one of these per result.
+        self.dtype = dtype
+        self.device = device
+        self._version = 0
         self._driver = driver
         self._index = index
-        self._set_memory(block, size)
-
-    def _set_memory(self, block, size):
         self._block = block
         self._size = size
+
+    def __del__(self):
+        # `__del__` rather than a weakref.finalize: ~1 us instead of ~4 us per storage. The
+        # allocator's `free` only queues the block (no lock, no driver call), so it is safe
+        # wherever the garbage collector runs this, including at interpreter exit.
+        block = self._block
         if block is not None:
-            self._finalizer = weakref.finalize(self, self._driver.allocator.free, block)
-            self._finalizer.atexit = False  # at exit the process releases everything anyway
-        else:
-            self._finalizer = None
+            self._block = None
+            self._driver.allocator.free(block)
 
     @property
     def _ptr(self):
@@ -357,7 +392,8 @@ class CUDAStorage(Storage):
         return self._size
 
     def data_ptr(self):
-        return self._ptr
+        block = self._block
+        return block.ptr if block is not None else 0
 
     def record_stream(self, stream):
         """Keep the memory from reuse until the work `stream` (a StreamHandle) has queued by
@@ -416,9 +452,9 @@ class CUDAStorage(Storage):
             if block is not None:
                 self._driver.allocator.free(block)
             raise
-        if self._finalizer is not None:
-            self._finalizer()  # the old block goes back to the cache now
-        self._set_memory(block, size)
+        old, self._block, self._size = self._block, block, size
+        if old is not None:
+            self._driver.allocator.free(old)  # the old block goes back to the cache now
         return self
 
 
@@ -435,6 +471,7 @@ class CUDABackend(DeviceBackend):
         self._lock = threading.Lock()
         self._local = threading.local()     # the current device is per thread, as in CUDA
         self._devices = {}
+        self._constants = {}   # (key, dtype, index, StreamHandle) -> (tensor, storage, version)
 
     # --- lazy initialisation ----------------------------------------------------------------
     def driver(self):
@@ -483,7 +520,7 @@ class CUDABackend(DeviceBackend):
         driver = self._init()
         driver.check_index(index)
         self._local.index = index
-        driver.activate(index)
+        driver.activate(index, force=True)
 
     def index_of(self, device=None):
         """The device index meant by `device` (None, an int, or a device with or without one)."""
@@ -525,12 +562,38 @@ class CUDABackend(DeviceBackend):
 
     # --- memory -----------------------------------------------------------------------------
     def allocate(self, size, dtype, device):
-        driver = self._init()
-        index = self.index_of(device)
+        driver = self._driver if self._initialized else self._init()
+        index = device.index
+        if index is None:
+            index = self.current_device()
         driver.check_index(index)
         nbytes = size * dtype.itemsize
         block = driver.alloc(index, nbytes) if nbytes else None
         return CUDAStorage(driver, index, block, size, dtype, self.device(index))
+
+    def scalar_operand(self, value, dtype, device, make):
+        """A Python number operand as a device constant made once: `x * 0.5` in a loop
+        copies 0.5 to the device on the first call only, instead of an allocation, a copy
+        and an event every call. Constants are keyed by the number's exact value, the dtype,
+        the device and the current stream (the copy was queued there: work on another stream
+        could run before it). One is handed out again only while nothing has written to it
+        or made it require grad (a dispatch hook sees operands, and so could). The cache
+        keeps SCALAR_CONSTANTS of them, oldest out first, and `empty_cache` drops them; while
+        cached they count in `memory_allocated`, as PyTorch's cuBLAS workspaces do."""
+        index = device.index if device.index is not None else self.current_device()
+        key = (_exact(value), dtype, index, self._init().streams.current(index))
+        found = self._constants.get(key)
+        if found is not None:
+            tensor, storage, version = found
+            if (tensor._storage is storage and storage._version == version
+                    and not tensor.requires_grad):
+                return tensor
+        tensor = make(value, dtype, device)
+        with self._lock:
+            if len(self._constants) >= SCALAR_CONSTANTS:
+                self._constants.pop(next(iter(self._constants)))   # the oldest
+            self._constants[key] = (tensor, tensor._storage, tensor._storage._version)
+        return tensor
 
     def mem_get_info(self, device=None):
         index = self.index_of(device)
@@ -557,6 +620,7 @@ class CUDABackend(DeviceBackend):
 
     def empty_cache(self):
         if self._initialized:
+            self._constants.clear()   # their blocks go back too
             self._driver.allocator.empty_cache()
 
     def pinned_storage(self, size, dtype):

@@ -130,18 +130,26 @@ def _geometry_struct(shape, operand_strides):
 
 
 def pointer(t):
-    """A tensor's device address as a kernel pointer argument."""
-    return ctypes.c_uint64(t.data_ptr())
+    """A tensor's device address as a kernel pointer argument (Tensor.data_ptr written out:
+    every launch makes one per operand)."""
+    storage = t._storage
+    base = storage.data_ptr()
+    return ctypes.c_uint64(base + t._offset * storage.dtype.itemsize if base else 0)
 
 
 # --- checks shared by the kernels -------------------------------------------------------------
 
 def on_one_cuda_device(tensors):
-    storages = [t._storage for t in tensors]
-    if not all(isinstance(s, CUDAStorage) for s in storages):
+    first = tensors[0]._storage
+    if not isinstance(first, CUDAStorage):
         return False
-    return all(s._driver is storages[0]._driver and s._index == storages[0]._index
-               for s in storages)
+    for t in tensors:
+        storage = t._storage
+        if storage is not first and not (isinstance(storage, CUDAStorage) and
+                                         storage._index == first._index and
+                                         storage._driver is first._driver):
+            return False
+    return True
 
 
 def _span(t):
@@ -219,23 +227,46 @@ def run_elementwise(program, expression, out, inputs, result_dtype, extra_args=(
     if not on_one_cuda_device(inputs if out is None else (*inputs, out)):
         return NotImplemented
     shape = inputs[0]._shape
-    if any(t._shape != shape for t in inputs):
-        shape = broadcast_shapes(*(t._shape for t in inputs))
+    for t in inputs:
+        if t._shape != shape:
+            shape = broadcast_shapes(*(t._shape for t in inputs))
+            break
     if out is not None and (out._shape != shape or out.dtype is not result_dtype):
         return NotImplemented
     target = out if out is not None else new_output(inputs, shape, result_dtype)
-    geo_shape, strides = elementwise_geometry(target, inputs)
-    if len(geo_shape) > max_dims():
+    geo_shape, strides, geometry = launch_geometry(target, inputs)
+    if geometry is None:
         return NotImplemented
     if out is not None and not writable(out, inputs, geo_shape, strides):
         return NotImplemented
     numel = target.numel()
     if numel:
         storage = target._storage
-        args = (geometry_struct(geo_shape, strides), pointer(target),
-                *(pointer(t) for t in inputs), *extra_args)
+        args = (geometry, pointer(target), *map(pointer, inputs), *extra_args)
         storage._driver.launch(storage._index, program, expression, numel, args)
     return target
+
+
+_LAUNCH_GEOMETRIES = {}     # (shapes and strides of out and inputs) -> launch_geometry
+LAUNCH_GEOMETRIES = 4096    # bound: cleared when full (a loop repeats a few geometries)
+
+
+def launch_geometry(target, inputs):
+    """(dims, strides per operand, Geometry struct or None when there are more dims than the
+    kernels hold) of one elementwise pass writing `target`: elementwise_geometry and
+    geometry_struct, cached by the operands' shapes and strides, which is all they depend
+    on (the two cost ~8 us of Python per launch; the lookup well under one). The dims and
+    strides come back as tuples: shared between calls, they must not change."""
+    key = (target._shape, target._strides, *[(t._shape, t._strides) for t in inputs])
+    found = _LAUNCH_GEOMETRIES.get(key)
+    if found is None:
+        shape, strides = elementwise_geometry(target, inputs)
+        geometry = geometry_struct(shape, strides) if len(shape) <= max_dims() else None
+        found = (tuple(shape), tuple(map(tuple, strides)), geometry)
+        if len(_LAUNCH_GEOMETRIES) >= LAUNCH_GEOMETRIES:
+            _LAUNCH_GEOMETRIES.clear()
+        _LAUNCH_GEOMETRIES[key] = found
+    return found
 
 
 MAX_GRID = 1 << 20  # row and reduction kernels' blocks loop over the rows beyond this

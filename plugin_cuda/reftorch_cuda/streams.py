@@ -23,6 +23,7 @@ import threading
 import weakref
 
 IPC_HANDLE_BYTES = 64   # sizeof(CUipcEventHandle)
+MARKER_POOL = 64        # completed marker events kept per device for reuse
 
 
 class StreamHandle:
@@ -64,6 +65,7 @@ class Streams:
         self._defaults = {}                 # index -> StreamHandle of the NULL stream
         self._local = threading.local()     # .current: {index: StreamHandle}, per thread
         self._keep = []                     # (EventHandle, object) alive until the event
+        self._markers = collections.defaultdict(list)   # index -> completed marker events
         self._doomed = collections.deque()  # (driver call, index, raw) of dead handles
         self._lock = threading.Lock()
 
@@ -83,8 +85,11 @@ class Streams:
 
     def current(self, index):
         """This thread's current stream on device `index` (the default stream unless set)."""
-        found = self._current_table().get(index)
-        return found if found is not None else self.default(index)
+        table = getattr(self._local, "current", None)
+        found = table.get(index) if table else None
+        if found is None:
+            found = self._defaults.get(index) or self.default(index)
+        return found
 
     def set_current(self, stream):
         self._current_table()[stream.index] = stream
@@ -193,10 +198,23 @@ class Streams:
         return EventHandle(index, raw, False, destroy=self._destroyer("cuEventDestroy", index))
 
     def marker(self, stream):
-        """A new event recorded on `stream` now (for the allocator and async copies)."""
-        event = self.event_create(stream.index)
+        """An event recorded on `stream` now (for the allocator and async copies). It comes
+        from the device's pool of completed markers when there is one: creating and later
+        destroying an event costs two driver calls more than recording a used one. Give it
+        back with `recycle` once it has been seen to complete."""
+        try:   # pop() alone: another thread may take the pool's last event meanwhile
+            event = self._markers[stream.index].pop()
+        except IndexError:
+            event = self.event_create(stream.index)
         self.record(event, stream)
         return event
+
+    def recycle(self, event):
+        """Return a marker from `marker` that has completed (a query or synchronisation said
+        so) to its device's pool; re-recording it cannot change what anyone waited for."""
+        pool = self._markers[event.index]
+        if len(pool) < MARKER_POOL:
+            pool.append(event)
 
     def _ready(self, result, call):
         err = result[0]
@@ -219,7 +237,12 @@ class Streams:
         self._destroy_doomed()
         with self._lock:
             pending, self._keep = self._keep, []
-        still = [(event, obj) for event, obj in pending if not self.event_query(event)]
+        still = []
+        for event, obj in pending:
+            if self.event_query(event):
+                self.recycle(event)
+            else:
+                still.append((event, obj))
         with self._lock:
             self._keep[:0] = still
 

@@ -155,6 +155,13 @@ class DeviceBackend:
     def current_device(self):
         return 0
 
+    def scalar_operand(self, value, dtype, device, make):
+        """A Python number as a 0-dim tensor of `dtype` on `device`, for an elementwise
+        kernel to read; `make(value, dtype, device)` builds a new one. A backend may return
+        one it made before instead (a host-to-device copy saved per op), as long as it never
+        returns one whose value has changed."""
+        return make(value, dtype, device)
+
 
 class CPUBackend(DeviceBackend):
     type_name = "cpu"

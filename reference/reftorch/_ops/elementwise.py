@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _dispatch
 from .. import _dtype as D
+from .._storage import backend_for
 from .._device import CPU
 from .._promotion import (Promotion, broadcast_shapes2, check_inplace_shape, check_output_cast,
                           promoted_dtypes, result_dtype)
@@ -241,7 +242,11 @@ def _cache_dtypes(common, kind, cache=None):
 def _move_operand(x, compute, device):
     if isinstance(x, Tensor):
         return x.to(device)
-    return scalar_tensor(x, compute, device)
+    if device is CPU or device.type == "cpu":
+        return scalar_tensor(x, compute, device)
+    # The operand only goes to the kernel, which reads it: a device backend may hand out a
+    # constant it made before for the same number (see DeviceBackend.scalar_operand).
+    return backend_for(device).scalar_operand(x, compute, device, scalar_tensor)
 
 
 def check_dtype(op, dtype):
