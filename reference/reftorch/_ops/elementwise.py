@@ -13,10 +13,10 @@ import numpy as np
 
 from .. import _dispatch
 from .. import _dtype as D
-from .._storage import backend_for
 from .._device import CPU
 from .._promotion import (Promotion, broadcast_shapes2, check_inplace_shape, check_output_cast,
                           promoted_dtypes, result_dtype)
+from .._storage import backend_for
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled
