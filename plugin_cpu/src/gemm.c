@@ -1323,7 +1323,10 @@ static int NAME(gemm)(const gemm_args *g, int isa)
     const size_t t_len = (size_t)round_up((ptrdiff_t)bk->mr * bk->nr, 16);
     const size_t s_len = g->b_kind == B_IM2COL_T ? (size_t)round_up(kc_step * bk->nr, 16) : 0;
     const size_t per_thread = a_len + b_len + t_len + s_len;
-    T *buffers = aligned_alloc(64, (size_t)round_up((ptrdiff_t)(per_thread * threads * sizeof(T)), 64));
+    /* UKR_PREFETCH bytes of slack: the micro-kernel prefetches that far past the B panel it
+     * reads, and the last panel's prefetch should stay inside memory we own. */
+    const size_t buffer_bytes = per_thread * threads * sizeof(T) + UKR_PREFETCH;
+    T *buffers = aligned_alloc(64, (size_t)round_up((ptrdiff_t)buffer_bytes, 64));
     if (buffers == NULL) return -1;
     /* K groups after the first sum into partial matrices laid out as out is (row stride ldc) */
     const ptrdiff_t ldc = g->out_s[1], partial_len = M * ldc;
