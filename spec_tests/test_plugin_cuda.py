@@ -329,6 +329,21 @@ def test_fresh_process_imports_silently_and_reports_no_gpu(no_gpu):
         r"NVIDIA driver|No CUDA GPUs|cuda-bindings", lines[1])
 
 
+def test_importing_a_submodule_first_still_loads_the_plugin(no_gpu):
+    # Through the entry point (an installed plugin), importing reftorch used to meet the
+    # half-imported submodule and fail the plugin's load with a circular-import warning.
+    code = ("import warnings; warnings.simplefilter('error')\n"
+            "import reftorch_cuda.ops_conv\n"
+            "import reftorch\n"
+            "from reftorch import plugins\n"
+            "print(plugins.failed())\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=_subprocess_env(), timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    assert run.stdout.strip() == "{}"
+
+
 def _subprocess_env():
     """This process's environment with the repository's packages on the path, loading only
     the cuda plugin (through its entry point when it is installed)."""

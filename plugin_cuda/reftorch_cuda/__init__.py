@@ -27,3 +27,8 @@ def register(registrar):
 
 
 __all__ = ["__version__", "register"]
+
+# reftorch before any submodule: importing reftorch loads the plugins, this one included
+# (register is defined by now), so `import reftorch_cuda.ops_conv` before `import reftorch`
+# registers the plugin whole instead of meeting its own half-imported submodule.
+import reftorch  # noqa: E402,F401
