@@ -55,6 +55,7 @@ than RT_MAX_DIMS dims after coalescing.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 
 from reftorch import _dtype as D
@@ -204,28 +205,41 @@ def _computation_dtype(dtype):
     return D.float64 if dtype is D.float64 else D.float32
 
 
-def _split(t, dims, keepdim):
-    """(output shape, kept dims, reduced dims) of reducing `t` over `dims` (None: all; a
-    0-dim tensor's dim 0 is the whole tensor)."""
-    reduced = set(range(t.ndim)) if dims is None or t.ndim == 0 else set(dims)
-    kept = [d for d in range(t.ndim) if d not in reduced]
+def _split(shape, dims, keepdim):
+    """(output shape, kept dims, reduced dims) of reducing a tensor of `shape` over `dims`
+    (None: all; a 0-dim tensor's dim 0 is the whole tensor)."""
+    ndim = len(shape)
+    reduced = set(range(ndim)) if dims is None or ndim == 0 else set(dims)
+    kept = [d for d in range(ndim) if d not in reduced]
     if keepdim:
-        shape = tuple(1 if d in reduced else n for d, n in enumerate(t._shape))
+        out_shape = tuple(1 if d in reduced else n for d, n in enumerate(shape))
     else:
-        shape = tuple(t._shape[d] for d in kept)
-    return shape, kept, sorted(reduced)
+        out_shape = tuple(shape[d] for d in kept)
+    return out_shape, kept, sorted(reduced)
 
 
-def _geometries(t, result, kept, reduced, keepdim):
+def _geometries(shape, strides, out_strides, kept, reduced, keepdim):
     """The kernel's `outer` (result, input over the kept dims) and `inner` (input over the
     reduced dims, in their logical order: a position in it is a flat index) geometries,
     coalesced; None when either has too many dims."""
-    kept_out = [result._strides[d] for d in kept] if keepdim else list(result._strides)
-    outer = coalesce([t._shape[d] for d in kept], [kept_out, [t._strides[d] for d in kept]])
-    inner = coalesce([t._shape[d] for d in reduced], [[t._strides[d] for d in reduced]])
+    kept_out = [out_strides[d] for d in kept] if keepdim else list(out_strides)
+    outer = coalesce([shape[d] for d in kept], [kept_out, [strides[d] for d in kept]])
+    inner = coalesce([shape[d] for d in reduced], [[strides[d] for d in reduced]])
     if max(len(outer[0]), len(inner[0])) > max_dims():
         return None
     return geometry_struct(*outer), geometry_struct(*inner)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(shape, strides, dims, keepdim):
+    """(result shape, (outer, inner) geometries) of a reduction into a new contiguous
+    result, or None. Cached by the input's shape and strides, the dims and keepdim: a
+    training loop reduces the same few geometries again and again, and a launch copies the
+    structs' bytes, so one object serves every launch."""
+    out_shape, kept, reduced = _split(shape, dims, keepdim)
+    geometries = _geometries(shape, strides, contiguous_strides(out_shape), kept, reduced,
+                             keepdim)
+    return None if geometries is None else (out_shape, geometries)
 
 
 def _one_input(out, inputs, dtypes):
@@ -240,10 +254,11 @@ def _one_input(out, inputs, dtypes):
 
 def _prepare(t, dims, keepdim, result_dtype):
     """(result, (outer, inner) geometries), or None when the geometry does not fit."""
-    shape, kept, reduced = _split(t, dims, keepdim)
-    result = Tensor._empty(shape, result_dtype, t.device)
-    geometries = _geometries(t, result, kept, reduced, keepdim)
-    return None if geometries is None else (result, geometries)
+    plan = _plan(t._shape, t._strides, None if dims is None else tuple(dims), keepdim)
+    if plan is None:
+        return None
+    shape, geometries = plan
+    return Tensor._empty(shape, result_dtype, t.device), geometries
 
 
 def _chunking(n):
@@ -550,11 +565,11 @@ def prod_kernel(out, inputs, dtypes, params):
     dims, keepdim = params.get("dim"), bool(params.get("keepdim", False))
     if integral:   # exact in any order: the block kernels
         return _reduce(t, dims, keepdim, int_prod_kernels(t.dtype.name), D.int64)
-    shape, kept, reduced = _split(t, dims, keepdim)
+    shape, kept, reduced = _split(t._shape, dims, keepdim)
     if dims is None:
         reduced = _memory_order(t, reduced)
     result = Tensor._empty(shape, t.dtype, t.device)
-    geometries = _geometries(t, result, kept, reduced, keepdim)
+    geometries = _geometries(t._shape, t._strides, result._strides, kept, reduced, keepdim)
     if geometries is None:
         return NotImplemented
     if result.numel():
