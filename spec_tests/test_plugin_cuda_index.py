@@ -305,7 +305,12 @@ def _cuda(args):
 
 @pytest.mark.parametrize("op", BAD)
 def test_bad_index_is_raised_at_the_next_synchronisation(device_kind, op):
-    fn, make = BAD[op]
+    check_error_at_synchronisation(*BAD[op])
+
+
+def check_error_at_synchronisation(fn, make):
+    """fn on the device with make()'s bad indices returns; the reference's error is raised by
+    the next synchronisation, then cleared, and fn works again with the indices clamped."""
     args = make()
     error_type, message = reference_error(fn, *args)
     result = fn(*_cuda(args))           # returns: the error is on the device

@@ -21,8 +21,8 @@ from reftorch import plugins
 pytest.importorskip("reftorch_cuda", reason="reftorch-cuda is not installed")
 from reftorch_cuda import ops_scatter as X  # noqa: E402
 from spec_tests import test_plugin_cuda as base  # noqa: E402
-from spec_tests.test_plugin_cuda_index import (MOVED, _cuda, _guarded_result, indices,  # noqa: E402,E501
-                                               reference_error, sample)
+from spec_tests.test_plugin_cuda_index import (  # noqa: E402
+    MOVED, _cuda, _guarded_result, check_error_at_synchronisation, indices, sample)
 from spec_tests.test_plugin_cuda_kernels import assert_same_values, plain  # noqa: E402
 
 # The launch fixtures of test_plugin_cuda (pytest finds fixtures by name).
@@ -257,17 +257,7 @@ BAD = {  # op -> (fn, cpu args whose first bad index by position is neither larg
 
 @pytest.mark.parametrize("op", BAD)
 def test_bad_index_is_raised_at_the_next_synchronisation(device_kind, op):
-    fn, make = BAD[op]
-    args = make()
-    error_type, message = reference_error(fn, *args)
-    result = fn(*_cuda(args))           # returns: the error is on the device
-    assert result.device.type == "cuda"
-    with pytest.raises(error_type) as info:
-        reftorch.cuda.synchronize()
-    assert str(info.value) == message
-    reftorch.cuda.synchronize()         # cleared
-    good = tuple(a.clamp(0, 1) if a.dtype is reftorch.int64 else a for a in args)
-    assert_same_values(fn(*_cuda(good)), reference(fn, *good))
+    check_error_at_synchronisation(*BAD[op])
 
 
 @pytest.mark.parametrize("op", BAD)

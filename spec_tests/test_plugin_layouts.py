@@ -28,10 +28,9 @@ from hypothesis import strategies as st
 
 import reftorch
 from reftorch import plugins
-from .opdb import pointwise_as_opinfo
-from .opdb.core import OpInfo, TensorArg, build
-from .test_plugin_conformance import (ENTRIES, RANDOM, REACHED_THROUGH, _available, _differ,
-                                      _gradients, _registered, _run, counting, emulated_cuda,
+from .opdb.core import TensorArg, build
+from .test_plugin_conformance import (RANDOM, _available, _differ, _gradients, _registered,
+                                      _run, counting, emulated_cuda, entries_reaching,
                                       every_size)
 
 # Examples per row: a few in CI; REFTORCH_LAYOUT_EXAMPLES=200 searches harder.
@@ -51,7 +50,7 @@ def test_plugin_kernel_matches_reference_in_any_layout(plugin, op, device_type, 
         request.getfixturevalue("emulated_cuda")
     if not _available(device_type):
         pytest.skip(f"no {device_type} device on this machine")
-    entries, backward = _entries(op)
+    entries, backward = entries_reaching(op)
     samples = [sample for entry in entries if dtype.name in entry.dtypes
                for sample in _samples(entry, dtype)]
     if not samples:
@@ -60,18 +59,6 @@ def test_plugin_kernel_matches_reference_in_any_layout(plugin, op, device_type, 
         _check_layouts(samples, device_type, backward)
     assert accepted[0], (f"{plugin}'s {op} kernel for {device_type} {dtype.name} declined "
                          f"every example, so none of it was checked")
-
-
-def _entries(op):
-    """The OpInfos whose samples reach `op`'s kernel, and whether through the gradient."""
-    if op in REACHED_THROUGH:
-        names, backward = REACHED_THROUGH[op]
-        return [_as_opinfo(ENTRIES[name]) for name in names], backward
-    return [_as_opinfo(ENTRIES[op])], False
-
-
-def _as_opinfo(entry):
-    return entry if isinstance(entry, OpInfo) else pointwise_as_opinfo(entry)
 
 
 def _samples(entry, dtype):
