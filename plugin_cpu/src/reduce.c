@@ -685,13 +685,72 @@ typedef ITYPE NAME(nivec) __attribute__((vector_size(VBYTES)));
         }                                                                                    \
     } while (0)
 
-ISA_ATTR static inline T NAME(lanes_sum)(const VEC *v)
+/* Lane trees, on registers and without branches: the upper half of a vector is folded onto
+ * its lower half (lane j with lane j + half) until one lane is left, in vectors of 32, 16, 8
+ * (and for float 4) bytes. */
+typedef T NAME(v32) __attribute__((vector_size(32)));
+typedef T NAME(v16) __attribute__((vector_size(16)));
+typedef T NAME(v8) __attribute__((vector_size(8)));
+#if IS_F32
+typedef T NAME(v4) __attribute__((vector_size(4)));
+#endif
+#define SPLIT(v, lo, hi)                                                                     \
+    (memcpy(&(lo), &(v), sizeof(lo)), memcpy(&(hi), (const char *)&(v) + sizeof(lo), sizeof(hi)))
+#define SUM_FOLD(v, HALF, r)                                                                 \
+    do {                                                                                     \
+        HALF lo_, hi_;                                                                       \
+        SPLIT(v, lo_, hi_);                                                                  \
+        r = lo_ + hi_;                                                                       \
+    } while (0)
+/* The upper lane wins when it beats the lower one (see the extremes below). */
+#define EXTREME_FOLD(v, HALF, r, largest)                                                    \
+    do {                                                                                     \
+        HALF lo_, hi_;                                                                       \
+        SPLIT(v, lo_, hi_);                                                                  \
+        const __typeof__(lo_ < hi_) m_ = ((largest) ? hi_ > lo_ : hi_ < lo_) | (hi_ != hi_); \
+        r = (HALF)(((__typeof__(m_))hi_ & m_) | ((__typeof__(m_))lo_ & ~m_));               \
+    } while (0)
+
+/* The sum of a 64-byte vector's lanes as a tree. */
+ISA_ATTR static inline T NAME(lanes_sum)(VEC v)
 {
-    T t[64 / sizeof(T)];
-    memcpy(t, v, sizeof t);
-    for (ptrdiff_t width = VL / 2; width > 0; width /= 2)
-        for (ptrdiff_t j = 0; j < width; j++) t[j] += t[j + width];
-    return t[0];
+    NAME(v32) a;
+    NAME(v16) b;
+    NAME(v8) c;
+    SUM_FOLD(v, NAME(v32), a);
+    SUM_FOLD(a, NAME(v16), b);
+    SUM_FOLD(b, NAME(v8), c);
+#if IS_F32
+    NAME(v4) d;
+    SUM_FOLD(c, NAME(v4), d);
+    return d[0];
+#else
+    return c[0];
+#endif
+}
+
+/* The extreme of a native vector's lanes as a tree (exact in any order). */
+ISA_ATTR static inline T NAME(lanes_extreme)(NVEC v, int largest)
+{
+    NAME(v16) b;
+#if VBYTES == 64
+    NAME(v32) a;
+    EXTREME_FOLD(v, NAME(v32), a, largest);
+    EXTREME_FOLD(a, NAME(v16), b, largest);
+#elif VBYTES == 32
+    EXTREME_FOLD(v, NAME(v16), b, largest);
+#else
+    b = v;
+#endif
+    NAME(v8) c;
+    EXTREME_FOLD(b, NAME(v8), c, largest);
+#if IS_F32
+    NAME(v4) d;
+    EXTREME_FOLD(c, NAME(v4), d, largest);
+    return d[0];
+#else
+    return c[0];
+#endif
 }
 
 /* a * b + c and c - a * b: fused (one rounding) in the AVX-512F clone, whose CPUs all have
@@ -807,7 +866,7 @@ ISA_ATTR static inline T NAME(ipow)(T m, int p)
         if (nv > 0) {                                                                        \
             VEC sum;                                                                         \
             NAME(FN##_vectors)(x, nv, s, c, &sum);                                           \
-            total = NAME(lanes_sum)(&sum);                                                   \
+            total = NAME(lanes_sum)(sum);                                                   \
         }                                                                                    \
         for (ptrdiff_t i = nv * VL; i < n; i++) {                                            \
             const T e = x[i * s];                                                            \
@@ -830,42 +889,39 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
  * the inf-norms). The first occurrence (plain extremes only) is then the first element equal
  * to the result (or the first NaN): the value pass keeps each BLOCK's extreme, the scan
  * looks only inside the first block whose extreme equals the result. */
-#define DEFINE_EXTREME_RUN(FN, CMP, VX, SX)                                                  \
+#define DEFINE_EXTREME_RUN(FN, CMP, LARGEST, VX, SX)                                                \
     ISA_ATTR static T NAME(FN##_run)(const T *x, ptrdiff_t n, ptrdiff_t s)                   \
     {                                                                                        \
-        const ptrdiff_t nv = n / NL;                                                         \
         T best = SX(x[0]);                                                                   \
-        if (nv > 0) {                                                                        \
-            NVEC a[4], v = {0};                                                              \
-            for (int k = 0; k < 4; k++) a[k] = (NVEC){0} + best;                             \
-            ptrdiff_t i = 0;                                                                 \
-            for (; i + 4 <= nv; i += 4)                                                      \
-                for (int k = 0; k < 4; k++) {                                                \
-                    NLOAD(v, x, i + k, s);                                                   \
-                    v = VX(v);                                                               \
-                    a[k] = BLEND((v CMP a[k]) | (v != v), v, a[k]);                          \
-                }                                                                            \
-            for (; i < nv; i++) {                                                            \
-                NLOAD(v, x, i, s);                                                           \
-                v = VX(v);                                                                   \
-                a[0] = BLEND((v CMP a[0]) | (v != v), v, a[0]);                              \
+        if (n < NL) {                                                                        \
+            for (ptrdiff_t i = 1; i < n; i++) {                                              \
+                const T e = SX(x[i * s]);                                                    \
+                best = ((e CMP best) | (e != e)) ? e : best;                                 \
             }                                                                                \
-            for (int k = 1; k < 4; k++) a[0] = BLEND((a[k] CMP a[0]) | (a[k] != a[k]),       \
-                                                     a[k], a[0]);                            \
-            T t[VBYTES / sizeof(T)]; /* lanes as a tree (branch-free; any order is exact) */ \
-            memcpy(t, &a[0], sizeof t);                                                      \
-            for (ptrdiff_t width = NL / 2; width > 0; width /= 2)                            \
-                for (ptrdiff_t j = 0; j < width; j++) {                                      \
-                    const T u = t[j + width];                                                \
-                    t[j] = ((u CMP t[j]) | (u != u)) ? u : t[j];                             \
-                }                                                                            \
-            best = t[0];                                                                     \
+            return best;                                                                     \
         }                                                                                    \
-        for (ptrdiff_t i = nv * NL; i < n; i++) {                                            \
-            const T e = SX(x[i * s]);                                                        \
-            best = ((e CMP best) | (e != e)) ? e : best;                                     \
+        /* The accumulators start from the last NL elements, so no scalar tail is left:      \
+         * they overlap the whole vectors when NL does not divide n, and an extreme may      \
+         * see an element twice. */                                                          \
+        const ptrdiff_t nv = n / NL;                                                         \
+        NVEC a[4], v;                                                                        \
+        NLOAD(v, x + (n - NL) * s, 0, s);                                                    \
+        for (int k = 0; k < 4; k++) a[k] = VX(v);                                            \
+        ptrdiff_t i = 0;                                                                     \
+        for (; i + 4 <= nv; i += 4)                                                          \
+            for (int k = 0; k < 4; k++) {                                                    \
+                NLOAD(v, x, i + k, s);                                                       \
+                v = VX(v);                                                                   \
+                a[k] = BLEND((v CMP a[k]) | (v != v), v, a[k]);                              \
+            }                                                                                \
+        for (; i < nv; i++) {                                                                \
+            NLOAD(v, x, i, s);                                                               \
+            v = VX(v);                                                                       \
+            a[0] = BLEND((v CMP a[0]) | (v != v), v, a[0]);                                  \
         }                                                                                    \
-        return best;                                                                         \
+        for (int k = 1; k < 4; k++)                                                          \
+            a[0] = BLEND((a[k] CMP a[0]) | (a[k] != a[k]), a[k], a[0]);                      \
+        return NAME(lanes_extreme)(a[0], LARGEST);                                             \
     }
 
 #define DEFINE_EXTREME_INDEX(FN, CMP)                                                        \
@@ -891,10 +947,10 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
     }
 
 #define SAME(e) (e)
-DEFINE_EXTREME_RUN(largest, >, SAME, SAME)
-DEFINE_EXTREME_RUN(smallest, <, SAME, SAME)
-DEFINE_EXTREME_RUN(abs_largest, >, NABS, ABS)
-DEFINE_EXTREME_RUN(abs_smallest, <, NABS, ABS)
+DEFINE_EXTREME_RUN(largest, >, 1, SAME, SAME)
+DEFINE_EXTREME_RUN(smallest, <, 0, SAME, SAME)
+DEFINE_EXTREME_RUN(abs_largest, >, 1, NABS, ABS)
+DEFINE_EXTREME_RUN(abs_smallest, <, 0, NABS, ABS)
 DEFINE_EXTREME_INDEX(largest, >)
 DEFINE_EXTREME_INDEX(smallest, <)
 
@@ -946,8 +1002,10 @@ ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center
         return;
     }
     for (ptrdiff_t item = lo; item < hi; item++) {
-        const ptrdiff_t row = item / nchunks, chunk = item % nchunks;
-        const ptrdiff_t o = row / g->I, i = row % g->I, start = chunk * CHUNK;
+        /* (divisions only where they are needed: a short row costs about as much as one) */
+        const ptrdiff_t row = nchunks == 1 ? item : item / nchunks, chunk = item - row * nchunks;
+        const ptrdiff_t o = g->O == 1 ? 0 : row / g->I, i = row - o * g->I;
+        const ptrdiff_t start = chunk * CHUNK;
         const ptrdiff_t n = nchunks == 1 ? g->R : g->R - start < CHUNK ? g->R - start : CHUNK;
         const T *x = (const T *)g->x + o * g->so + i * g->si + start * g->sr;
         const T c = center ? center[row] : 0;
@@ -1081,6 +1139,9 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef ISA_ATTR
 #undef NAME
 #undef ABS_BITS
+#undef SPLIT
+#undef SUM_FOLD
+#undef EXTREME_FOLD
 #undef VABS
 #undef NABS
 #undef SAME
