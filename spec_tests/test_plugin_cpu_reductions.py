@@ -198,6 +198,38 @@ def test_extremes_are_exact(dtype, layout, special):
             assert_same(got, expected)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_extremes_find_planted_nans_infs_and_zeros_on_every_isa(dtype):
+    """Rows around the vector widths (the runs start from the last vector and overlap, and
+    the fast max/min pass reruns exactly when it meets a NaN) with a NaN, two NaNs, both
+    infinities, or signed zeros planted at random places: equal to the reference on every
+    instruction set the CPU has."""
+    rng = np.random.default_rng(7)
+    previous = _reduce.isa()
+    try:
+        for isa in _reduce.supported_isas():
+            _reduce.set_isa(isa)
+            for length in (1, 3, 8, 15, 16, 17, 33, 64, 65, 257, 1000):
+                a = values((25, length), dtype, length)
+                for row in range(a.shape[0]):
+                    at = rng.integers(length, size=2)
+                    planted = [[np.nan, a[row, at[1]]], [np.nan, np.nan], [np.inf, -np.inf],
+                               [-0.0, 0.0], [a[row, at[0]], a[row, at[1]]]][row % 5]
+                    if row % 5 == 3:
+                        a[row] = 0.0
+                    a[row, at] = planted
+                x = reftorch.from_numpy(a)
+                for call in (lambda: x.amax(1), lambda: x.amin(1), lambda: x.max(1),
+                             lambda: x.argmin(1), lambda: x.norm(math.inf, 1),
+                             lambda: x.norm(-math.inf, 1)):
+                    with reftorch.plugins.all_sizes():
+                        got, expected, ran = both(call, _reduce.calls)
+                    assert ran == 1
+                    assert_same(got, expected)
+    finally:
+        _reduce.set_isa(previous)
+
+
 def test_extreme_indices_across_blocks_and_chunks():
     """The first occurrence is found across BLOCK and CHUNK boundaries, NaN first."""
     n = 3 * 65536 + 1000

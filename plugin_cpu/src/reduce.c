@@ -34,7 +34,9 @@
  * max/min/argmax/argmin/max.dim are exact: the value is the extreme (NaN if any element is
  * NaN), the index the first occurrence (the first NaN if there is one), found by a per-block
  * (BLOCK = 256) maximum pass and a scan of the first block holding it. Their comparisons run
- * on native-width vectors (exact in any order).
+ * on native-width vectors (exact in any order); on x86 the pass uses the max/min
+ * instructions, which drop a NaN, and a run in which it saw a NaN is run again with
+ * compare-and-blend steps that keep it.
  * var/std: the mean (the sum above / n), then the same sum of (x - mean)^2, / max(n -
  * correction, 0): the reference's two-pass formula. logsumexp: the max, then the sum of
  * exp(x - max) (float32: this file's own vectorized exp, within 1 ulp; float64: the C
@@ -889,39 +891,94 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
  * the inf-norms). The first occurrence (plain extremes only) is then the first element equal
  * to the result (or the first NaN): the value pass keeps each BLOCK's extreme, the scan
  * looks only inside the first block whose extreme equals the result. */
-#define DEFINE_EXTREME_RUN(FN, CMP, LARGEST, VX, SX)                                                \
+/* The better of v and a, lane-wise: exactly, v when it is strictly greater (smaller) or NaN;
+ * and the x86 max/min instructions' way, the same for numbers but a for a NaN v (one
+ * instruction instead of two compares and a blend). NAN_BITS(u, v) is nonzero when a lane of
+ * u or v is NaN (one unordered compare for both), so a run on the max/min instructions knows
+ * whether it lost a NaN. Elsewhere the fast step is the exact one. */
+#define LARGER(v, a) BLEND(((v) > (a)) | ((v) != (v)), v, a)
+#define SMALLER(v, a) BLEND(((v) < (a)) | ((v) != (v)), v, a)
+#define NO_NANS(u, v) 0u
+#if defined(__x86_64__) && defined(__GNUC__)
+#if VBYTES == 64
+#define X86_(op, v, a) (IS_F32 ? (NVEC)_mm512_##op##_ps((__m512)(v), (__m512)(a))             \
+                               : (NVEC)_mm512_##op##_pd((__m512d)(v), (__m512d)(a)))
+#define NAN_BITS(u, v)                                                                       \
+    (IS_F32 ? (unsigned)_mm512_cmp_ps_mask((__m512)(u), (__m512)(v), _CMP_UNORD_Q)           \
+            : (unsigned)_mm512_cmp_pd_mask((__m512d)(u), (__m512d)(v), _CMP_UNORD_Q))
+#elif VBYTES == 32
+#define X86_(op, v, a) (IS_F32 ? (NVEC)_mm256_##op##_ps((__m256)(v), (__m256)(a))             \
+                               : (NVEC)_mm256_##op##_pd((__m256d)(v), (__m256d)(a)))
+#define NAN_BITS(u, v)                                                                       \
+    (IS_F32 ? (unsigned)_mm256_movemask_ps(_mm256_cmp_ps((__m256)(u), (__m256)(v), _CMP_UNORD_Q)) \
+            : (unsigned)_mm256_movemask_pd(_mm256_cmp_pd((__m256d)(u), (__m256d)(v), _CMP_UNORD_Q)))
+#else
+#define X86_(op, v, a) (IS_F32 ? (NVEC)_mm_##op##_ps((__m128)(v), (__m128)(a))                 \
+                               : (NVEC)_mm_##op##_pd((__m128d)(v), (__m128d)(a)))
+#define NAN_BITS(u, v)                                                                       \
+    (IS_F32 ? (unsigned)_mm_movemask_ps(_mm_cmpunord_ps((__m128)(u), (__m128)(v)))           \
+            : (unsigned)_mm_movemask_pd(_mm_cmpunord_pd((__m128d)(u), (__m128d)(v))))
+#endif
+#define FAST_LARGER(v, a) X86_(max, v, a)
+#define FAST_SMALLER(v, a) X86_(min, v, a)
+#else
+#define FAST_LARGER LARGER
+#define FAST_SMALLER SMALLER
+#define NAN_BITS NO_NANS
+#endif
+
+/* The lane-wise extreme of x's n >= NL elements: 4 accumulators, starting from the last NL
+ * elements so that no scalar tail is left (they overlap the whole vectors when NL does not
+ * divide n, and an extreme may see an element twice). *nans: see NAN_BITS. */
+#define DEFINE_EXTREME_VECTORS(FN, STEP, VX, NANS)                                           \
+    ISA_ATTR static inline NVEC NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s,               \
+                                         unsigned *nans)                                     \
+    {                                                                                        \
+        const ptrdiff_t nv = n / NL;                                                         \
+        NVEC v0 = {0}, v1 = {0}, v2 = {0}, v3 = {0};                                         \
+        NLOAD(v0, x + (n - NL) * s, 0, s);                                                   \
+        v0 = VX(v0);                                                                         \
+        unsigned seen = NANS(v0, v0);                                                        \
+        NVEC a0 = v0, a1 = v0, a2 = v0, a3 = v0;                                             \
+        ptrdiff_t i = 0;                                                                     \
+        for (; i + 4 <= nv; i += 4) {                                                        \
+            NLOAD(v0, x, i, s);                                                              \
+            NLOAD(v1, x, i + 1, s);                                                          \
+            NLOAD(v2, x, i + 2, s);                                                          \
+            NLOAD(v3, x, i + 3, s);                                                          \
+            v0 = VX(v0), v1 = VX(v1), v2 = VX(v2), v3 = VX(v3);                              \
+            a0 = STEP(v0, a0), a1 = STEP(v1, a1), a2 = STEP(v2, a2), a3 = STEP(v3, a3);      \
+            seen |= NANS(v0, v1) | NANS(v2, v3);                                             \
+        }                                                                                    \
+        for (; i < nv; i++) {                                                                \
+            NLOAD(v0, x, i, s);                                                              \
+            v0 = VX(v0);                                                                     \
+            a0 = STEP(v0, a0);                                                               \
+            seen |= NANS(v0, v0);                                                            \
+        }                                                                                    \
+        *nans = seen;                                                                        \
+        return STEP(STEP(a3, a2), STEP(a1, a0));                                             \
+    }
+
+/* The extreme of VX / SX of each of x's n elements: the fast vector pass, and the exact one
+ * again for a row whose fast pass met a NaN (which the result must be). */
+#define DEFINE_EXTREME_RUN(FN, CMP, LARGEST, VX, SX, FAST_STEP, EXACT_STEP)                  \
+    DEFINE_EXTREME_VECTORS(FN##_fast, FAST_STEP, VX, NAN_BITS)                               \
+    DEFINE_EXTREME_VECTORS(FN##_exact, EXACT_STEP, VX, NO_NANS)                              \
     ISA_ATTR static T NAME(FN##_run)(const T *x, ptrdiff_t n, ptrdiff_t s)                   \
     {                                                                                        \
-        T best = SX(x[0]);                                                                   \
         if (n < NL) {                                                                        \
+            T best = SX(x[0]);                                                               \
             for (ptrdiff_t i = 1; i < n; i++) {                                              \
                 const T e = SX(x[i * s]);                                                    \
                 best = ((e CMP best) | (e != e)) ? e : best;                                 \
             }                                                                                \
             return best;                                                                     \
         }                                                                                    \
-        /* The accumulators start from the last NL elements, so no scalar tail is left:      \
-         * they overlap the whole vectors when NL does not divide n, and an extreme may      \
-         * see an element twice. */                                                          \
-        const ptrdiff_t nv = n / NL;                                                         \
-        NVEC a[4], v;                                                                        \
-        NLOAD(v, x + (n - NL) * s, 0, s);                                                    \
-        for (int k = 0; k < 4; k++) a[k] = VX(v);                                            \
-        ptrdiff_t i = 0;                                                                     \
-        for (; i + 4 <= nv; i += 4)                                                          \
-            for (int k = 0; k < 4; k++) {                                                    \
-                NLOAD(v, x, i + k, s);                                                       \
-                v = VX(v);                                                                   \
-                a[k] = BLEND((v CMP a[k]) | (v != v), v, a[k]);                              \
-            }                                                                                \
-        for (; i < nv; i++) {                                                                \
-            NLOAD(v, x, i, s);                                                               \
-            v = VX(v);                                                                       \
-            a[0] = BLEND((v CMP a[0]) | (v != v), v, a[0]);                                  \
-        }                                                                                    \
-        for (int k = 1; k < 4; k++)                                                          \
-            a[0] = BLEND((a[k] CMP a[0]) | (a[k] != a[k]), a[k], a[0]);                      \
-        return NAME(lanes_extreme)(a[0], LARGEST);                                             \
+        unsigned nans;                                                                       \
+        NVEC a = NAME(FN##_fast)(x, n, s, &nans);                                            \
+        if (nans) a = NAME(FN##_exact)(x, n, s, &nans);                                      \
+        return NAME(lanes_extreme)(a, LARGEST);                                              \
     }
 
 #define DEFINE_EXTREME_INDEX(FN, CMP)                                                        \
@@ -947,10 +1004,10 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
     }
 
 #define SAME(e) (e)
-DEFINE_EXTREME_RUN(largest, >, 1, SAME, SAME)
-DEFINE_EXTREME_RUN(smallest, <, 0, SAME, SAME)
-DEFINE_EXTREME_RUN(abs_largest, >, 1, NABS, ABS)
-DEFINE_EXTREME_RUN(abs_smallest, <, 0, NABS, ABS)
+DEFINE_EXTREME_RUN(largest, >, 1, SAME, SAME, FAST_LARGER, LARGER)
+DEFINE_EXTREME_RUN(smallest, <, 0, SAME, SAME, FAST_SMALLER, SMALLER)
+DEFINE_EXTREME_RUN(abs_largest, >, 1, NABS, ABS, FAST_LARGER, LARGER)
+DEFINE_EXTREME_RUN(abs_smallest, <, 0, NABS, ABS, FAST_SMALLER, SMALLER)
 DEFINE_EXTREME_INDEX(largest, >)
 DEFINE_EXTREME_INDEX(smallest, <)
 
@@ -1148,6 +1205,14 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef COLUMN_STEP
 #undef COLUMN_EXTREME
 #undef DEFINE_EXTREME_RUN
+#undef DEFINE_EXTREME_VECTORS
+#undef LARGER
+#undef SMALLER
+#undef NO_NANS
+#undef X86_
+#undef NAN_BITS
+#undef FAST_LARGER
+#undef FAST_SMALLER
 #undef DEFINE_EXTREME_INDEX
 #undef DEFINE_PAIRWISE
 #undef PRODUCT_LANES
