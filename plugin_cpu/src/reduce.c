@@ -255,10 +255,12 @@ static int run_pass(int type, const geo_t *g, int kind, const void *center, void
         return -1;
     }
     FOR_GROUPS(items, group, par, fn(g, kind, center, pv, pi, nchunks, lo, hi));
+    /* (a few partials per row: threads pay off only for many rows) */
+    const int combine_par = par && parallel_ok(items);
     if (type == T_F32)
-        combine_f32(kind, pv, pi, nchunks, nrows, val, idx, par);
+        combine_f32(kind, pv, pi, nchunks, nrows, val, idx, combine_par);
     else
-        combine_f64(kind, pv, pi, nchunks, nrows, val, idx, par);
+        combine_f64(kind, pv, pi, nchunks, nrows, val, idx, combine_par);
     free(pv), free(pi);
     return 0;
 }
