@@ -260,8 +260,8 @@ def test_raw_entry_points_check_every_buffer():
         _masked.fill([10], out, 0, [1], a, 0, [1], mask, 0, [1], value[:0])
     with pytest.raises(ValueError):    # out holds 9 from offset 1, 10 are selected
         _masked.select([10], out, 1, a, 0, [1], mask, 0, [1])
-    with pytest.raises(ValueError):    # source holds 5 from offset 5
-        _masked.scatter([10], out, 0, [1], a, 0, [1], mask, 0, [1], a, 5)
+    with pytest.raises(RuntimeError, match="at least as many elements as ones in mask"):
+        _masked.scatter([10], out, 0, [1], a, 0, [1], mask, 0, [1], a, 5)  # 5 from offset 5
     with pytest.raises(ValueError):    # offset past the buffer
         _masked.scatter([10], out, 0, [1], a, 0, [1], mask, 0, [1], a, 11)
     with pytest.raises(TypeError):

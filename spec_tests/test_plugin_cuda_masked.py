@@ -141,11 +141,13 @@ def test_too_few_source_elements_raise_the_reference_error(device_kind):
     short = values((int(m.sum()) - 2,), "float32", 15)
     with pytest.raises(RuntimeError) as expected:
         reference(reftorch.masked_scatter, x, m, short)
-    with pytest.raises(RuntimeError) as got:     # the public function's host check
-        reftorch.masked_scatter(x.cuda(), m.cuda(), short.cuda())
+    # The public call does not synchronise to count the mask: the kernel checks on the device
+    # and the next synchronisation raises the reference's error.
+    scattered = reftorch.masked_scatter(x.cuda(), m.cuda(), short.cuda())
+    with pytest.raises(RuntimeError) as got:
+        scattered.cpu()
     assert str(got.value) == str(expected.value)
-    # The kernel itself (a direct call) never reads past the source: it records the first
-    # position that runs out, raised at the next synchronisation, with the same message.
+    # The kernel never reads past the source: it records the first position that runs out.
     f32 = reftorch.float32
     result, raw = _guarded_result(
         lambda a, b, s: X.masked_scatter_kernel(None, (a, b, s), (f32,) * 3, {}),

@@ -3,8 +3,10 @@ for every dtype whose elements are 1, 2, 4 or 8 bytes (all but complex128): the 
 elements without computing, so the results are the reference's bit for bit.
 
 The public functions have already checked what the reference checks (a bool mask, the value,
-broadcastable shapes, enough source elements for masked_scatter) and raised its errors; the
-kernels get (input, mask[, value | source]) and:
+broadcastable shapes) and raised its errors; masked_scatter's source must hold as many
+elements as the mask has true positions, which the C kernel checks after counting them,
+before it writes, raising the reference's RuntimeError. The kernels get
+(input, mask[, value | source]) and:
   - broadcast input and mask to their common shape (stride 0 along broadcast dims),
   - write a new contiguous result of that shape (masked_fill, masked_scatter) or a new 1-D
     result of the true mask positions in row-major order (masked_select),

@@ -395,9 +395,11 @@ done:
     return result;
 }
 
-/* select and scatter: count, check the flat operand holds the total, then move. */
+/* select and scatter: count, check the flat operand holds the total, then move. A short
+ * operand raises `exc` with `shortage` (scatter's source: the reference's RuntimeError, which
+ * the reference checks in its own kernel; select's out is sized by the caller). */
 static PyObject *run_moves(call_t *C, masked_t *M, move_fn fn, ptrdiff_t flat_len,
-                           const char *shortage)
+                           PyObject *exc, const char *shortage)
 {
     ptrdiff_t *firsts = NULL, total;
     const ptrdiff_t numel = (ptrdiff_t)C->numel;
@@ -408,8 +410,7 @@ static PyObject *run_moves(call_t *C, masked_t *M, move_fn fn, ptrdiff_t flat_le
     if (total < 0) return PyErr_NoMemory();
     if (total > flat_len) {
         free(firsts);
-        PyErr_Format(PyExc_ValueError, "%s: %zd true mask positions, room for %zd", shortage,
-                     total, flat_len);
+        PyErr_SetString(exc, shortage);
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -436,7 +437,8 @@ static PyObject *py_select(PyObject *self, PyObject *const *args, Py_ssize_t nar
         walked(&C, &M, args + 6, "mask", 0, M_MASK) < 0 || mask_bytes(&C, 2) < 0 ||
         (w = same_width(&C, (const int[]){0, 1}, 2)) < 0)
         goto done;
-    result = run_moves(&C, &M, SELECT[w], len, "select(): out is too short");
+    result = run_moves(&C, &M, SELECT[w], len, PyExc_ValueError,
+                       "select(): out is shorter than the true mask positions");
 done:
     release_views(&C);
     return result;
@@ -459,7 +461,9 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
         flat_operand(&C, args + 10, "source", 0, &M.flat, &len) < 0 ||
         (w = same_width(&C, (const int[]){0, 1, 3}, 3)) < 0)
         goto done;
-    result = run_moves(&C, &M, SCATTER[w], len, "scatter(): source is too short");
+    result = run_moves(&C, &M, SCATTER[w], len, PyExc_RuntimeError,
+                       "masked_scatter: expected source to have at least as many elements as "
+                       "ones in mask");
 done:
     release_views(&C);
     return result;

@@ -14,7 +14,8 @@ device copy). A source with fewer elements than true positions is never read pas
 kernel keeps the input's element there and records the first such position in the device's
 index error record (reftorch_cuda.ops_index), so the next synchronisation raises the
 reference's RuntimeError "masked_scatter: expected source to have at least as many elements
-as ones in mask" (the public function checks the count on the host before dispatching too).
+as ones in mask" (the reference checks the count in its kernel, so a call this kernel serves
+does not synchronise for it).
 
 Declined (the reference runs): a mask that is not bool, inputs on different devices, out=,
 a source of another dtype, more dims than the kernel geometry takes after coalescing.

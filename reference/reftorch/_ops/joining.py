@@ -871,10 +871,16 @@ def masked_fill_(self, mask, value):
 
 
 def _masked_scatter_kernel(a, mask, source):
+    # The count is checked here, where the mask's values are at hand, rather than before
+    # dispatch: a device kernel checks it on the device, without a host synchronisation.
     shape = np.broadcast_shapes(a.shape, mask.shape)
     out = np.array(np.broadcast_to(a, shape))
     full_mask = np.broadcast_to(mask, shape)
-    out[full_mask] = source.reshape(-1)[:int(full_mask.sum())]
+    count = int(full_mask.sum())
+    if count > source.size:
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements "
+                           "as ones in mask")
+    out[full_mask] = source.reshape(-1)[:count]
     return out
 
 
@@ -888,12 +894,7 @@ def _masked_scatter_args(fn, self, mask, source):
     if source.dtype is not self.dtype:
         raise RuntimeError(f"{fn}: expected self and source to have same dtypes but got "
                            f"{self.dtype.scalar_name} and {source.dtype.scalar_name}")
-    shape = broadcast_shapes(self._shape, mask._shape)
-    count = int(np.broadcast_to(mask._host_array(), shape).sum())
-    if count > source.numel():
-        raise RuntimeError("masked_scatter: expected source to have at least as many elements "
-                           "as ones in mask")
-    return shape
+    return broadcast_shapes(self._shape, mask._shape)
 
 
 def masked_scatter(input, mask, source):
