@@ -42,6 +42,12 @@ def _store_chunk_sums(driver, address, terms, chunk, chunks):
     E.store_chunk_results(driver, address, terms, chunk, chunks, terms.dtype.type(0), np.add)
 
 
+def _statistics(driver, address, dtype, shape):
+    """A two-pass reduction's first-pass statistic per output (the centres of var / std, the
+    shifts of logsumexp), dense by output index, as a NumPy array."""
+    return np.array(driver.view(address, dtype, shape, E.dense_strides(shape)))
+
+
 def _chunk_sums(driver, address, dtype, shape, chunks):
     """A *_partials_kernel's block-order sums of each output's chunk sums (unfinished)."""
     return E.combined_chunk_results(driver, address, dtype, shape, chunks, 0, np.add)
@@ -67,18 +73,24 @@ def variance(driver, match, grid, block, shared, params):
         driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = value.astype(storage)
 
 
-@E.emulates(r"deviation_chunks_kernel<(\w+)>")
-def deviation_chunks(driver, match, grid, block, shared, params):
-    _launch_is_blocks(grid, block, shared)
-    # (outer, inner, int64 chunk, int64 chunks, centres, partials, in)
-    p = E.slots(params, 7)
-    storage = E.STORAGE[match.group(1)]
-    shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage)
-    centres = np.asarray(driver.view(E.pointer(p[4]), values.dtype, shape,
-                                     E.dense_strides(shape)))
-    with np.errstate(all="ignore"):
-        _store_chunk_sums(driver, E.pointer(p[5]), _squared_deviations(values, centres),
-                          E.int64(p[2]), E.int64(p[3]))
+def _second_pass_chunks(terms):
+    """The emulation of a two-pass reduction's chunks kernel (deviation_chunks_kernel,
+    logsumexp_chunks_kernel): each chunk's sum of terms(values, statistic per output)."""
+    def emulation(driver, match, grid, block, shared, params):
+        _launch_is_blocks(grid, block, shared)
+        # (outer, inner, int64 chunk, int64 chunks, statistics, partials, in)
+        p = E.slots(params, 7)
+        storage = E.STORAGE[match.group(1)]
+        shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage)
+        statistics = _statistics(driver, E.pointer(p[4]), values.dtype, shape)
+        with np.errstate(all="ignore"):
+            _store_chunk_sums(driver, E.pointer(p[5]), terms(values, statistics),
+                              E.int64(p[2]), E.int64(p[3]))
+    return emulation
+
+
+deviation_chunks = E.emulates(r"deviation_chunks_kernel<(\w+)>")(
+    _second_pass_chunks(_squared_deviations))
 
 
 @E.emulates(r"variance_partials_kernel<(\w+), (true|false)>")
@@ -212,8 +224,8 @@ def _shifted_exp(values, shift):
 
 
 def _shifts(driver, address, dtype, shape):
-    """The first pass's largest elements (dense by output index), made finite or 0."""
-    return _finite_or_zero(np.array(driver.view(address, dtype, shape, E.dense_strides(shape))))
+    """The first pass's largest elements, made finite or 0."""
+    return _finite_or_zero(_statistics(driver, address, dtype, shape))
 
 
 @E.emulates(r"logsumexp_kernel<(\w+)>")
@@ -230,17 +242,8 @@ def logsumexp(driver, match, grid, block, shared, params):
         driver.view(E.pointer(p[2]), storage, shape, out_strides)[...] = value.astype(storage)
 
 
-@E.emulates(r"logsumexp_chunks_kernel<(\w+)>")
-def logsumexp_chunks(driver, match, grid, block, shared, params):
-    _launch_is_blocks(grid, block, shared)
-    # (outer, inner, int64 chunk, int64 chunks, shifts, partials, in)
-    p = E.slots(params, 7)
-    storage = E.STORAGE[match.group(1)]
-    shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage)
-    shifts = _shifts(driver, E.pointer(p[4]), values.dtype, shape)
-    with np.errstate(all="ignore"):
-        _store_chunk_sums(driver, E.pointer(p[5]), _shifted_exp(values, shifts), E.int64(p[2]),
-                          E.int64(p[3]))
+logsumexp_chunks = E.emulates(r"logsumexp_chunks_kernel<(\w+)>")(_second_pass_chunks(
+    lambda values, largest: _shifted_exp(values, _finite_or_zero(largest))))
 
 
 @E.emulates(r"logsumexp_partials_kernel<(\w+)>")
