@@ -15,8 +15,9 @@ import struct
 import ml_dtypes
 import numpy as np
 
-from spec_tests.cuda_kernel_emulation import (INTS, STORAGE, WORDS, compute_type, emulates,
-                                              geometry, grid_stride, pointer, slots)
+from spec_tests.cuda_kernel_emulation import (INTS, STORAGE, WORDS, compute_type, double,
+                                              emulates, geometry, grid_stride, int64, pointer,
+                                              slots)
 
 # struct IndexCheck { IndexErrorRecord* record; u64 launch; i64 size; int op, dim, wrap,
 # unused; } and struct IndexErrorRecord { u64 position, launch; i64 value, size; int op, dim;
@@ -77,7 +78,7 @@ def gather(driver, match, grid, block, shared, params):
     p = slots(params, 6)      # (geometry, out, src, index, int64 index_stride, check)
     shape, (out_strides, src_strides, index_strides) = geometry(p[0], 3)
     void = np.dtype((np.void, WORDS[match.group(1)]))
-    index_stride = ctypes.c_int64.from_address(p[4]).value
+    index_stride = int64(p[4])
     check = _check(p[5])
     index = driver.view(pointer(p[3]), INTS[match.group(2)], shape, index_strides)
     positions = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
@@ -134,8 +135,8 @@ def scatter(driver, match, grid, block, shared, params):
     p = slots(params, 11)
     columns, strides = geometry(p[0], 4)
     n, out_step, src_step, index_step, position_step = (
-        ctypes.c_int64.from_address(p[k]).value for k in range(1, 6))
-    alpha = ctypes.c_double.from_address(p[9]).value
+        int64(p[k]) for k in range(1, 6))
+    alpha = double(p[9])
     check = _check(p[10])
     name = match.group(1)
     storage = np.dtype((np.void, WORDS[name])) if name in WORDS else \

@@ -11,17 +11,11 @@ a source that runs out in the device's index error record, as the kernel does.
 """
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
 from spec_tests.cuda_emulation_index import _check, _checked
 from spec_tests.cuda_kernel_emulation import (REDUCE_THREADS, WORDS, emulates, geometry,
-                                              pointer, slots)
-
-
-def _int64(address):
-    return ctypes.c_int64.from_address(address).value
+                                              int64, pointer, slots)
 
 
 def _chunk_launch(grid, block, shared, chunks):
@@ -32,7 +26,7 @@ def _chunk_launch(grid, block, shared, chunks):
 def _positions(p):
     """(walk shape, its strides, chunk, chunks) of a chunk launch's first parameters."""
     shape, strides = geometry(p[0], 3)
-    chunk, chunks = _int64(p[1]), _int64(p[2])
+    chunk, chunks = int64(p[1]), int64(p[2])
     numel = int(np.prod(shape))
     assert chunk % REDUCE_THREADS == 0 and chunks == -(-numel // chunk)
     return shape, strides, chunk, chunks
@@ -68,7 +62,7 @@ def mask_count(driver, match, grid, block, shared, params):
 def chunk_offsets(driver, match, grid, block, shared, params):
     assert grid == (1, 1, 1) and block == (REDUCE_THREADS, 1, 1) and shared == 0
     p = slots(params, 2)          # (chunks, counts)
-    chunks = _int64(p[0])
+    chunks = int64(p[0])
     counts = driver.view(pointer(p[1]), np.int64, (chunks + 1,), (1,))
     totals = np.cumsum(counts[:chunks])
     counts[1:] = totals

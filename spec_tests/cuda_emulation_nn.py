@@ -5,21 +5,11 @@ kernels' C layouts, as there.
 """
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
 from spec_tests import cuda_kernel_emulation as E
 
 NONE, MEAN, SUM = 0, 1, 2
-
-
-def _int64(address):
-    return ctypes.c_int64.from_address(address).value
-
-
-def _int32(address):
-    return ctypes.c_int32.from_address(address).value
 
 
 def _one_block(grid, block, shared):
@@ -55,7 +45,7 @@ def nll_check_targets(driver, match, grid, block, shared, params):
     # (n, classes, spatial, target batch/spatial strides, ignore_index, status, target)
     p = E.slots(params, 8)
     n, classes, spatial, batch_stride, spatial_stride, ignore_index = (
-        _int64(p[k]) for k in range(6))
+        E.int64(p[k]) for k in range(6))
     targets = _per_row(driver, E.pointer(p[7]), np.int64, n, spatial,
                        (batch_stride, spatial_stride))
     bad = ~_valid(targets, classes, ignore_index) & (targets != ignore_index)
@@ -72,11 +62,11 @@ def nll_loss(driver, match, grid, block, shared, params):
     # (n, classes, spatial, x batch/class/spatial strides, target batch/spatial strides,
     #  weight_stride, ignore_index, int reduction, out, total_weight, x, target, weight)
     p = E.slots(params, 16)
-    n, classes, spatial = (_int64(p[k]) for k in range(3))
-    x_strides = tuple(_int64(p[k]) for k in range(3, 6))
-    target_strides = (_int64(p[6]), _int64(p[7]))
-    weight_stride, ignore_index = _int64(p[8]), _int64(p[9])
-    reduction = _int32(p[10])
+    n, classes, spatial = (E.int64(p[k]) for k in range(3))
+    x_strides = tuple(E.int64(p[k]) for k in range(3, 6))
+    target_strides = (E.int64(p[6]), E.int64(p[7]))
+    weight_stride, ignore_index = E.int64(p[8]), E.int64(p[9])
+    reduction = E.int32(p[10])
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
     targets = _per_row(driver, E.pointer(p[14]), np.int64, n, spatial, target_strides)
@@ -110,10 +100,10 @@ def nll_loss_backward(driver, match, grid, block, shared, params):
     # (n, classes, spatial, grad batch/spatial strides, target batch/spatial strides,
     #  weight_stride, ignore_index, int mean, out, grad, target, weight, total_weight)
     p = E.slots(params, 15)
-    n, classes, spatial = (_int64(p[k]) for k in range(3))
-    grad_strides, target_strides = (_int64(p[3]), _int64(p[4])), (_int64(p[5]), _int64(p[6]))
-    weight_stride, ignore_index = _int64(p[7]), _int64(p[8])
-    mean = _int32(p[9])
+    n, classes, spatial = (E.int64(p[k]) for k in range(3))
+    grad_strides, target_strides = (E.int64(p[3]), E.int64(p[4])), (E.int64(p[5]), E.int64(p[6]))
+    weight_stride, ignore_index = E.int64(p[7]), E.int64(p[8])
+    mean = E.int32(p[9])
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
     targets = _per_row(driver, E.pointer(p[12]), np.int64, n, spatial, target_strides)
@@ -167,11 +157,11 @@ def batch_norm(driver, match, grid, block, shared, params):
     #  running_var strides, int training, double momentum, double eps, out, save_mean,
     #  save_rstd, x, weight, bias, running_mean, running_var)
     p = E.slots(params, 24)
-    planes = tuple(_int64(p[k]) for k in range(3))
-    x_strides, out_strides = (tuple(_int64(p[k]) for k in range(s, s + 3)) for s in (3, 6))
-    parameter_strides = [_int64(p[k]) for k in range(9, 13)]
-    training = _int32(p[13])
-    momentum, eps = (ctypes.c_double.from_address(p[k]).value for k in (14, 15))
+    planes = tuple(E.int64(p[k]) for k in range(3))
+    x_strides, out_strides = (tuple(E.int64(p[k]) for k in range(s, s + 3)) for s in (3, 6))
+    parameter_strides = [E.int64(p[k]) for k in range(9, 13)]
+    training = E.int32(p[13])
+    momentum, eps = (E.double(p[k]) for k in (14, 15))
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
     channels, count = planes[1], planes[0] * planes[2]
@@ -212,8 +202,8 @@ def batch_norm_backward(driver, match, grid, block, shared, params):
     # (batch, channels, inner, grad strides[3], x strides[3], out strides[3], weight_stride,
     #  grad_input, grad_weight, grad_bias, grad, x, weight, saved_mean, saved_rstd)
     p = E.slots(params, 21)
-    planes = tuple(_int64(p[k]) for k in range(3))
-    g_strides, x_strides, out_strides = (tuple(_int64(p[k]) for k in range(s, s + 3))
+    planes = tuple(E.int64(p[k]) for k in range(3))
+    g_strides, x_strides, out_strides = (tuple(E.int64(p[k]) for k in range(s, s + 3))
                                          for s in (3, 6, 9))
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
@@ -221,7 +211,7 @@ def batch_norm_backward(driver, match, grid, block, shared, params):
     _one_block_per_channel(grid, block, shared, channels)
     g = _channel_values(driver, E.pointer(p[16]), storage, planes, g_strides).astype(c)
     x = _channel_values(driver, E.pointer(p[17]), storage, planes, x_strides).astype(c)
-    weight = _channel_parameter(driver, E.pointer(p[18]), storage, channels, _int64(p[12]))
+    weight = _channel_parameter(driver, E.pointer(p[18]), storage, channels, E.int64(p[12]))
     mean, rstd = (driver.view(E.pointer(p[k]), storage, (channels,), (1,)).astype(c)[:, None]
                   for k in (19, 20))
     with np.errstate(all="ignore"):
@@ -247,10 +237,10 @@ def group_norm(driver, match, grid, block, shared, params):
     # (batch, channels, inner, groups, x strides[3], weight_stride, bias_stride, double eps,
     #  out, mean, rstd, x, weight, bias)
     p = E.slots(params, 16)
-    batch, channels, inner, groups = (_int64(p[k]) for k in range(4))
-    x_strides = tuple(_int64(p[k]) for k in range(4, 7))
-    weight_stride, bias_stride = _int64(p[7]), _int64(p[8])
-    eps = ctypes.c_double.from_address(p[9]).value
+    batch, channels, inner, groups = (E.int64(p[k]) for k in range(4))
+    x_strides = tuple(E.int64(p[k]) for k in range(4, 7))
+    weight_stride, bias_stride = E.int64(p[7]), E.int64(p[8])
+    eps = E.double(p[9])
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
     rows, per_group = batch * groups, channels // groups

@@ -42,14 +42,6 @@ def _strides(address):
     return STRIDES.unpack(ctypes.string_at(address, STRIDES.size))
 
 
-def _int64(address):
-    return ctypes.c_int64.from_address(address).value
-
-
-def _int32(address):
-    return ctypes.c_int32.from_address(address).value
-
-
 def _read(driver, address, storage, p, which, strides=None):
     """The operand a kernel reads, (N, C, D, H, W) of the `which` ("in"/"out") sizes at p's
     source strides (or `strides`)."""
@@ -185,7 +177,7 @@ def avg_pool(driver, match, grid, block, shared, params):
     _grid_stride(grid, block, shared)
     s = E.slots(params, 5)            # (Pool3d, divisor_override, count_include_pad, out, in)
     p = _pool3d(s[0])
-    override, include_pad = _int64(s[1]), _int32(s[2])
+    override, include_pad = E.int64(s[1]), E.int32(s[2])
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
     x = _read(driver, E.pointer(s[4]), storage, p, "in").astype(c)
@@ -211,7 +203,7 @@ def avg_pool_backward(driver, match, grid, block, shared, params):
     _grid_stride(grid, block, shared)
     s = E.slots(params, 5)            # (Pool3d, divisor_override, count_include_pad, out, grad)
     p = _pool3d(s[0])
-    override, include_pad = _int64(s[1]), _int32(s[2])
+    override, include_pad = E.int64(s[1]), E.int32(s[2])
     storage = E.STORAGE[match.group(1)]
     grad = _read(driver, E.pointer(s[4]), storage, p, "out")
     out = _result(driver, E.pointer(s[3]), storage, p, "in")

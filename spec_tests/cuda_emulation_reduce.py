@@ -14,8 +14,6 @@ order, so they are modelled by the rule itself, and cumsum by a sequential loop 
 """
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
 from spec_tests import cuda_kernel_emulation as E
@@ -25,37 +23,34 @@ def _launch_is_blocks(grid, block, shared):
     assert grid[1:] == (1, 1) and block == (E.REDUCE_THREADS, 1, 1) and shared == 0
 
 
-def _int64(address):
-    return ctypes.c_int64.from_address(address).value
-
-
-def _double(address):
-    return ctypes.c_double.from_address(address).value
-
-
-def _dense_strides(shape, last=1):
-    """Row-major strides of `shape` (in elements), times `last` (a trailing dim's size)."""
-    return tuple(int(np.prod(shape[d + 1:])) * last for d in range(len(shape)))
-
-
-def _partials(driver, address, dtype, shape, chunks):
-    """The (output, chunk) buffer of a chunked launch: partials[o * chunks + c]."""
-    return driver.view(address, dtype, shape + (chunks,), _dense_strides(shape, chunks) + (1,))
-
-
-def _chunked(values, chunk, chunks, fill):
-    """(outer..., n) values cut into (outer..., chunks, chunk), the last chunk padded."""
-    n = values.shape[-1]
-    assert chunks == -(-n // chunk) and chunks > 1
-    pad = np.full(values.shape[:-1] + (chunks * chunk - n,), fill, values.dtype)
-    return np.concatenate([values, pad], -1).reshape(values.shape[:-1] + (chunks, chunk))
-
-
 # --- var / std --------------------------------------------------------------------------------
 
 def _squared_deviations(values, centre):
+    """The second pass's terms: (x - centre)^2, centre per row."""
     deviation = values - centre[..., None]
-    return E._block_reduce(deviation * deviation, values.dtype.type(0), np.add)
+    return deviation * deviation
+
+
+def _sum(terms):
+    """The block-order sum of (outer..., n) terms over the last axis."""
+    return E._block_reduce(terms, terms.dtype.type(0), np.add)
+
+
+def _store_chunk_sums(driver, address, terms, chunk, chunks):
+    """A *_chunks_kernel's sums of its chunk's terms. Padding with +0 terms: adding +0 to a
+    sum from +0 changes nothing, as the kernel's threads past the chunk's end add nothing."""
+    E.store_chunk_results(driver, address, terms, chunk, chunks, terms.dtype.type(0), np.add)
+
+
+def _statistics(driver, address, dtype, shape):
+    """A two-pass reduction's first-pass statistic per output (the centres of var / std, the
+    shifts of logsumexp), dense by output index, as a NumPy array."""
+    return np.array(driver.view(address, dtype, shape, E.dense_strides(shape)))
+
+
+def _chunk_sums(driver, address, dtype, shape, chunks):
+    """A *_partials_kernel's block-order sums of each output's chunk sums (unfinished)."""
+    return E.combined_chunk_results(driver, address, dtype, shape, chunks, 0, np.add)
 
 
 def _finish_variance(squares, dof, std):
@@ -72,29 +67,30 @@ def variance(driver, match, grid, block, shared, params):
                                                    storage)
     c = values.dtype.type
     with np.errstate(all="ignore"):
-        centre = E._block_reduce(values, c(0), np.add) / c(values.shape[-1])
-        value = _finish_variance(_squared_deviations(values, centre), _double(p[2]),
+        centre = _sum(values) / c(values.shape[-1])
+        value = _finish_variance(_sum(_squared_deviations(values, centre)), E.double(p[2]),
                                  match.group(2) == "true")
         driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = value.astype(storage)
 
 
-@E.emulates(r"deviation_chunks_kernel<(\w+)>")
-def deviation_chunks(driver, match, grid, block, shared, params):
-    _launch_is_blocks(grid, block, shared)
-    # (outer, inner, int64 chunk, int64 chunks, centres, partials, in)
-    p = E.slots(params, 7)
-    storage = E.STORAGE[match.group(1)]
-    shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage)
-    chunk, chunks = _int64(p[2]), _int64(p[3])
-    c = values.dtype
-    centres = driver.view(E.pointer(p[4]), c, shape, _dense_strides(shape))
-    with np.errstate(all="ignore"):
-        deviation = values - np.asarray(centres)[..., None]
-        # padding with +0 squares: adding +0 to a sum of squares (from +0) changes nothing,
-        # as the kernel's threads past the chunk's end add nothing
-        squares = _chunked(deviation * deviation, chunk, chunks, 0)
-        _partials(driver, E.pointer(p[5]), c, shape, chunks)[...] = E._block_reduce(
-            squares, c.type(0), np.add)
+def _second_pass_chunks(terms):
+    """The emulation of a two-pass reduction's chunks kernel (deviation_chunks_kernel,
+    logsumexp_chunks_kernel): each chunk's sum of terms(values, statistic per output)."""
+    def emulation(driver, match, grid, block, shared, params):
+        _launch_is_blocks(grid, block, shared)
+        # (outer, inner, int64 chunk, int64 chunks, statistics, partials, in)
+        p = E.slots(params, 7)
+        storage = E.STORAGE[match.group(1)]
+        shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage)
+        statistics = _statistics(driver, E.pointer(p[4]), values.dtype, shape)
+        with np.errstate(all="ignore"):
+            _store_chunk_sums(driver, E.pointer(p[5]), terms(values, statistics),
+                              E.int64(p[2]), E.int64(p[3]))
+    return emulation
+
+
+deviation_chunks = E.emulates(r"deviation_chunks_kernel<(\w+)>")(
+    _second_pass_chunks(_squared_deviations))
 
 
 @E.emulates(r"variance_partials_kernel<(\w+), (true|false)>")
@@ -104,10 +100,9 @@ def variance_partials(driver, match, grid, block, shared, params):
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
     shape, (out_strides, _) = E.geometry(p[0], 2)
-    partials = np.array(_partials(driver, E.pointer(p[4]), c, shape, _int64(p[1])))
     with np.errstate(all="ignore"):
-        value = _finish_variance(E._block_reduce(partials, c(0), np.add), _double(p[2]),
-                                 match.group(2) == "true")
+        squares = _chunk_sums(driver, E.pointer(p[4]), c, shape, E.int64(p[1]))
+        value = _finish_variance(squares, E.double(p[2]), match.group(2) == "true")
         driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = value.astype(storage)
 
 
@@ -167,14 +162,14 @@ def arg_chunks(driver, match, grid, block, shared, params):
     shape, _ = E.geometry(p[0], 2)
     rows = _input_rows(driver, p[0], p[1], E.pointer(p[6]), storage)
     c = E.compute_type(storage)
-    chunk, chunks = _int64(p[2]), _int64(p[3])
+    chunk, chunks = E.int64(p[2]), E.int64(p[3])
     largest = match.group(2) == "true"
     # padding: a value never chosen over a real one (a worse value; never NaN) at a later index
-    pieces = _chunked(rows.astype(c), chunk, chunks, -np.inf if largest else np.inf)
+    pieces = E.chunked(rows.astype(c), chunk, chunks, -np.inf if largest else np.inf)
     indices = np.broadcast_to(np.arange(chunks * chunk).reshape(chunks, chunk), pieces.shape)
     value, index = choose(pieces, indices, largest)
-    _partials(driver, E.pointer(p[4]), c, shape, chunks)[...] = value
-    _partials(driver, E.pointer(p[5]), np.int64, shape, chunks)[...] = index
+    E.partials_view(driver, E.pointer(p[4]), c, shape, chunks)[...] = value
+    E.partials_view(driver, E.pointer(p[5]), np.int64, shape, chunks)[...] = index
 
 
 @E.emulates(r"arg_partials_kernel<(\w+), (true|false)>")
@@ -186,9 +181,9 @@ def arg_partials(driver, match, grid, block, shared, params):
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
     shape, (out_strides, _) = E.geometry(p[0], 2)
-    chunks = _int64(p[2])
-    values = np.array(_partials(driver, E.pointer(p[5]), c, shape, chunks))
-    indices = np.array(_partials(driver, E.pointer(p[6]), np.int64, shape, chunks))
+    chunks = E.int64(p[2])
+    values = np.array(E.partials_view(driver, E.pointer(p[5]), c, shape, chunks))
+    indices = np.array(E.partials_view(driver, E.pointer(p[6]), np.int64, shape, chunks))
     _, index = choose(values, indices, match.group(2) == "true")
     rows = _input_rows(driver, p[0], p[1], E.pointer(p[7]), storage)
     _store_arg(driver, p, 3, 4, storage, shape, out_strides, rows, index)
@@ -205,7 +200,7 @@ def cumsum(driver, match, grid, block, shared, params):
     storage, compute, out_type = E.reduce_types(match, 1)
     assert match.group(2) in ("Sum", "WrappingSum")
     shape, (out_strides, in_strides) = E.geometry(p[0], 2)
-    n, out_step, in_step = _int64(p[1]), _int64(p[2]), _int64(p[3])
+    n, out_step, in_step = E.int64(p[1]), E.int64(p[2]), E.int64(p[3])
     assert n >= 1
     out = driver.view(E.pointer(p[4]), out_type, shape + (n,), out_strides + (out_step,))
     x = driver.view(E.pointer(p[5]), storage, shape + (n,), in_strides + (in_step,))
@@ -223,9 +218,14 @@ def _finite_or_zero(shift):
     return np.where(np.abs(shift) < np.inf, shift, shift.dtype.type(0))
 
 
-def _sum_of_exp(values, shift):
-    """The block-order sum of exp(x - shift) over the last axis (shift per row)."""
-    return E._block_reduce(np.exp(values - shift[..., None]), values.dtype.type(0), np.add)
+def _shifted_exp(values, shift):
+    """The second pass's terms: exp(x - shift), shift per row."""
+    return np.exp(values - shift[..., None])
+
+
+def _shifts(driver, address, dtype, shape):
+    """The first pass's largest elements, made finite or 0."""
+    return _finite_or_zero(_statistics(driver, address, dtype, shape))
 
 
 @E.emulates(r"logsumexp_kernel<(\w+)>")
@@ -238,27 +238,12 @@ def logsumexp(driver, match, grid, block, shared, params):
     c = values.dtype.type
     with np.errstate(all="ignore"):
         shift = _finite_or_zero(E._block_reduce(values, c(-np.inf), E.REDUCERS["Amax"][1]))
-        value = np.log(_sum_of_exp(values, shift)) + shift
+        value = np.log(_sum(_shifted_exp(values, shift))) + shift
         driver.view(E.pointer(p[2]), storage, shape, out_strides)[...] = value.astype(storage)
 
 
-@E.emulates(r"logsumexp_chunks_kernel<(\w+)>")
-def logsumexp_chunks(driver, match, grid, block, shared, params):
-    _launch_is_blocks(grid, block, shared)
-    # (outer, inner, int64 chunk, int64 chunks, shifts, partials, in)
-    p = E.slots(params, 7)
-    storage = E.STORAGE[match.group(1)]
-    shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage)
-    chunk, chunks = _int64(p[2]), _int64(p[3])
-    c = values.dtype
-    shifts = _finite_or_zero(np.array(driver.view(E.pointer(p[4]), c, shape,
-                                                  _dense_strides(shape))))
-    with np.errstate(all="ignore"):
-        # padding with exp(-inf) = +0 terms: adding +0 to a sum from +0 changes nothing, as
-        # the kernel's threads past the chunk's end add nothing
-        terms = _chunked(np.exp(values - shifts[..., None]), chunk, chunks, 0)
-        _partials(driver, E.pointer(p[5]), c, shape, chunks)[...] = E._block_reduce(
-            terms, c.type(0), np.add)
+logsumexp_chunks = E.emulates(r"logsumexp_chunks_kernel<(\w+)>")(_second_pass_chunks(
+    lambda values, largest: _shifted_exp(values, _finite_or_zero(largest))))
 
 
 @E.emulates(r"logsumexp_partials_kernel<(\w+)>")
@@ -268,12 +253,9 @@ def logsumexp_partials(driver, match, grid, block, shared, params):
     storage = E.STORAGE[match.group(1)]
     c = E.compute_type(storage)
     shape, (out_strides, _) = E.geometry(p[0], 2)
-    chunks = _int64(p[1])
-    shifts = _finite_or_zero(np.array(driver.view(E.pointer(p[2]), c, shape,
-                                                  _dense_strides(shape))))
-    partials = np.array(_partials(driver, E.pointer(p[4]), c, shape, chunks))
+    shifts = _shifts(driver, E.pointer(p[2]), c, shape)
     with np.errstate(all="ignore"):
-        value = np.log(E._block_reduce(partials, c(0), np.add)) + shifts
+        value = np.log(_chunk_sums(driver, E.pointer(p[4]), c, shape, E.int64(p[1]))) + shifts
         driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = value.astype(storage)
 
 
@@ -319,10 +301,6 @@ def _norm_store(total, power, storage):
     return np.asarray(value).astype(E.compute_type(storage)).astype(storage)
 
 
-def _int32(address):
-    return ctypes.c_int32.from_address(address).value
-
-
 @E.emulates(r"norm_power_kernel<(\w+), (float|double)>")
 def norm_power(driver, match, grid, block, shared, params):
     _launch_is_blocks(grid, block, shared)
@@ -330,9 +308,9 @@ def norm_power(driver, match, grid, block, shared, params):
     storage, accumulator = E.STORAGE[match.group(1)], NORM_ACCUMULATORS[match.group(2)]
     shape, out_strides, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[4]),
                                                    storage, accumulator)
-    power = _int32(p[2])
+    power = E.int32(p[2])
     with np.errstate(all="ignore"):
-        total = E._block_reduce(_norm_terms(values, power), accumulator(0), np.add)
+        total = _sum(_norm_terms(values, power))
         driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = _norm_store(
             total, power, storage)
 
@@ -345,11 +323,9 @@ def norm_power_chunks(driver, match, grid, block, shared, params):
     storage, accumulator = E.STORAGE[match.group(1)], NORM_ACCUMULATORS[match.group(2)]
     shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[6]), storage,
                                          accumulator)
-    chunk, chunks, power = _int64(p[2]), _int64(p[3]), _int32(p[4])
     with np.errstate(all="ignore"):
-        terms = _chunked(_norm_terms(values, power), chunk, chunks, 0)
-        _partials(driver, E.pointer(p[5]), accumulator, shape, chunks)[...] = E._block_reduce(
-            terms, accumulator(0), np.add)
+        _store_chunk_sums(driver, E.pointer(p[5]), _norm_terms(values, E.int32(p[4])),
+                          E.int64(p[2]), E.int64(p[3]))
 
 
 @E.emulates(r"norm_power_partials_kernel<(\w+), (float|double)>")
@@ -358,9 +334,7 @@ def norm_power_partials(driver, match, grid, block, shared, params):
     p = E.slots(params, 5)      # (outer, int64 chunks, int p, out, partials)
     storage, accumulator = E.STORAGE[match.group(1)], NORM_ACCUMULATORS[match.group(2)]
     shape, (out_strides, _) = E.geometry(p[0], 2)
-    chunks, power = _int64(p[1]), _int32(p[2])
-    partials = np.array(_partials(driver, E.pointer(p[4]), accumulator, shape, chunks))
     with np.errstate(all="ignore"):
-        total = E._block_reduce(partials, accumulator(0), np.add)
+        total = _chunk_sums(driver, E.pointer(p[4]), accumulator, shape, E.int64(p[1]))
         driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = _norm_store(
-            total, power, storage)
+            total, E.int32(p[2]), storage)

@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import ctypes
 
-import ml_dtypes
 import numpy as np
 
 from spec_tests.cuda_emulation_index import (SCATTER_OPS, _check, _checked, _offsets,
                                              _span_view)
 from spec_tests.cuda_kernel_emulation import (INTS, STORAGE, WORDS, compute_type, emulates,
-                                              geometry, grid_stride, pointer, slots)
-
-
-def _int64(address):
-    return ctypes.c_int64.from_address(address).value
+                                              geometry, grid_stride, int32, int64, pointer,
+                                              slots)
 
 
 def _storage(name):
@@ -58,7 +54,7 @@ def scatter_scalar(driver, match, grid, block, shared, params):
     # (geometry, n, out_step, index_step, position_step, out, value, index, check)
     p = slots(params, 9)
     columns, strides = geometry(p[0], 4)
-    n, out_step, index_step, position_step = (_int64(p[k]) for k in range(1, 5))
+    n, out_step, index_step, position_step = (int64(p[k]) for k in range(1, 5))
     storage = _storage(match.group(1))
     value = np.frombuffer(ctypes.string_at(p[6], np.dtype(storage).itemsize), storage)
     check = _check(p[8])
@@ -118,8 +114,8 @@ def scatter_reduce(driver, match, grid, block, shared, params):
     #  int include_self, check)
     p = slots(params, 12)
     columns, strides = geometry(p[0], 4)
-    n, out_step, src_step, index_step, position_step = (_int64(p[k]) for k in range(1, 6))
-    include_self = ctypes.c_int32.from_address(p[10]).value
+    n, out_step, src_step, index_step, position_step = (int64(p[k]) for k in range(1, 6))
+    include_self = int32(p[10])
     assert include_self in (0, 1) and n >= 1
     check = _check(p[11])
     storage = _storage(match.group(1))

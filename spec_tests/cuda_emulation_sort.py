@@ -9,8 +9,6 @@ and the long-row passes' binary searches and scatters between scratch runs.
 """
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
 from spec_tests import cuda_kernel_emulation as E
@@ -19,14 +17,6 @@ TILE = 4096             # RT_SORT_TILE
 KEYS = {"unsigned int": np.uint32, "unsigned long long": np.uint64}
 WIDE = {"double", "long long"}
 INFINITY_BITS = {32: 0x7F800000, 64: 0x7FF0000000000000}
-
-
-def _int64(address):
-    return ctypes.c_int64.from_address(address).value
-
-
-def _int32(address):
-    return ctypes.c_int32.from_address(address).value
 
 
 def float_keys(bits, width):
@@ -114,9 +104,9 @@ def sort_rows(driver, match, grid, block, shared, params):
     #  values (may be null), indices, in)
     p = E.slots(params, 12)
     shape, (values_strides, indices_strides, in_strides) = E.geometry(p[0], 3)
-    n, first, count = (_int64(p[k]) for k in (1, 2, 3))
-    padded, descending = _int32(p[4]), _int32(p[5])
-    values_step, indices_step, in_step = (_int64(p[k]) for k in (6, 7, 8))
+    n, first, count = (E.int64(p[k]) for k in (1, 2, 3))
+    padded, descending = E.int32(p[4]), E.int32(p[5])
+    values_step, indices_step, in_step = (E.int64(p[k]) for k in (6, 7, 8))
     storage_name = match.group(1)
     storage = storage_of(storage_name)
     rows = int(np.prod(shape))
@@ -144,7 +134,7 @@ def sort_tiles(driver, match, grid, block, shared, params):
     # (rows geometry, n, int descending, in_step, in, run_keys, run_positions)
     p = E.slots(params, 7)
     shape, (_, _, in_strides) = E.geometry(p[0], 3)
-    n, descending, in_step = _int64(p[1]), _int32(p[2]), _int64(p[3])
+    n, descending, in_step = E.int64(p[1]), E.int32(p[2]), E.int64(p[3])
     storage_name = match.group(1)
     rows, tiles = int(np.prod(shape)), -(-n // TILE)
     assert n > TILE
@@ -179,7 +169,7 @@ def merge_runs(driver, match, grid, block, shared, params):
     assert shared == 0
     # (total, n, width, keys_in, positions_in, keys_out, positions_out)
     p = E.slots(params, 7)
-    total, n, width = (_int64(p[k]) for k in range(3))
+    total, n, width = (E.int64(p[k]) for k in range(3))
     key_dtype = KEYS[match.group(1)]
     assert total % n == 0 and TILE <= width < n
     keys_in = driver.view(E.pointer(p[3]), key_dtype, (total,), (1,)).copy()
@@ -219,8 +209,8 @@ def write_ranks(driver, match, grid, block, shared, params):
     #  null), indices, in)
     p = E.slots(params, 11)
     shape, (values_strides, indices_strides, in_strides) = E.geometry(p[0], 3)
-    n, first, count = (_int64(p[k]) for k in (1, 2, 3))
-    values_step, indices_step, in_step = (_int64(p[k]) for k in (4, 5, 6))
+    n, first, count = (E.int64(p[k]) for k in (1, 2, 3))
+    values_step, indices_step, in_step = (E.int64(p[k]) for k in (4, 5, 6))
     storage = storage_of(match.group(1))
     rows = int(np.prod(shape))
     assert n > TILE and 0 <= first and 1 <= count and first + count <= n

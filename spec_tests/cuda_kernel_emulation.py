@@ -57,6 +57,21 @@ def slots(params, count):
     return (ctypes.c_void_p * count).from_address(params)
 
 
+def int64(address):
+    """A long long parameter (a slot's address)."""
+    return ctypes.c_int64.from_address(address).value
+
+
+def int32(address):
+    """An int parameter."""
+    return ctypes.c_int32.from_address(address).value
+
+
+def double(address):
+    """A double parameter."""
+    return ctypes.c_double.from_address(address).value
+
+
 def geometry(address, operands):
     """Decode `Geometry<operands>`: (int64 numel, int32 ndim, int32 pad, int64 sizes[D],
     int64 strides[operands][D])."""
@@ -100,7 +115,7 @@ def binary(driver, match, grid, block, shared, params):
     shape, strides = geometry(p[0], 3)
     storage = STORAGE[match.group(1)]
     compute = compute_type(storage)
-    alpha = compute(ctypes.c_double.from_address(p[4]).value)
+    alpha = compute(double(p[4]))
     types = [storage] + operand_storages(match, 3, 2)
     out, a, b = (driver.view(pointer(p[k + 1]), types[k], shape, s)
                  for k, s in enumerate(strides))
@@ -214,7 +229,7 @@ def unary_scalar(driver, match, grid, block, shared, params):
     shape, strides = geometry(p[0], 2)
     storage = STORAGE[match.group(1)]
     compute = compute_type(storage)
-    parameter = compute(ctypes.c_double.from_address(p[3]).value)
+    parameter = compute(double(p[3]))
     out, x = (driver.view(pointer(p[k + 1]), storage, shape, s) for k, s in enumerate(strides))
     with np.errstate(all="ignore"):
         out[...] = UNARY_SCALAR[match.group(2)](x.astype(compute), parameter).astype(storage)
@@ -228,7 +243,7 @@ def grad(driver, match, grid, block, shared, params):
     shape, strides = geometry(p[0], 3)
     storage = STORAGE[match.group(1)]
     compute = compute_type(storage)
-    parameter = compute(ctypes.c_double.from_address(p[4]).value)
+    parameter = compute(double(p[4]))
     out, g, v = (driver.view(pointer(p[k + 1]), storage, shape, s)
                  for k, s in enumerate(strides))
     with np.errstate(all="ignore"):
@@ -410,12 +425,45 @@ def block_order_reduce(values, identity, combine, chunk):
     n = values.shape[-1]
     if n <= chunk:
         return _block_reduce(values, identity, combine)
-    chunks = -(-n // chunk)
-    padded = np.concatenate([values, np.full(values.shape[:-1] + (chunks * chunk - n,),
-                                             identity, values.dtype)], -1)
-    partials = _block_reduce(padded.reshape(values.shape[:-1] + (chunks, chunk)), identity,
-                             combine)
-    return _block_reduce(partials, identity, combine)
+    pieces = chunked(values, chunk, -(-n // chunk), identity)
+    return _block_reduce(_block_reduce(pieces, identity, combine), identity, combine)
+
+
+# --- the two-launch reductions (reduce.cu's for_each_chunk and combine_partials) ---------------
+# A long reduction's first launch writes each (output, chunk) block's result to
+# partials[o * chunks + c]; the second combines each output's chunk results in the block order.
+
+def dense_strides(shape, last=1):
+    """Row-major strides of `shape` (in elements), times `last` (a trailing dim's size)."""
+    return tuple(int(np.prod(shape[d + 1:])) * last for d in range(len(shape)))
+
+
+def partials_view(driver, address, dtype, shape, chunks):
+    """The (output, chunk) buffer of a chunked launch: partials[o * chunks + c]."""
+    return driver.view(address, dtype, shape + (chunks,), dense_strides(shape, chunks) + (1,))
+
+
+def chunked(values, chunk, chunks, fill):
+    """(outer..., n) values cut into (outer..., chunks, chunk), the last chunk padded with
+    `fill` (a value that changes no chunk's result: the identity, as the kernel's threads past
+    the chunk's end take nothing)."""
+    n = values.shape[-1]
+    assert chunks == -(-n // chunk) and chunks > 1
+    pad = np.full(values.shape[:-1] + (chunks * chunk - n,), fill, values.dtype)
+    return np.concatenate([values, pad], -1).reshape(values.shape[:-1] + (chunks, chunk))
+
+
+def store_chunk_results(driver, address, terms, chunk, chunks, identity, combine):
+    """A first launch: each chunk of the (outer..., n) `terms` combined in the block order,
+    into the partials buffer at `address`."""
+    view = partials_view(driver, address, terms.dtype, terms.shape[:-1], chunks)
+    view[...] = _block_reduce(chunked(terms, chunk, chunks, identity), identity, combine)
+
+
+def combined_chunk_results(driver, address, dtype, shape, chunks, identity, combine):
+    """A second launch's combination (unfinished) of each output's chunk results."""
+    partials = np.array(partials_view(driver, address, dtype, shape, chunks))
+    return _block_reduce(partials, dtype(identity), combine)
 
 
 def _reduced_values(driver, outer_address, inner_address, in_address, storage, compute=None):
@@ -467,19 +515,11 @@ def reduce_chunks(driver, match, grid, block, shared, params):
     p = slots(params, 6)      # (outer, inner, int64 chunk, int64 chunks, partials, in)
     storage, compute, _ = reduce_types(match, 1)
     op = match.group(2)
-    shape, _, values = _reduced_values(driver, p[0], p[1], pointer(p[5]), storage, compute)
-    values = _terms(op, values)
-    chunk, chunks = (ctypes.c_int64.from_address(p[k]).value for k in (2, 3))
-    n = values.shape[-1]
-    assert chunks == -(-n // chunk) and chunks > 1
+    _, _, values = _reduced_values(driver, p[0], p[1], pointer(p[5]), storage, compute)
     identity, combine = REDUCERS[op]
-    c = values.dtype.type
-    padded = np.concatenate([values, np.full(shape + (chunks * chunk - n,), c(identity))], -1)
-    partials = driver.view(pointer(p[4]), values.dtype, shape + (chunks,), tuple(
-        int(np.prod(shape[d + 1:])) * chunks for d in range(len(shape))) + (1,))
     with np.errstate(all="ignore"):
-        partials[...] = _block_reduce(padded.reshape(shape + (chunks, chunk)), c(identity),
-                                      combine)
+        store_chunk_results(driver, pointer(p[4]), _terms(op, values), int64(p[2]), int64(p[3]),
+                            values.dtype.type(identity), combine)
 
 
 @emulates(rf"reduce_partials_kernel<{TYPED_OP}>")
@@ -490,14 +530,12 @@ def reduce_partials(driver, match, grid, block, shared, params):
     _, c, out_type = reduce_types(match, 1)
     op = match.group(2)
     shape, (out_strides, _) = geometry(p[0], 2)
-    chunks, n = (ctypes.c_int64.from_address(p[k]).value for k in (1, 2))
-    partials = driver.view(pointer(p[4]), c, shape + (chunks,), tuple(
-        int(np.prod(shape[d + 1:])) * chunks for d in range(len(shape))) + (1,))
     out = driver.view(pointer(p[3]), out_type, shape, out_strides)
     identity, combine = REDUCERS[op]
     with np.errstate(all="ignore"):
-        total = _block_reduce(np.array(partials), c(identity), combine)
-        out[...] = _finish(op, total, n).astype(out_type)
+        total = combined_chunk_results(driver, pointer(p[4]), c, shape, int64(p[1]), identity,
+                                       combine)
+        out[...] = _finish(op, total, int64(p[2])).astype(out_type)
 
 
 # --- softmax.cu -------------------------------------------------------------------------------
@@ -507,8 +545,8 @@ def _row_views(driver, params, storage, operands):
     int64 step[k], pointer[k]) parameters."""
     p = slots(params, 2 + 2 * operands)
     shape, strides = geometry(p[0], operands)
-    n = ctypes.c_int64.from_address(p[1]).value
-    steps = [ctypes.c_int64.from_address(p[2 + k]).value for k in range(operands)]
+    n = int64(p[1])
+    steps = [int64(p[2 + k]) for k in range(operands)]
     assert n >= 1
     return n, [driver.view(pointer(p[2 + operands + k]), storage, shape + (n,),
                            strides[k] + (steps[k],)) for k in range(operands)]
@@ -552,11 +590,11 @@ def layer_norm(driver, match, grid, block, shared, params):
     # (rows, n, out_step, x_step, weight_step, bias_step, eps, out, mean, rstd, x, weight, bias)
     p = slots(params, 13)
     shape, (out_strides, x_strides) = geometry(p[0], 2)
-    n, out_step, x_step, w_step, b_step = (ctypes.c_int64.from_address(p[k]).value
+    n, out_step, x_step, w_step, b_step = (int64(p[k])
                                            for k in range(1, 6))
     storage = STORAGE[match.group(1)]
     c = compute_type(storage)
-    eps = c(ctypes.c_double.from_address(p[6]).value)
+    eps = c(double(p[6]))
     out = driver.view(pointer(p[7]), storage, shape + (n,), out_strides + (out_step,))
     mean_out, rstd_out = (driver.view(pointer(p[k]), storage, shape, tuple(
         int(np.prod(shape[d + 1:])) for d in range(len(shape)))) for k in (8, 9))

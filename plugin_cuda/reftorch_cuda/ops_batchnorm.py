@@ -39,7 +39,8 @@ def backward_expression(dtype_name):
 
 
 BATCHNORM = Program("batchnorm.cu", tuple(forward_expression(n) for n in DTYPES)
-                    + tuple(backward_expression(n) for n in BACKWARD_DTYPES))
+                    + tuple(backward_expression(n) for n in BACKWARD_DTYPES),
+                    includes=("plane_stats.cuh",))
 PROGRAMS = (BATCHNORM,)
 
 

@@ -41,7 +41,8 @@ def group_norm_expression(dtype_name):
 
 
 NORM = Program("norm.cu", tuple(layer_norm_expression(name) for name in FLOAT_TYPES))
-GROUP_NORM = Program("group_norm.cu", tuple(group_norm_expression(n) for n in FLOAT_TYPES))
+GROUP_NORM = Program("group_norm.cu", tuple(group_norm_expression(n) for n in FLOAT_TYPES),
+                     includes=("plane_stats.cuh",))
 PROGRAMS = (NORM, GROUP_NORM)
 
 

@@ -93,12 +93,17 @@ def float_kernels(op_struct, dtype_name):
                               "reduce_partials_kernel"))
 
 
-def int_sum_kernels(dtype_name):
-    """(one-launch, chunks, partials) kernels of a bool / integer sum into long long."""
+def wrapping_kernels(dtype_name, op_struct):
+    """(one-launch, chunks, partials) kernels of a bool / integer sum or product (op_struct
+    WrappingSumOp, WrappingProdOp) into long long."""
     t = INT_TYPES[dtype_name]
-    return (f"reduce_kernel<{t}, WrappingSumOp, long long, long long>",
-            f"reduce_chunks_kernel<{t}, WrappingSumOp, long long>",
-            "reduce_partials_kernel<long long, WrappingSumOp>")
+    return (f"reduce_kernel<{t}, {op_struct}, long long, long long>",
+            f"reduce_chunks_kernel<{t}, {op_struct}, long long>",
+            f"reduce_partials_kernel<long long, {op_struct}>")
+
+
+def int_sum_kernels(dtype_name):
+    return wrapping_kernels(dtype_name, "WrappingSumOp")
 
 
 def arg_kernels(dtype_name, largest):
@@ -112,12 +117,6 @@ def variance_kernels(dtype_name, std):
     t, flag = FLOAT_TYPES[dtype_name], "true" if std else "false"
     return (f"variance_kernel<{t}, {flag}>", f"deviation_chunks_kernel<{t}>",
             f"variance_partials_kernel<{t}, {flag}>")
-
-
-def centre_kernel(dtype_name):
-    """The chunked mean into the computation type (float for the 16-bit types)."""
-    return reduce_expression("MeanOp", "float64" if dtype_name == "float64" else "float32",
-                             "reduce_partials_kernel")
 
 
 def cumsum_expression(dtype_name):
@@ -161,11 +160,7 @@ def prod_expression(dtype_name):
 
 
 def int_prod_kernels(dtype_name):
-    """(one-launch, chunks, partials) kernels of a bool / integer product into long long."""
-    t = INT_TYPES[dtype_name]
-    return (f"reduce_kernel<{t}, WrappingProdOp, long long, long long>",
-            f"reduce_chunks_kernel<{t}, WrappingProdOp, long long>",
-            "reduce_partials_kernel<long long, WrappingProdOp>")
+    return wrapping_kernels(dtype_name, "WrappingProdOp")
 
 
 def norm_power_accumulator(dtype_name, p):
@@ -400,34 +395,46 @@ def variance_kernel(std):
 
 
 def _launch_variance(t, result, geometries, correction, std):
+    # the reference's max(count - correction, 0), converted to the computation type there
+    dof = ctypes.c_double(float(max(geometries[1].numel - correction, 0)))
+    _launch_two_passes(t, result, geometries, ("SumOp", "MeanOp"),
+                       variance_kernels(t.dtype.name, std), lambda centres: (dof,))
+
+
+def _launch_two_passes(t, result, geometries, first_ops, kernels, finish_args):
+    """A two-pass reduction (var / std, logsumexp): `kernels` = (one-launch, chunks, partials)
+    of the second pass; finish_args(stats): the arguments after the geometry (and the chunk
+    count) that the one-launch and partials kernels take (stats None for the one-launch one).
+    An output of more than CHUNK elements takes four launches: the first pass's statistic
+    (first_ops: the op of its chunks and of its partials, e.g. SumOp then MeanOp for the mean),
+    unrounded, into stats[o]; then each chunk's terms given it; then their combination."""
     outer, inner = geometries
     n, outputs, name = inner.numel, result.numel(), t.dtype.name
-    # the reference's max(count - correction, 0), converted to the computation type there
-    dof = ctypes.c_double(float(max(n - correction, 0)))
-    single, deviations, finish = variance_kernels(name, std)
+    single, terms, finish = kernels
     if n <= CHUNK:
-        _launch_blocks(single, outputs, t, (outer, inner, dof, pointer(result),
-                                                   pointer(t)))
+        _launch_blocks(single, outputs, t, (outer, inner, *finish_args(None), pointer(result),
+                                            pointer(t)))
         return
     chunks, computation = _chunking(n), _computation_dtype(t.dtype)
     partials = Tensor._empty((outputs * chunks,), computation, t.device)
-    centres = Tensor._empty((outputs,), computation, t.device)
+    stats = Tensor._empty((outputs,), computation, t.device)
     chunk_args = (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks))
-    _launch_blocks(float_kernels("SumOp", name)[1], outputs * chunks, t,
-                  (*chunk_args, pointer(partials), pointer(t)))
-    _launch_blocks(centre_kernel(name), outputs, t,
-                  (_dense_outer(outer), ctypes.c_int64(chunks), ctypes.c_int64(n),
-                   pointer(centres), pointer(partials)))
+    _launch_blocks(float_kernels(first_ops[0], name)[1], outputs * chunks, t,
+                   (*chunk_args, pointer(partials), pointer(t)))
+    _launch_blocks(reduce_expression(first_ops[1], computation.name, "reduce_partials_kernel"),
+                   outputs, t, (_dense_outer(outer), ctypes.c_int64(chunks), ctypes.c_int64(n),
+                                pointer(stats), pointer(partials)))
     # the same partials buffer again: the stream runs the launches in order
-    _launch_blocks(deviations, outputs * chunks, t,
-                  (*chunk_args, pointer(centres), pointer(partials), pointer(t)))
-    _launch_blocks(finish, outputs, t, (outer, ctypes.c_int64(chunks), dof,
-                                               pointer(result), pointer(partials)))
+    _launch_blocks(terms, outputs * chunks, t,
+                   (*chunk_args, pointer(stats), pointer(partials), pointer(t)))
+    _launch_blocks(finish, outputs, t, (outer, ctypes.c_int64(chunks), *finish_args(stats),
+                                        pointer(result), pointer(partials)))
 
 
 def _dense_outer(outer):
     """`outer` with its output strides replaced by dense row-major ones: output element o at
-    offset o (the centres of a chunked var/std, read back by output index)."""
+    offset o (the first-pass statistics of a chunked var / std or logsumexp, read back by
+    output index)."""
     sizes = list(outer.sizes[:outer.ndim])
     return geometry_struct(sizes, [contiguous_strides(tuple(sizes)),
                                    list(outer.strides[1][:outer.ndim])])
@@ -527,27 +534,14 @@ def logsumexp_kernel(out, inputs, dtypes, params):
 
 
 def _launch_logsumexp(t, result, geometries):
-    outer, inner = geometries
-    n, outputs, name = inner.numel, result.numel(), t.dtype.name
-    single, exponentials, finish = logsumexp_kernels(name)
-    if n <= CHUNK:
-        _launch_blocks(single, outputs, t, (outer, inner, pointer(result), pointer(t)))
-        return
-    chunks, computation = _chunking(n), _computation_dtype(t.dtype)
-    partials = Tensor._empty((outputs * chunks,), computation, t.device)
-    shifts = Tensor._empty((outputs,), computation, t.device)
-    chunk_args = (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks))
-    # the largest element of each output: the chunked amax, unrounded, into shifts[o]
-    _launch_blocks(float_kernels("AmaxOp", name)[1], outputs * chunks, t,
-                   (*chunk_args, pointer(partials), pointer(t)))
-    _launch_blocks(reduce_expression("AmaxOp", computation.name, "reduce_partials_kernel"),
-                   outputs, t, (_dense_outer(outer), ctypes.c_int64(chunks), ctypes.c_int64(n),
-                                pointer(shifts), pointer(partials)))
-    # the same partials buffer again: the stream runs the launches in order
-    _launch_blocks(exponentials, outputs * chunks, t,
-                   (*chunk_args, pointer(shifts), pointer(partials), pointer(t)))
-    _launch_blocks(finish, outputs, t, (outer, ctypes.c_int64(chunks), pointer(shifts),
-                                        pointer(result), pointer(partials)))
+    # the shifts are the first pass's largest elements (the chunked amax)
+    _launch_two_passes(t, result, geometries, ("AmaxOp", "AmaxOp"),
+                       logsumexp_kernels(t.dtype.name), _shifts_argument)
+
+
+def _shifts_argument(shifts):
+    """logsumexp's one-launch kernel takes no shifts; its partials kernel takes them."""
+    return () if shifts is None else (pointer(shifts),)
 
 
 # --- prod -------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // Batch norm forward (native_batch_norm) and its training-mode backward
-// (native_batch_norm_backward). Compiled after common.cuh.
+// (native_batch_norm_backward). Compiled after common.cuh and plane_stats.cuh (the plane
+// offsets and the training pass's mean and variance).
 //
 // The input is seen as (batch, channels, inner): inner is the spatial dims, which the host
 // coalesces into one strided dim (NCHW contiguous, channels-last, or none for a 2-D input).
@@ -26,14 +27,6 @@
 // Name expressions: "batch_norm_kernel<rt_float16>" (the four float types),
 // "batch_norm_backward_kernel<double>" (float and double).
 
-// The offset of element m of a channel's (batch, inner) plane, given (batch, inner) strides.
-__device__ __forceinline__ rt_int64 rt_plane_offset(rt_int64 m, rt_int64 inner,
-                                                    rt_int64 batch_stride,
-                                                    rt_int64 inner_stride) {
-    const rt_int64 b = m / inner;
-    return b * batch_stride + (m - b * inner) * inner_stride;
-}
-
 // x_strides / out_strides: (batch, channel, inner) strides of the input and the output.
 // param_strides: weight, bias, running_mean, running_var. save_mean / save_rstd are
 // contiguous (channels,), written in training mode only.
@@ -55,20 +48,9 @@ batch_norm_kernel(rt_int64 batch, rt_int64 channels, rt_int64 inner, rt_int64 x_
         T* y = out + c * out_channel_stride;
         A mean, rstd;
         if (training) {
-            A total = A(0);
-            #pragma unroll 1
-            for (rt_int64 m = threadIdx.x; m < count; m += RT_BLOCK_THREADS)
-                total += Arith<T>::load(
-                    x[rt_plane_offset(m, inner, x_batch_stride, x_inner_stride)]);
-            mean = block_reduce<SumOp>(partial, total) / (A)count;
-            A squares = A(0);
-            #pragma unroll 1
-            for (rt_int64 m = threadIdx.x; m < count; m += RT_BLOCK_THREADS) {
-                const A centered = Arith<T>::load(
-                    x[rt_plane_offset(m, inner, x_batch_stride, x_inner_stride)]) - mean;
-                squares += centered * centered;
-            }
-            const A var = block_reduce<SumOp>(partial, squares) / (A)count;
+            A var;
+            plane_mean_variance<T>(x, count, inner, x_batch_stride, x_inner_stride, partial,
+                                   mean, var);
             rstd = A(1) / rt_sqrt(var + (A)eps);
             if (threadIdx.x == 0) {
                 save_mean[c] = Arith<T>::store(mean);

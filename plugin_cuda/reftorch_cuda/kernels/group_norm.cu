@@ -1,4 +1,5 @@
-// group_norm forward (native_group_norm: output, mean, rstd). Compiled after common.cuh.
+// group_norm forward (native_group_norm: output, mean, rstd). Compiled after common.cuh and
+// plane_stats.cuh (the plane offsets and the mean and variance passes, batchnorm.cu's too).
 //
 // The input is seen as (batch, channels, inner): inner is the spatial dims, which the host
 // coalesces into one strided dim (none for a 2-D input: inner 1). A row is one (n, g) pair:
@@ -14,14 +15,6 @@
 // weight and bias are null pointers when absent.
 //
 // Name expressions: "group_norm_kernel<float>" (the four float types).
-
-// Offset of element m of a row, given the row's per-channel and inner strides.
-__device__ __forceinline__ rt_int64 rt_group_offset(rt_int64 m, rt_int64 inner,
-                                                    rt_int64 channel_stride,
-                                                    rt_int64 inner_stride) {
-    const rt_int64 c = m / inner;
-    return c * channel_stride + (m - c * inner) * inner_stride;
-}
 
 template <typename T>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
@@ -40,25 +33,14 @@ group_norm_kernel(rt_int64 batch, rt_int64 channels, rt_int64 inner, rt_int64 gr
         const T* x = in + n * x_batch_stride + first_channel * x_channel_stride;
         // The output is contiguous: a row's elements are consecutive.
         T* y = out + row * count;
-        A total = A(0);
-#pragma unroll 1
-        for (rt_int64 m = threadIdx.x; m < count; m += RT_BLOCK_THREADS)
-            total += Arith<T>::load(x[rt_group_offset(m, inner, x_channel_stride,
-                                                      x_inner_stride)]);
-        const A mean = block_reduce<SumOp>(partial, total) / (A)count;
-        A squares = A(0);
-#pragma unroll 1
-        for (rt_int64 m = threadIdx.x; m < count; m += RT_BLOCK_THREADS) {
-            const A centered = Arith<T>::load(
-                x[rt_group_offset(m, inner, x_channel_stride, x_inner_stride)]) - mean;
-            squares += centered * centered;
-        }
-        const A var = block_reduce<SumOp>(partial, squares) / (A)count;
+        A mean, var;
+        plane_mean_variance<T>(x, count, inner, x_channel_stride, x_inner_stride, partial, mean,
+                               var);
         const A rstd = A(1) / rt_sqrt(var + (A)eps);
 #pragma unroll 1
         for (rt_int64 m = threadIdx.x; m < count; m += RT_BLOCK_THREADS) {
             const rt_int64 c = first_channel + m / inner;
-            A v = (Arith<T>::load(x[rt_group_offset(m, inner, x_channel_stride,
+            A v = (Arith<T>::load(x[rt_plane_offset(m, inner, x_channel_stride,
                                                     x_inner_stride)]) - mean) * rstd;
             if (weight) v = v * Arith<T>::load(weight[c * weight_stride]);
             if (bias) v = v + Arith<T>::load(bias[c * bias_stride]);

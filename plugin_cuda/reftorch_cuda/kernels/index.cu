@@ -77,15 +77,25 @@ __device__ __noinline__ void report_bad_index(IndexErrorRecord* r, unsigned long
     atomicExch(&r->lock, 0u);
 }
 
-// The index `raw` as an element number in [0, size) (negative ones wrapped when c.wrap), or
-// false after recording it as bad.
+// The index `raw` as an element number in [0, size) (negative ones wrapped when `wrap`), or
+// false. Records nothing: the scatter_reduce passes after the first skip a bad index quietly.
+template <typename I>
+__device__ __forceinline__ bool index_in_range(I raw, rt_int64 size, bool wrap,
+                                               rt_int64& index) {
+    const rt_int64 value = (rt_int64)raw;
+    const rt_int64 k = (wrap && value < 0) ? value + size : value;
+    if (k < 0 || k >= size) return false;
+    index = k;
+    return true;
+}
+
+// index_in_range, recording a bad index (found at `position`) in the error record.
 template <typename I>
 __device__ __forceinline__ bool checked_index(const IndexCheck& c, unsigned long long position,
                                               I raw, rt_int64& index) {
-    const rt_int64 value = (rt_int64)raw;
-    const rt_int64 k = (c.wrap && value < 0) ? value + c.size : value;
-    if (k < 0 || k >= c.size) {
-        report_bad_index(c.record, c.launch, c.size, c.op, c.dim, position, value);
+    rt_int64 k;
+    if (!index_in_range(raw, c.size, c.wrap != 0, k)) {
+        report_bad_index(c.record, c.launch, c.size, c.op, c.dim, position, (rt_int64)raw);
         return false;
     }
     index = k;
@@ -195,13 +205,18 @@ struct AddScaledOp {
     }
 };
 
-template <typename T, typename I, typename Op>
-__global__ void __launch_bounds__(256)
-scatter_kernel(const Geometry<4> g, rt_int64 n, rt_int64 out_step, rt_int64 src_step,
-               rt_int64 index_step, rt_int64 position_step, T* out, const T* src,
-               const I* index, double alpha, const IndexCheck check) {
+// The walk above, shared by every kernel that walks it (scatter_kernel here, scatter.cu's
+// scatter_scalar_kernel): each column of g (a grid-stride loop; offsets: out, src, index, the
+// error position of the column's j = 0 entry), its n entries in order j = 0 .. n-1, each index
+// checked (a bad one recorded and skipped), and visit(offset, j, k) for a good one (k: the
+// element number along dim).
+template <typename I, typename Visit>
+__device__ __forceinline__ void for_each_scatter_entry(const Geometry<4>& g, rt_int64 n,
+                                                       rt_int64 index_step,
+                                                       rt_int64 position_step, const I* index,
+                                                       const IndexCheck& check, Visit visit) {
     RT_GRID_STRIDE_LOOP(c, g.numel) {
-        rt_int64 offset[4];  // out, src, index, error position of the column's first entry
+        rt_int64 offset[4];
         element_offsets(g, c, offset);
 #pragma unroll 1
         for (rt_int64 j = 0; j < n; ++j) {
@@ -210,8 +225,19 @@ scatter_kernel(const Geometry<4> g, rt_int64 n, rt_int64 out_step, rt_int64 src_
                 (unsigned long long)(offset[3] + j * position_step);
             if (!checked_index(check, position, index[offset[2] + j * index_step], k))
                 continue;
-            T* target = out + offset[0] + k * out_step;
-            *target = Op::apply(*target, src[offset[1] + j * src_step], alpha);
+            visit(offset, j, k);
         }
     }
+}
+
+template <typename T, typename I, typename Op>
+__global__ void __launch_bounds__(256)
+scatter_kernel(const Geometry<4> g, rt_int64 n, rt_int64 out_step, rt_int64 src_step,
+               rt_int64 index_step, rt_int64 position_step, T* out, const T* src,
+               const I* index, double alpha, const IndexCheck check) {
+    for_each_scatter_entry(g, n, index_step, position_step, index, check,
+                           [=](const rt_int64* offset, rt_int64 j, rt_int64 k) {
+        T* target = out + offset[0] + k * out_step;
+        *target = Op::apply(*target, src[offset[1] + j * src_step], alpha);
+    });
 }

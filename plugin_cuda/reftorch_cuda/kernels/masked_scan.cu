@@ -97,12 +97,15 @@ chunk_offsets_kernel(rt_int64 chunks, rt_int64* counts) {
     if (threadIdx.x == RT_BLOCK_THREADS - 1) counts[chunks] = running;  // the last thread
 }                                                                       // ends at the total
 
-// out[k] = x at the k-th true position; out has counts[chunks] elements.
-template <typename W>
-__global__ void __launch_bounds__(RT_BLOCK_THREADS)
-masked_select_kernel(const Geometry<3> g, rt_int64 chunk, rt_int64 chunks,
-                     const rt_int64* offsets, W* out, const W* x, const bool* mask) {
-    __shared__ rt_int64 partial[RT_BLOCK_THREADS];
+// The walk of masked_select and masked_scatter: each of the block's chunks, each thread's
+// positions p in order, numbered: visit(p, offset, k) where k is the rank in the selection of
+// the next true position (the visitor advances it past a true one).
+template <typename Visit>
+__device__ __forceinline__ void for_each_ranked_position(const Geometry<3>& g, rt_int64 chunk,
+                                                         rt_int64 chunks,
+                                                         const rt_int64* offsets,
+                                                         const bool* mask, rt_int64* partial,
+                                                         Visit visit) {
     for (rt_int64 c = blockIdx.x; c < chunks; c += gridDim.x) {
         rt_int64 first, last;
         rt_thread_positions(c, chunk, g.numel, first, last);
@@ -112,9 +115,21 @@ masked_select_kernel(const Geometry<3> g, rt_int64 chunk, rt_int64 chunks,
         for (rt_int64 p = first; p < last; ++p) {
             rt_int64 offset[3];
             element_offsets(g, p, offset);
-            if (mask[offset[2]]) out[k++] = x[offset[1]];
+            visit(p, offset, k);
         }
     }
+}
+
+// out[k] = x at the k-th true position; out has counts[chunks] elements.
+template <typename W>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+masked_select_kernel(const Geometry<3> g, rt_int64 chunk, rt_int64 chunks,
+                     const rt_int64* offsets, W* out, const W* x, const bool* mask) {
+    __shared__ rt_int64 partial[RT_BLOCK_THREADS];
+    for_each_ranked_position(g, chunk, chunks, offsets, mask, partial,
+                             [=](rt_int64, const rt_int64* offset, rt_int64& k) {
+        if (mask[offset[2]]) out[k++] = x[offset[1]];
+    });
 }
 
 // out (new, of the broadcast shape) = x, with source[k] at the k-th true position. A k at or
@@ -127,20 +142,12 @@ masked_scatter_kernel(const Geometry<3> g, rt_int64 chunk, rt_int64 chunks,
                       const rt_int64* offsets, W* out, const W* x, const bool* mask,
                       const W* source, const IndexCheck check) {
     __shared__ rt_int64 partial[RT_BLOCK_THREADS];
-    for (rt_int64 c = blockIdx.x; c < chunks; c += gridDim.x) {
-        rt_int64 first, last;
-        rt_thread_positions(c, chunk, g.numel, first, last);
-        rt_int64 k = offsets[c] + rt_block_exclusive_sum(partial,
-                                                         rt_count_trues(g, mask, first, last));
-#pragma unroll 1
-        for (rt_int64 p = first; p < last; ++p) {
-            rt_int64 offset[3];
-            element_offsets(g, p, offset);
-            rt_int64 taken;
-            if (mask[offset[2]] && checked_index(check, (unsigned long long)p, k++, taken))
-                out[offset[0]] = source[taken];
-            else
-                out[offset[0]] = x[offset[1]];
-        }
-    }
+    for_each_ranked_position(g, chunk, chunks, offsets, mask, partial,
+                             [&](rt_int64 p, const rt_int64* offset, rt_int64& k) {
+        rt_int64 taken;
+        if (mask[offset[2]] && checked_index(check, (unsigned long long)p, k++, taken))
+            out[offset[0]] = source[taken];
+        else
+            out[offset[0]] = x[offset[1]];
+    });
 }

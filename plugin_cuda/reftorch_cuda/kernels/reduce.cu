@@ -18,7 +18,9 @@
 //
 // Reductions longer than a chunk run in two launches (reduce_chunks_kernel, then
 // reduce_partials_kernel): each output's elements cut into fixed chunks, one block per chunk,
-// then one block per output over the chunks' results.
+// then one block per output over the chunks' results. Every kernel here and in reduce_more.cu
+// takes that shape from the same helpers (reduce_terms, for_each_output, for_each_chunk,
+// reduce_chunks, combine_partials), so the block order is written once.
 //
 // Name expressions: "reduce_kernel<float, SumOp>", "reduce_chunks_kernel<double, AmaxOp>",
 // "reduce_kernel<int, WrappingSumOp, long long, long long>", "arg_reduce_kernel<float, true>",
@@ -48,39 +50,105 @@ struct NormTwoOp : SumOp {          // the square root of the sum of x * x
 struct NormInfOp : AmaxOp {};       // the largest |x| (NaN propagates)
 struct NormNegInfOp : AminOp {};    // the smallest |x|
 
-// What a reduction combines of each element: the element itself, except for the norms.
+// What a reduction combines of each element: the element itself, except for the norms. A
+// term is a functor of the loaded element (reduce_terms below calls it); var / std,
+// logsumexp and the power norms have terms of their own (Deviation here, the others in
+// reduce_more.cu).
 template <typename Op>
 struct Term {
-    template <typename A> static __device__ A of(A x) { return x; }
+    template <typename A> __device__ A operator()(A x) const { return x; }
 };
 struct AbsTerm {
-    template <typename A> static __device__ A of(A x) { return rt_fabs(x); }
+    template <typename A> __device__ A operator()(A x) const { return rt_fabs(x); }
 };
 template <> struct Term<NormOneOp> : AbsTerm {};
 template <> struct Term<NormInfOp> : AbsTerm {};
 template <> struct Term<NormNegInfOp> : AbsTerm {};
 template <> struct Term<NormTwoOp> {
-    template <typename A> static __device__ A of(A x) { return x * x; }  // = |x| * |x|
+    template <typename A> __device__ A operator()(A x) const { return x * x; }  // = |x| * |x|
 };
 
+// --- the block order, shared by every reduction kernel here and in reduce_more.cu ----------------
 // `outer` walks the output elements: operand 0 the output, operand 1 the input (the kept
 // dims). `inner` walks the reduced dims of the input (numel 0 for an empty reduction), in
 // their logical order, so a position r in it is the index argmax reports.
 
-// The block's combination of the reduced elements [first, last) of output element `o` (whose
-// input offset is `base`): thread t takes first + t, first + t + RT_BLOCK_THREADS, ... in turn,
-// then block_reduce's tree. Every thread gets the result.
-template <typename T, typename Op, typename A>
-__device__ A reduce_range(const Geometry<1>& inner, const T* base, rt_int64 first,
-                          rt_int64 last, A* partial) {
+// The block's combination by Op of term(x) over the reduced elements [first, last) of one
+// output element (whose input offset is `base`): thread t takes first + t,
+// first + t + RT_BLOCK_THREADS, ... in turn, then block_reduce's tree. Every thread gets the
+// result.
+template <typename Op, typename T, typename A, typename TermFn>
+__device__ A reduce_terms(const Geometry<1>& inner, const T* base, rt_int64 first,
+                          rt_int64 last, TermFn term, A* partial) {
     A acc = Op::template identity<A>();
     for (rt_int64 r = first + threadIdx.x; r < last; r += RT_BLOCK_THREADS) {
         rt_int64 at[1];
         element_offsets(inner, r, at);
-        acc = Op::combine(acc, Term<Op>::of(load_as<A>(base[at[0]])));
+        acc = Op::combine(acc, term(load_as<A>(base[at[0]])));
     }
     return block_reduce<Op>(partial, acc);
 }
+
+// One block per output element (a grid-stride loop over them): body(o, out offset, input
+// offset) for each output element o of this block.
+template <typename Body>
+__device__ void for_each_output(const Geometry<2>& outer, Body body) {
+    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        body(o, offset[0], offset[1]);
+    }
+}
+
+// Long reductions run in two launches, so that many blocks share one output element. The
+// host cuts each output's reduced elements into `chunks` chunks of `chunk` elements (the last
+// one shorter), a split fixed by the element count alone, so results still do not depend on
+// the launch. First launch: one block per (output, chunk) task, task = o * chunks + c:
+// body(task, o, input offset, first, last) with [first, last) the chunk's reduced elements.
+template <typename Body>
+__device__ void for_each_chunk(const Geometry<2>& outer, const Geometry<1>& inner,
+                               rt_int64 chunk, rt_int64 chunks, Body body) {
+    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
+        const rt_int64 o = task / chunks, c = task - o * chunks;
+        rt_int64 offset[2];
+        element_offsets(outer, o, offset);
+        const rt_int64 first = c * chunk;
+        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
+        body(task, o, offset[1], first, last);
+    }
+}
+
+// The first launch of an Op reduction: each task's combination of its chunk's terms
+// (term_of(o): output o's term), unrounded, into partials[task].
+template <typename Op, typename T, typename A, typename TermOf>
+__device__ void reduce_chunks(const Geometry<2>& outer, const Geometry<1>& inner,
+                              rt_int64 chunk, rt_int64 chunks, A* partials, const T* in,
+                              TermOf term_of, A* partial) {
+    for_each_chunk(outer, inner, chunk, chunks,
+                   [=, &inner](rt_int64 task, rt_int64 o, rt_int64 in_offset, rt_int64 first,
+                       rt_int64 last) {
+        const A acc = reduce_terms<Op, T, A>(inner, in + in_offset, first, last, term_of(o),
+                                             partial);
+        if (threadIdx.x == 0) partials[task] = acc;
+    });
+}
+
+// The second launch: one block per output element combines its chunks' results
+// partials[o * chunks + c] by Op in the same block order, and thread 0 calls
+// finish(o, out offset, combination). The partials are already terms, so no term here.
+template <typename Op, typename A, typename Finish>
+__device__ void combine_partials(const Geometry<2>& outer, rt_int64 chunks, const A* partials,
+                                 A* partial, Finish finish) {
+    for_each_output(outer, [=](rt_int64 o, rt_int64 out_offset, rt_int64) {
+        A acc = Op::template identity<A>();
+        for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS)
+            acc = Op::combine(acc, partials[o * chunks + c]);
+        acc = block_reduce<Op>(partial, acc);
+        if (threadIdx.x == 0) finish(o, out_offset, acc);
+    });
+}
+
+// --- sum, mean, amax, amin, integer sums, norms p = 1, 2, inf, -inf ------------------------------
 
 // One block per output element, over all its reduced elements. A: the accumulation type,
 // Out: the output's type (long long for integer sums).
@@ -88,53 +156,34 @@ template <typename T, typename Op, typename A = typename Arith<T>::type, typenam
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 reduce_kernel(const Geometry<2> outer, const Geometry<1> inner, Out* out, const T* in) {
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const A acc = reduce_range<T, Op, A>(inner, in + offset[1], 0, inner.numel, partial);
-        if (threadIdx.x == 0) out[offset[0]] = Arith<Out>::store(Op::finish(acc, inner.numel));
-    }
+    for_each_output(outer, [&](rt_int64, rt_int64 out_offset, rt_int64 in_offset) {
+        const A acc = reduce_terms<Op, T, A>(inner, in + in_offset, 0, inner.numel, Term<Op>(),
+                                             partial);
+        if (threadIdx.x == 0) out[out_offset] = Arith<Out>::store(Op::finish(acc, inner.numel));
+    });
 }
 
-// Long reductions in two launches, so that many blocks share one output element. The host
-// cuts each output's reduced elements into `chunks` chunks of `chunk` elements (the last one
-// shorter), a split fixed by the element count alone, so results still do not depend on the
-// launch. First: one block per (output, chunk) writes the chunk's combination, unrounded, to
-// partials[o * chunks + c].
+// Long reductions, first launch: each (output, chunk) task's combination.
 template <typename T, typename Op, typename A = typename Arith<T>::type>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 reduce_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
                      rt_int64 chunks, A* partials, const T* in) {
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
-        const rt_int64 o = task / chunks, c = task - o * chunks;
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const rt_int64 first = c * chunk;
-        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
-        const A acc = reduce_range<T, Op, A>(inner, in + offset[1], first, last, partial);
-        if (threadIdx.x == 0) partials[task] = acc;
-    }
+    reduce_chunks<Op, T, A>(outer, inner, chunk, chunks, partials, in,
+                            [](rt_int64) { return Term<Op>(); }, partial);
 }
 
-// Then: one block per output element combines its chunks' results in the same block order
-// and stores Op::finish of them (`n`: the output's reduced element count, for the mean). The
-// partials are already terms, so this takes no Term: a norm's partials use SumOp / AmaxOp /
-// AminOp here, or NormTwoOp for its square root.
+// Then the chunks' results combined, storing Op::finish of them (`n`: the output's reduced
+// element count, for the mean). A norm's partials use SumOp / AmaxOp / AminOp here, or
+// NormTwoOp for its square root.
 template <typename T, typename Op, typename A = typename Arith<T>::type, typename Out = T>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 reduce_partials_kernel(const Geometry<2> outer, rt_int64 chunks, rt_int64 n, Out* out,
                        const A* partials) {
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        A acc = Op::template identity<A>();
-        for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS)
-            acc = Op::combine(acc, partials[o * chunks + c]);
-        acc = block_reduce<Op>(partial, acc);
-        if (threadIdx.x == 0) out[offset[0]] = Arith<Out>::store(Op::finish(acc, n));
-    }
+    combine_partials<Op>(outer, chunks, partials, partial, [=](rt_int64, rt_int64 at, A acc) {
+        out[at] = Arith<Out>::store(Op::finish(acc, n));
+    });
 }
 
 // --- var and std ---------------------------------------------------------------------------------
@@ -142,19 +191,15 @@ reduce_partials_kernel(const Geometry<2> outer, rt_int64 chunks, rt_int64 n, Out
 // by dof = max(n - correction, 0) (the host's double; 0 gives inf or NaN, as the reference),
 // and its square root for std. Both sums in the block order above.
 
-// The block's sum of (x - centre)^2 over the reduced elements [first, last).
-template <typename T, typename A>
-__device__ A squared_deviations(const Geometry<1>& inner, const T* base, rt_int64 first,
-                                rt_int64 last, A centre, A* partial) {
-    A acc = A(0);
-    for (rt_int64 r = first + threadIdx.x; r < last; r += RT_BLOCK_THREADS) {
-        rt_int64 at[1];
-        element_offsets(inner, r, at);
-        const A deviation = load_as<A>(base[at[0]]) - centre;
-        acc = acc + deviation * deviation;
+// The term of the second pass: (x - centre)^2.
+template <typename A>
+struct Deviation {
+    A centre;
+    __device__ A operator()(A x) const {
+        const A deviation = x - centre;
+        return deviation * deviation;
     }
-    return block_reduce<SumOp>(partial, acc);
-}
+};
 
 template <bool Std, typename A>
 __device__ A variance_finish(A squares, double dof) {
@@ -169,20 +214,20 @@ variance_kernel(const Geometry<2> outer, const Geometry<1> inner, double dof, T*
                 const T* in) {
     typedef typename Arith<T>::type A;
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const T* base = in + offset[1];
-        const A total = reduce_range<T, SumOp, A>(inner, base, 0, inner.numel, partial);
+    for_each_output(outer, [&](rt_int64, rt_int64 out_offset, rt_int64 in_offset) {
+        const T* base = in + in_offset;
+        const A total = reduce_terms<SumOp, T, A>(inner, base, 0, inner.numel, Term<SumOp>(),
+                                                  partial);
         const A centre = total / (A)inner.numel;
-        const A squares = squared_deviations<T, A>(inner, base, 0, inner.numel, centre, partial);
-        if (threadIdx.x == 0) out[offset[0]] = Arith<T>::store(variance_finish<Std>(squares, dof));
-    }
+        const A squares = reduce_terms<SumOp, T, A>(inner, base, 0, inner.numel,
+                                                    Deviation<A>{centre}, partial);
+        if (threadIdx.x == 0) out[out_offset] = Arith<T>::store(variance_finish<Std>(squares, dof));
+    });
 }
 
 // Long rows: the centres come from reduce_chunks_kernel<T, SumOp> and
 // reduce_partials_kernel<A, MeanOp> (into centres[o], unrounded); then each (output, chunk)
-// block sums its chunk's squared deviations ...
+// task sums its chunk's squared deviations ...
 template <typename T>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 deviation_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
@@ -190,16 +235,8 @@ deviation_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int
                         typename Arith<T>::type* partials, const T* in) {
     typedef typename Arith<T>::type A;
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
-        const rt_int64 o = task / chunks, c = task - o * chunks;
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const rt_int64 first = c * chunk;
-        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
-        const A squares = squared_deviations<T, A>(inner, in + offset[1], first, last,
-                                                   centres[o], partial);
-        if (threadIdx.x == 0) partials[task] = squares;
-    }
+    reduce_chunks<SumOp, T, A>(outer, inner, chunk, chunks, partials, in,
+                               [=](rt_int64 o) { return Deviation<A>{centres[o]}; }, partial);
 }
 
 // ... and one block per output adds the chunks' sums and finishes.
@@ -209,15 +246,9 @@ variance_partials_kernel(const Geometry<2> outer, rt_int64 chunks, double dof, T
                          const typename Arith<T>::type* partials) {
     typedef typename Arith<T>::type A;
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        A acc = A(0);
-        for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS)
-            acc = acc + partials[o * chunks + c];
-        acc = block_reduce<SumOp>(partial, acc);
-        if (threadIdx.x == 0) out[offset[0]] = Arith<T>::store(variance_finish<Std>(acc, dof));
-    }
+    combine_partials<SumOp>(outer, chunks, partials, partial, [=](rt_int64, rt_int64 at, A acc) {
+        out[at] = Arith<T>::store(variance_finish<Std>(acc, dof));
+    });
 }
 
 // --- argmax, argmin, max.dim, min.dim ----------------------------------------------------------
@@ -301,18 +332,16 @@ arg_reduce_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64* in
     typedef typename Arith<T>::type A;
     __shared__ A shared_values[RT_BLOCK_THREADS];
     __shared__ rt_int64 shared_indices[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
+    for_each_output(outer, [&](rt_int64, rt_int64 out_offset, rt_int64 in_offset) {
         A value;
         rt_int64 index;
-        arg_range<T, Largest>(inner, in + offset[1], 0, inner.numel, shared_values,
+        arg_range<T, Largest>(inner, in + in_offset, 0, inner.numel, shared_values,
                               shared_indices, value, index);
-        if (threadIdx.x == 0) store_arg(inner, in + offset[1], index, offset[0], indices, values);
-    }
+        if (threadIdx.x == 0) store_arg(inner, in + in_offset, index, out_offset, indices, values);
+    });
 }
 
-// Long reductions: each (output, chunk) block writes its chunk's chosen pair ...
+// Long reductions: each (output, chunk) task writes its chunk's chosen pair ...
 template <typename T, bool Largest>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 arg_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
@@ -321,21 +350,18 @@ arg_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chu
     typedef typename Arith<T>::type A;
     __shared__ A shared_values[RT_BLOCK_THREADS];
     __shared__ rt_int64 shared_indices[RT_BLOCK_THREADS];
-    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
-        const rt_int64 o = task / chunks, c = task - o * chunks;
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const rt_int64 first = c * chunk;
-        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
+    for_each_chunk(outer, inner, chunk, chunks,
+                   [&](rt_int64 task, rt_int64, rt_int64 in_offset, rt_int64 first,
+                       rt_int64 last) {
         A value;
         rt_int64 index;
-        arg_range<T, Largest>(inner, in + offset[1], first, last, shared_values,
+        arg_range<T, Largest>(inner, in + in_offset, first, last, shared_values,
                               shared_indices, value, index);
         if (threadIdx.x == 0) {
             partial_values[task] = value;
             partial_indices[task] = index;
         }
-    }
+    });
 }
 
 // ... and one block per output element chooses among its chunks' pairs.
@@ -347,9 +373,7 @@ arg_partials_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 c
     typedef typename Arith<T>::type A;
     __shared__ A shared_values[RT_BLOCK_THREADS];
     __shared__ rt_int64 shared_indices[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
+    for_each_output(outer, [&](rt_int64 o, rt_int64 out_offset, rt_int64 in_offset) {
         A value = A(0);
         rt_int64 index = -1;
         for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS) {
@@ -360,8 +384,8 @@ arg_partials_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 c
             }
         }
         block_reduce_arg<Largest>(shared_values, shared_indices, value, index);
-        if (threadIdx.x == 0) store_arg(inner, in + offset[1], index, offset[0], indices, values);
-    }
+        if (threadIdx.x == 0) store_arg(inner, in + in_offset, index, out_offset, indices, values);
+    });
 }
 
 // --- cumsum -------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-// More reductions, compiled after common.cuh and reduce.cu (whose block order, reduce_range and
-// reduce_kernel / reduce_chunks_kernel / reduce_partials_kernel templates these build on):
+// More reductions, compiled after common.cuh and reduce.cu (whose block order helpers
+// reduce_terms, for_each_output, reduce_chunks and combine_partials, and reduce_kernel /
+// reduce_chunks_kernel / reduce_partials_kernel templates these build on):
 //   logsumexp (two passes: the largest element, then the sum of exp(x - shift)), prod (floats:
 //   one thread per output multiplying in index order; bool / integers: wrapping long long
 //   products in the block order), and the vector norms p = 0 (the count of nonzeros) and whole
@@ -25,18 +26,12 @@ __device__ __forceinline__ A finite_or_zero(A shift) {
     return rt_fabs(shift) < A(1) / A(0) ? shift : A(0);   // NaN < inf is false
 }
 
-// The block's sum of exp(x - shift) over the reduced elements [first, last).
-template <typename T, typename A>
-__device__ A sum_of_exp(const Geometry<1>& inner, const T* base, rt_int64 first, rt_int64 last,
-                        A shift, A* partial) {
-    A acc = A(0);
-    for (rt_int64 r = first + threadIdx.x; r < last; r += RT_BLOCK_THREADS) {
-        rt_int64 at[1];
-        element_offsets(inner, r, at);
-        acc = acc + rt_exp(load_as<A>(base[at[0]]) - shift);
-    }
-    return block_reduce<SumOp>(partial, acc);
-}
+// The term of the second pass: exp(x - shift).
+template <typename A>
+struct ShiftedExp {
+    A shift;
+    __device__ A operator()(A x) const { return rt_exp(x - shift); }
+};
 
 // One block per output element, both passes.
 template <typename T>
@@ -44,20 +39,20 @@ __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 logsumexp_kernel(const Geometry<2> outer, const Geometry<1> inner, T* out, const T* in) {
     typedef typename Arith<T>::type A;
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const T* base = in + offset[1];
-        const A largest = reduce_range<T, AmaxOp, A>(inner, base, 0, inner.numel, partial);
+    for_each_output(outer, [&](rt_int64, rt_int64 out_offset, rt_int64 in_offset) {
+        const T* base = in + in_offset;
+        const A largest = reduce_terms<AmaxOp, T, A>(inner, base, 0, inner.numel,
+                                                     Term<AmaxOp>(), partial);
         const A shift = finite_or_zero(largest);
-        const A total = sum_of_exp<T, A>(inner, base, 0, inner.numel, shift, partial);
-        if (threadIdx.x == 0) out[offset[0]] = Arith<T>::store(rt_log(total) + shift);
-    }
+        const A total = reduce_terms<SumOp, T, A>(inner, base, 0, inner.numel,
+                                                  ShiftedExp<A>{shift}, partial);
+        if (threadIdx.x == 0) out[out_offset] = Arith<T>::store(rt_log(total) + shift);
+    });
 }
 
 // Long rows: the largest elements come from reduce_chunks_kernel<T, AmaxOp> and
 // reduce_partials_kernel<A, AmaxOp> (into shifts[o], dense by output index); then each
-// (output, chunk) block sums its chunk's exp(x - shift) ...
+// (output, chunk) task sums its chunk's exp(x - shift) ...
 template <typename T>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 logsumexp_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
@@ -65,16 +60,9 @@ logsumexp_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int
                         typename Arith<T>::type* partials, const T* in) {
     typedef typename Arith<T>::type A;
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
-        const rt_int64 o = task / chunks, c = task - o * chunks;
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const rt_int64 first = c * chunk;
-        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
-        const A total = sum_of_exp<T, A>(inner, in + offset[1], first, last,
-                                         finite_or_zero(shifts[o]), partial);
-        if (threadIdx.x == 0) partials[task] = total;
-    }
+    reduce_chunks<SumOp, T, A>(outer, inner, chunk, chunks, partials, in, [=](rt_int64 o) {
+        return ShiftedExp<A>{finite_or_zero(shifts[o])};
+    }, partial);
 }
 
 // ... and one block per output adds the chunks' sums and finishes.
@@ -85,16 +73,10 @@ logsumexp_partials_kernel(const Geometry<2> outer, rt_int64 chunks,
                           const typename Arith<T>::type* partials) {
     typedef typename Arith<T>::type A;
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        A acc = A(0);
-        for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS)
-            acc = acc + partials[o * chunks + c];
-        acc = block_reduce<SumOp>(partial, acc);
-        if (threadIdx.x == 0)
-            out[offset[0]] = Arith<T>::store(rt_log(acc) + finite_or_zero(shifts[o]));
-    }
+    combine_partials<SumOp>(outer, chunks, partials, partial, [=](rt_int64 o, rt_int64 at,
+                                                                  A acc) {
+        out[at] = Arith<T>::store(rt_log(acc) + finite_or_zero(shifts[o]));
+    });
 }
 
 // --- prod ---------------------------------------------------------------------------------------
@@ -161,47 +143,32 @@ __device__ __forceinline__ T norm_store(A value) {
     return Arith<T>::store((typename Arith<T>::type)value);
 }
 
-template <typename T, typename A>
-__device__ A sum_of_norm_terms(const Geometry<1>& inner, const T* base, rt_int64 first,
-                               rt_int64 last, int p, A* partial) {
-    A acc = A(0);
-    for (rt_int64 r = first + threadIdx.x; r < last; r += RT_BLOCK_THREADS) {
-        rt_int64 at[1];
-        element_offsets(inner, r, at);
-        acc = acc + norm_term(load_as<A>(base[at[0]]), p);
-    }
-    return block_reduce<SumOp>(partial, acc);
-}
+// The term of a power norm (norm_term's functor).
+struct NormPowerTerm {
+    int p;
+    template <typename A> __device__ A operator()(A x) const { return norm_term(x, p); }
+};
 
 template <typename T, typename A>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 norm_power_kernel(const Geometry<2> outer, const Geometry<1> inner, int p, T* out,
                   const T* in) {
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const A total = sum_of_norm_terms<T, A>(inner, in + offset[1], 0, inner.numel, p,
-                                                partial);
-        if (threadIdx.x == 0) out[offset[0]] = norm_store<T>(norm_finish(total, p));
-    }
+    for_each_output(outer, [&](rt_int64, rt_int64 out_offset, rt_int64 in_offset) {
+        const A total = reduce_terms<SumOp, T, A>(inner, in + in_offset, 0, inner.numel,
+                                                  NormPowerTerm{p}, partial);
+        if (threadIdx.x == 0) out[out_offset] = norm_store<T>(norm_finish(total, p));
+    });
 }
 
-// Long reductions: each (output, chunk) block sums its chunk's terms ...
+// Long reductions: each (output, chunk) task sums its chunk's terms ...
 template <typename T, typename A>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 norm_power_chunks_kernel(const Geometry<2> outer, const Geometry<1> inner, rt_int64 chunk,
                          rt_int64 chunks, int p, A* partials, const T* in) {
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 task = blockIdx.x; task < outer.numel * chunks; task += gridDim.x) {
-        const rt_int64 o = task / chunks, c = task - o * chunks;
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const rt_int64 first = c * chunk;
-        const rt_int64 last = first + chunk < inner.numel ? first + chunk : inner.numel;
-        const A total = sum_of_norm_terms<T, A>(inner, in + offset[1], first, last, p, partial);
-        if (threadIdx.x == 0) partials[task] = total;
-    }
+    reduce_chunks<SumOp, T, A>(outer, inner, chunk, chunks, partials, in,
+                               [=](rt_int64) { return NormPowerTerm{p}; }, partial);
 }
 
 // ... and one block per output adds the chunks' sums and finishes.
@@ -210,13 +177,7 @@ __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 norm_power_partials_kernel(const Geometry<2> outer, rt_int64 chunks, int p, T* out,
                            const A* partials) {
     __shared__ A partial[RT_BLOCK_THREADS];
-    for (rt_int64 o = blockIdx.x; o < outer.numel; o += gridDim.x) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        A acc = A(0);
-        for (rt_int64 c = threadIdx.x; c < chunks; c += RT_BLOCK_THREADS)
-            acc = acc + partials[o * chunks + c];
-        acc = block_reduce<SumOp>(partial, acc);
-        if (threadIdx.x == 0) out[offset[0]] = norm_store<T>(norm_finish(acc, p));
-    }
+    combine_partials<SumOp>(outer, chunks, partials, partial, [=](rt_int64, rt_int64 at, A acc) {
+        out[at] = norm_store<T>(norm_finish(acc, p));
+    });
 }

@@ -2,7 +2,8 @@
 // "multiply"), scatter_reduce_two_ with a tensor source and reduce="multiply" (through
 // index.cu's scatter_kernel with MulOp), and scatter_reduce (sum, prod, mean, amax, amin,
 // include_self). Compiled after common.cuh and index.cu, whose error record, IndexCheck,
-// checked_index, AssignOp, AddOp and wrapping arithmetic these kernels use.
+// index_in_range, checked_index, scatter walk (for_each_scatter_entry), AssignOp, AddOp and
+// wrapping arithmetic these kernels use.
 //
 // Order: as index.cu's scatter_kernel, one thread per column (every coordinate but the
 // indexed dim) walks the n entries along dim in order j = 0 .. n-1. Two columns never touch
@@ -32,27 +33,18 @@ struct MulOp {
     }
 };
 
-// Every entry of the column: out[k] = Op(out[k], value), with the walk of index.cu's
-// scatter_kernel (operands: out, unused, index, error position).
+// Every entry of the column: out[k] = Op(out[k], value), over index.cu's scatter walk
+// (operands: out, unused, index, error position).
 template <typename T, typename I, typename Op>
 __global__ void __launch_bounds__(256)
 scatter_scalar_kernel(const Geometry<4> g, rt_int64 n, rt_int64 out_step, rt_int64 index_step,
                       rt_int64 position_step, T* out, const T value, const I* index,
                       const IndexCheck check) {
-    RT_GRID_STRIDE_LOOP(c, g.numel) {
-        rt_int64 offset[4];
-        element_offsets(g, c, offset);
-#pragma unroll 1
-        for (rt_int64 j = 0; j < n; ++j) {
-            rt_int64 k;
-            const unsigned long long position =
-                (unsigned long long)(offset[3] + j * position_step);
-            if (!checked_index(check, position, index[offset[2] + j * index_step], k))
-                continue;
-            T* target = out + offset[0] + k * out_step;
-            *target = Op::apply(*target, value, 0.0);
-        }
-    }
+    for_each_scatter_entry(g, n, index_step, position_step, index, check,
+                           [=](const rt_int64* offset, rt_int64, rt_int64 k) {
+        T* target = out + offset[0] + k * out_step;
+        *target = Op::apply(*target, value, 0.0);
+    });
 }
 
 // --- scatter_reduce ---------------------------------------------------------------------------
@@ -196,11 +188,8 @@ template <typename I>
 __device__ __forceinline__ bool rt_entry(const IndexCheck& check, const I* index,
                                          rt_int64 at, unsigned long long position, bool report,
                                          rt_int64& k) {
-    const rt_int64 value = (rt_int64)index[at];
-    if (report) return checked_index(check, position, value, k);
-    if (value < 0 || value >= check.size) return false;
-    k = value;
-    return true;
+    if (report) return checked_index(check, position, index[at], k);
+    return index_in_range(index[at], check.size, false, k);   // scatter never wraps
 }
 
 // scatter_reduce over the walk of index.cu's scatter_kernel (operands: out, src, index, error
