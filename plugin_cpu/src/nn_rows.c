@@ -623,15 +623,19 @@ typedef ITYPE NAME(uvec) __attribute__((vector_size(VBYTES)));
  * rows whose max is not finite are handled apart). See the file comment. */
 ISA_ATTR static inline void NAME(vexp)(VEC *v)
 {
-    typedef int32_t NAME(svec) __attribute__((vector_size(VBYTES)));
     const VEC x = *v;
+#if VBYTES == 64
+    /* no clamp: vscalefps takes n as a float, and lanes below the cut, whatever they hold
+     * (NaN for -inf), are replaced by 0 at the end */
+    const VEC c = x;
+#else
     /* below -104 the result is 0 (put back at the end); clamping keeps n in range */
     const VEC c = BLEND(x < SPLAT(-104.0f), SPLAT(-104.0f), x);
+#endif
     /* n = round(x / ln 2): adding 1.5 * 2^23 leaves the rounded value in the low bits */
     const VEC magic = SPLAT(12582912.0f);
     const VEC t = MADD(c, SPLAT(1.44269504088896341f), magic);
     const VEC n = t - magic;
-    const NAME(svec) ni = (NAME(svec))((UVEC)t - (UVEC)magic);
     /* r = x - n ln 2, with ln 2 in two parts (the first exact in n * part) */
     VEC r = NMADD(n, SPLAT(0.693359375f), c);
     r = NMADD(n, SPLAT(-2.12194440e-4f), r);
@@ -645,17 +649,22 @@ ISA_ATTR static inline void NAME(vexp)(VEC *v)
     p = MADD(p, r, SPLAT(5.0000001201e-1f));
     p = MADD(p, z, r) + SPLAT(1.0f);
 #if VBYTES == 64
-    /* times 2^n in one instruction (one rounding of p * 2^n: the same value as below) */
-    (void)ni;
-    const VEC result = (VEC)_mm512_scalef_ps((__m512)p, (__m512)n);
+    /* times 2^n in one instruction: one rounding of p * 2^n, the value the two steps below
+     * give; then 0 below the cut (a NaN lane, never passed, keeps its result) */
+    const __m512 result = _mm512_scalef_ps((__m512)p, (__m512)n);
+    const __mmask16 kept = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-103.972084045410f),
+                                              _CMP_NLT_UQ);
+    *v = (VEC)_mm512_maskz_mov_ps(kept, result);
 #else
     /* times 2^n as 2^(n>>1) * 2^(n - (n>>1)): both normal for n in [-150, 0], and p * 2^(n>>1)
      * exact, so the one rounding is the second product's */
+    typedef int32_t NAME(svec) __attribute__((vector_size(VBYTES)));
+    const NAME(svec) ni = (NAME(svec))((UVEC)t - (UVEC)magic);
     const NAME(svec) n1 = ni >> 1, n2 = ni - n1;
     const VEC s1 = (VEC)((UVEC)(n1 + 127) << 23), s2 = (VEC)((UVEC)(n2 + 127) << 23);
     const VEC result = (p * s1) * s2;
-#endif
     *v = BLEND(x < SPLAT(-103.972084045410f), SPLAT(0.0f), result);
+#endif
 }
 
 /* The exp alone over n contiguous float32 elements in [-inf, 0] (for the tests). */
