@@ -15,10 +15,12 @@
  *       loss: None or N contiguous elements (reduction 'none'); a target outside [0, C)
  *       that is not ignore_index raises IndexError before anything is written.
  *   nll_loss_backward(grad, g_offset, g_stride, N, C, target, t_offset, weight, w_offset,
- *                     ignore_index, out)
+ *                     ignore_index, out[, total_weight, tw_offset])
  *       out (N x C, contiguous) = 0 except -(w[t_i] * grad[i * g_stride]) at (i, t_i):
  *       nll_loss_backward (bit for bit the reference's; a target outside [0, C) that is not
- *       ignore_index raises IndexError before anything is written).
+ *       ignore_index raises IndexError before anything is written). With total_weight
+ *       ('mean'; g_stride 0), the one grad value is first divided by total_weight[tw_offset]
+ *       in the element type, as the derivative row does.
  *   softmax_backward(log, grad, g_offset, y, y_offset, rows, n, (g_stride, y_stride), out)
  *       from the forward's output y: y * (grad - sum(grad * y)) (softmax) or
  *       grad - exp(y) * sum(grad) (log_softmax, y <= 0), per row: the backward ops
@@ -503,30 +505,38 @@ DEFINE_NLL_BACKWARD(double, f64)
 static PyObject *py_nll_loss_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 11) {
-        PyErr_Format(PyExc_TypeError, "nll_loss_backward() takes 11 arguments (grad, g_offset, "
-                     "g_stride, N, C, target, t_offset, weight, w_offset, ignore_index, out), "
-                     "got %zd", nargs);
+    if (nargs != 11 && nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "nll_loss_backward() takes 11 or 13 arguments (grad, "
+                     "g_offset, g_stride, N, C, target, t_offset, weight, w_offset, "
+                     "ignore_index, out[, total_weight, tw_offset]), got %zd", nargs);
         return NULL;
     }
     long long gs, N, C, ignore;
     if (parse_stride(args[2], "g_stride", &gs) < 0 || parse_size(args[3], "N", &N) < 0 ||
         parse_size(args[4], "C", &C) < 0 || sane_total(N, C) < 0)
         return NULL;
+    const int divided = nargs == 13;
+    if (divided && gs != 0) {
+        PyErr_SetString(PyExc_ValueError, "a total_weight divides one grad value: g_stride "
+                        "must be 0");
+        return NULL;
+    }
     ignore = PyLong_AsLongLong(args[9]);
     if (ignore == -1 && PyErr_Occurred()) return NULL;
     int kind = float_kind_of(args[0], "grad");
     if (kind < 0) return NULL;
-    Py_buffer views[4];
+    Py_buffer views[5];
     int held = 0;
-    char *g, *t, *w, *out;
+    char *g, *t, *w, *out, *tw = NULL;
     PyObject *result = NULL;
     PyObject *zero = PyLong_FromLong(0);
     if (zero == NULL) return NULL;
     if (operand(args[0], args[1], 1, N, 0, gs, 0, kind, 0, "grad", views, &held, &g) < 0 ||
         operand(args[5], args[6], 1, N, 0, 1, 0, KIND_I64, 0, "target", views, &held, &t) < 0 ||
         operand(args[7], args[8], 1, C, 0, 1, 0, kind, 1, "weight", views, &held, &w) < 0 ||
-        operand(args[10], zero, N, C, C, 1, 1, kind, 0, "out", views, &held, &out) < 0)
+        operand(args[10], zero, N, C, C, 1, 1, kind, 0, "out", views, &held, &out) < 0 ||
+        (divided && operand(args[11], args[12], 1, 1, 0, 0, 0, kind, 0, "total_weight", views,
+                            &held, &tw) < 0))
         goto done;
     const int64_t *target = (const int64_t *)t;
     for (long long i = 0; i < N; i++) {
@@ -537,6 +547,14 @@ static PyObject *py_nll_loss_backward(PyObject *self, PyObject *const *args, Py_
         }
     }
     g_calls++;
+    union { float f32; double f64; } quotient; /* 'mean': grad / total_weight, one rounding */
+    if (divided && N > 0) {
+        if (kind == KIND_F32)
+            quotient.f32 = *(const float *)g / *(const float *)tw;
+        else
+            quotient.f64 = *(const double *)g / *(const double *)tw;
+        g = (char *)&quotient;
+    }
     if (N > 0 && C > 0) {
         /* mostly zeroing memory: rows in fixed groups over threads (each element is
          * written by one thread whatever the count, so the result never depends on it) */
@@ -573,7 +591,8 @@ static PyMethodDef METHODS[] = {
      "ignore_index, loss) -> (loss sum, total weight)."},
     {"nll_loss_backward", (PyCFunction)(void (*)(void))py_nll_loss_backward, METH_FASTCALL,
      "nll_loss_backward(grad, g_offset, g_stride, N, C, target, t_offset, weight, w_offset, "
-     "ignore_index, out): out (N x C) = 0 except -(w[t_i] * grad_i) at each (i, t_i)."},
+     "ignore_index, out[, total_weight, tw_offset]): out (N x C) = 0 except "
+     "-(w[t_i] * grad_i) at each (i, t_i), grad_i = grad / total_weight when it is given."},
     {"exp_f32", (PyCFunction)(void (*)(void))py_exp, METH_FASTCALL,
      "exp_f32(x, out): the kernels' float32 exp, elementwise (for tests)."},
     COMMON_METHODS,
