@@ -699,6 +699,39 @@ def test_nll_loss_backward_threads_and_bad_targets():
     assert _nn_rows.calls() == before  # checked before anything ran
 
 
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("total_weight", [0.0, 1e-3, 0.7, 3e38], ids=str)
+def test_nll_loss_backward_mean_divides_like_the_reference(dtype, total_weight):
+    """'mean' divides the incoming gradient by total_weight inside the C kernel: the same
+    bits as the reference's division in the element type, for a total weight of 0 (an
+    infinite gradient at every kept target), below 1, and one whose quotient underflows."""
+    from reftorch._ops import nn_loss
+    from reftorch_cpu import _nn_rows
+    grad, x, target, weight, _ = _nll_backward_case((300, 20), 1, True, -100, 2)
+    grad = reftorch.tensor(-2.5, dtype=dtype)
+    x = x.to(dtype)
+    weight = weight.to(dtype)
+    total = reftorch.tensor(total_weight, dtype=dtype)
+    before = _nn_rows.calls()
+    got = nn_loss.nll_loss_backward(grad, x, target, weight, 1, -100, total)
+    assert _nn_rows.calls() == before + 1
+    with reftorch.plugins.use_reference_kernels():
+        want = nn_loss.nll_loss_backward(grad, x, target, weight, 1, -100, total)
+    assert host(got).tobytes() == host(want).tobytes()
+
+
+def test_nll_loss_backward_total_weight_needs_one_grad_value():
+    from reftorch_cpu import _nn_rows
+    out = np.empty(6, np.float32)
+    target, one = np.zeros(2, np.int64), np.ones(2, np.float32)
+    with pytest.raises(ValueError, match="g_stride must be 0"):
+        _nn_rows.nll_loss_backward(one, 0, 1, 2, 3, target, 0, None, 0, -100, out, one, 0)
+    with pytest.raises(ValueError, match="total_weight"):   # its offset is past its end
+        _nn_rows.nll_loss_backward(one, 0, 0, 2, 3, target, 0, None, 0, -100, out, one, 2)
+    _nn_rows.nll_loss_backward(one, 0, 0, 2, 3, target, 0, None, 0, -100, out, one, 1)
+    assert out.tolist() == [-1.0, 0.0, 0.0, -1.0, 0.0, 0.0]
+
+
 @pytest.mark.parametrize("preset", [None, "ACTIVE"])
 def test_loading_leaves_the_openmp_environment_as_it_was(preset):
     """The plugin loads libgomp with a passive wait policy but restores the environment (and

@@ -58,6 +58,7 @@ MIN_NUMEL = 256
 
 DTYPES = (D.float32, D.float64)
 _NONE, _MEAN, _SUM = 0, 1, 2  # nll_loss's reduction codes (reftorch._ops.nn_loss)
+_REDUCTIONS = (_NONE, _MEAN, _SUM)
 
 
 def register(registrar):
@@ -149,24 +150,14 @@ def nll_loss_kernel(out, inputs, dtypes, params):
         return NotImplemented
     x, target, weight = inputs
     reduction = params.get("reduction", _MEAN)
-    if not _usable(x, min_numel=1) or len(x._shape) > 2 or reduction not in (_NONE, _MEAN,
-                                                                              _SUM):
+    operands = _nll_operands(x, target, weight, params)
+    if operands is None or reduction not in _REDUCTIONS:
+        return NotImplemented
+    N, C, ignore_index = operands
+    row_stride, class_stride = x._strides if len(x._shape) == 2 else (0, x._strides[0])
+    if class_stride != 1 and C > 1:
         return NotImplemented
     dtype = x._storage.dtype
-    if not (isinstance(target, Tensor) and type(target._storage) is CPUStorage and
-            target._storage.dtype is D.int64 and _is_contiguous(target)):
-        return NotImplemented
-    if weight is not None and not (_on_cpu_as(weight, dtype) and _is_contiguous(weight)):
-        return NotImplemented
-    if len(x._shape) == 2:
-        (N, C), (row_stride, class_stride) = x._shape, x._strides
-    else:
-        (N, C), (row_stride, class_stride) = (1, x._shape[0]), (0, x._strides[0])
-    if (class_stride != 1 and C > 1) or target.numel() != N or N == 0:
-        return NotImplemented
-    ignore_index = params.get("ignore_index", -100)
-    if not -2**63 <= ignore_index < 2**63:
-        return NotImplemented
     loss = Tensor._empty(x._shape[:1] if len(x._shape) == 2 else (), dtype) \
         if reduction == _NONE else None
     total, weight_sum = _N.nll_loss(x._storage.array, x._offset, N, C, row_stride,
@@ -191,52 +182,62 @@ def nll_loss_kernel(out, inputs, dtypes, params):
 
 def nll_loss_backward_kernel(out, inputs, dtypes, params):
     """grad of nll_loss for a (N, C) or (C,) input: zeros but -(w[t] * g) at each target
-    (g divided by total_weight first for 'mean', as the derivative row computes it)."""
+    (g divided by total_weight first for 'mean', in C, as the derivative row computes it)."""
     if len(inputs) != 5:
         return NotImplemented
     grad, x, target, weight, total_weight = inputs
     reduction = params.get("reduction", _MEAN)
-    if not _usable(x, min_numel=1) or len(x._shape) > 2 or reduction not in (_NONE, _MEAN,
-                                                                              _SUM):
+    operands = _nll_operands(x, target, weight, params)
+    if operands is None or reduction not in _REDUCTIONS:
         return NotImplemented
+    N, C, ignore_index = operands
     dtype = x._storage.dtype
-    if not (_on_cpu_as(grad, dtype) and isinstance(target, Tensor) and
-            type(target._storage) is CPUStorage and target._storage.dtype is D.int64 and
-            _is_contiguous(target)):
+    if not _on_cpu_as(grad, dtype):
         return NotImplemented
-    if weight is not None and not (_on_cpu_as(weight, dtype) and _is_contiguous(weight)):
-        return NotImplemented
-    N, C = (x._shape if len(x._shape) == 2 else (1, x._shape[0]))
-    if target.numel() != N or N == 0 or C == 0:
-        return NotImplemented
-    ignore_index = params.get("ignore_index", -100)
-    if not -2**63 <= ignore_index < 2**63:
-        return NotImplemented
+    divisor = ()
     if reduction == _NONE:
         if grad.numel() != N or (len(grad._shape) == 1 and grad._strides[0] != 1 and N > 1):
             return NotImplemented
-        g_array, g_offset, g_stride = grad._storage.array, grad._offset, 1
-    else:
+        g_stride = 1
+    else:  # the one gradient value, read with stride 0 for every row
         if grad.numel() != 1:
             return NotImplemented
-        value = grad._np.reshape(())
+        g_stride = 0
         if reduction == _MEAN:
             if not (_on_cpu_as(total_weight, dtype) and total_weight.numel() == 1):
                 return NotImplemented
-            weight_sum = total_weight._np.reshape(())
-            if weight_sum >= 1:   # cannot overflow or divide by 0: no errstate (a few us)
-                value = value / weight_sum
-            else:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    value = value / weight_sum
-        # the one gradient value, read with stride 0 for every row
-        g_array, g_offset, g_stride = np.asarray(value, dtype.numpy_dtype).reshape(1), 0, 0
+            divisor = (total_weight._storage.array, total_weight._offset)
     result = Tensor._empty(x._shape, dtype)
-    _N.nll_loss_backward(g_array, g_offset, g_stride, N, C, target._storage.array,
-                         target._offset, None if weight is None else weight._storage.array,
+    _N.nll_loss_backward(grad._storage.array, grad._offset, g_stride, N, C,
+                         target._storage.array, target._offset,
+                         None if weight is None else weight._storage.array,
                          0 if weight is None else weight._offset, ignore_index,
-                         result._storage.array)
+                         result._storage.array, *divisor)
     return result
+
+
+def _nll_operands(x, target, weight, params):
+    """(N, C, ignore_index) when nll_loss's kernels take these operands: x a cpu float32 or
+    float64 tensor of shape (N, C) or (C,) with N, C >= 1, target a contiguous int64 tensor
+    of N elements, weight None or a contiguous tensor of x's dtype; else None."""
+    if not (isinstance(x, Tensor) and type(x._storage) is CPUStorage):
+        return None
+    dtype, shape = x._storage.dtype, x._shape
+    if dtype not in DTYPES or not 1 <= len(shape) <= 2:
+        return None
+    N, C = shape if len(shape) == 2 else (1, shape[0])
+    if N == 0 or C == 0:
+        return None
+    if not (isinstance(target, Tensor) and type(target._storage) is CPUStorage and
+            target._storage.dtype is D.int64 and target.numel() == N and
+            _is_contiguous(target)):
+        return None
+    if weight is not None and not (_on_cpu_as(weight, dtype) and _is_contiguous(weight)):
+        return None
+    ignore_index = params.get("ignore_index", -100)
+    if not -2**63 <= ignore_index < 2**63:
+        return None
+    return N, C, ignore_index
 
 
 # --- checks and geometry -------------------------------------------------------------------
