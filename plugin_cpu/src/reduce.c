@@ -771,8 +771,9 @@ ISA_ATTR static inline T NAME(lanes_extreme)(NVEC v, int largest)
 /* exp of every lane of *v for lanes in [-inf, 0] (x - max; other inputs give unspecified
  * finite-or-NaN lanes without undefined behaviour): Cody-Waite reduction by ln 2 in two
  * parts, Cephes' degree-5 polynomial, 2^n applied in two factors so subnormal results are
- * kept. Within 1 ulp of the correctly rounded exp (the same code as nn_rows.c's, kept apart:
- * each C file is its own module). */
+ * kept. Within 1 ulp of the correctly rounded exp, and the same bits as nn_rows.c's (kept
+ * apart: each C file is its own module; nn_rows.c's AVX-512F clone applies 2^n with one
+ * vscalefps, which rounds the same way). */
 typedef uint32_t NAME(nuvec) __attribute__((vector_size(VBYTES)));
 ISA_ATTR static inline void NAME(vexp_native)(NVEC *v)
 {
