@@ -575,3 +575,68 @@ def test_large_calls_name_the_first_bad_index_on_any_thread_count(threads):
             errors_match(fn)
     finally:
         _index.set_num_threads(previous)
+
+
+GUARD_PAGE_SCRIPT = r"""
+import ctypes, mmap, sys
+import numpy as np
+from reftorch_cpu import _index
+_index.set_isa(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+PAGE = mmap.PAGESIZE
+
+def before_guard(n, dtype):
+    '''n elements ending exactly where an unreadable page begins.'''
+    region = mmap.mmap(-1, 3 * PAGE)
+    base = np.frombuffer(region, np.uint8)
+    assert libc.mprotect(base.ctypes.data + 2 * PAGE, PAGE, 0) == 0  # PROT_NONE
+    size = n * np.dtype(dtype).itemsize
+    return base[2 * PAGE - size:2 * PAGE].view(dtype), region
+
+for dtype in (np.float32, np.float64):
+    rows, cols = 21, 19  # 21 x 19 elements end at the guard page
+    src, keep = before_guard(rows * cols, dtype)
+    src[:] = np.arange(rows * cols)
+    m = src.reshape(rows, cols)
+    rng = np.random.default_rng(0)
+    # gather along dim 1 (runs of 35 indices: 4 groups of 8 and a tail), the last index valid
+    index = rng.integers(0, cols, (rows, 35)); index[-1, :] = cols - 1
+    out = np.empty(rows * 35, dtype)
+    _index.gather([rows, 35], out, 0, [35, 1], src, 0, [cols, 0], 1, cols, index.reshape(-1),
+                  0, [35, 1], False)
+    assert (out.reshape(rows, 35) == np.take_along_axis(m, index, 1)).all()
+    # gather along dim 0, last row picked everywhere in the last run
+    index = rng.integers(0, rows, (30, cols)); index[-1, :] = rows - 1
+    out = np.empty(30 * cols, dtype)
+    _index.gather([30, cols], out, 0, [cols, 1], src, 0, [0, 1], cols, rows, index.reshape(-1),
+                  0, [cols, 1], False)
+    assert (out.reshape(30, cols) == np.take_along_axis(m, index, 0)).all()
+    # whole rows (embedding): rows of 19 elements, a masked tail at the guard page
+    index = rng.integers(0, rows, 40); index[::3] = rows - 1
+    out = np.empty(40 * cols, dtype)
+    _index.gather([40, cols], out, 0, [cols, 1], src, 0, [0, 1], cols, rows, index, 0, [1, 0],
+                  False)
+    assert (out.reshape(40, cols) == m[index]).all()
+    # a bad index right after the last valid one: an error, no read past the page
+    index = np.full(40, rows - 1); index[17] = rows
+    try:
+        _index.gather([40, cols], out, 0, [cols, 1], src, 0, [0, 1], cols, rows, index, 0,
+                      [1, 0], False)
+        raise SystemExit("no error")
+    except _index.IndexOutOfBounds:
+        pass
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("isa", _index.supported_isas())
+def test_vector_loops_read_nothing_past_the_source(isa):
+    """The source ends where an unreadable page begins: gathers and row copies that reach its
+    last elements (and masked tails) must not touch the page (a crash would fail this)."""
+    import os
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", GUARD_PAGE_SCRIPT, isa], capture_output=True,
+                            text=True, env=dict(os.environ), timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

@@ -381,6 +381,14 @@ typedef struct {
                         for (ptrdiff_t i = 0; i < count; i++) APPLY(row[i * so], s[i * ss]); \
                     }                                                                        \
                 }                                                                            \
+            } else if (so == 0 && si == 1 && ss == 1 && vlo == 0 && vhi == K) {              \
+                /* one thread, contiguous index and src: index_add / scatter_add of a 1-D   \
+                 * tensor (no range test; unit strides the compiler can see) */              \
+                for (ptrdiff_t i = 0; i < count; i++) {                                      \
+                    const ptrdiff_t v = (ptrdiff_t)ix[i];                                    \
+                    if (!INDEX_OK(v, K)) return 1;                                           \
+                    APPLY(o[v * ks], s[i]);                                                  \
+                }                                                                            \
             } else {                                                                         \
                 for (ptrdiff_t i = 0; i < count; i++) {                                      \
                     const ptrdiff_t v = (ptrdiff_t)ix[i * si];                               \
