@@ -448,14 +448,25 @@ def test_c_gather_checks_bounds_and_types():
     assert info.value.args[1] == 10 and isinstance(info.value, IndexError)
 
 
-def test_c_scatter_checks_before_writing():
-    out = np.zeros(5, np.float64)
+@pytest.mark.parametrize("bad", [5, -1, 2**40, -2**40])
+def test_c_scatter_never_writes_through_a_bad_index(bad):
+    """The C scatter checks each index as it reads it. The 5 out elements sit between
+    sentinels in a larger buffer, where the bad index would land (5: just past the end, -1:
+    just before): they stay as they were. (Other out elements may already hold their
+    updates: the Python side scatters into a fresh copy it drops on error.)"""
+    buffer = np.full(9, 7.0)
     src = np.ones(4, np.float64)
     with pytest.raises(_index.IndexOutOfBounds) as info:
-        _index.scatter([4], out, 0, [0], 1, 5, src, 0, [1], np.array([0, 4, 5, 1]), 0, [1],
-                       _index.ADD, 1)
-    assert info.value.args[1] == 5
-    np.testing.assert_array_equal(out, 0)  # the bad index was found before any write
+        _index.scatter([4], buffer, 2, [0], 1, 5, src, 0, [1], np.array([0, 4, bad, 1]), 0,
+                       [1], _index.ADD, 1)
+    assert info.value.args[1] == bad
+    np.testing.assert_array_equal(buffer[:2], 7.0)
+    np.testing.assert_array_equal(buffer[7:], 7.0)
+
+
+def test_c_scatter_checks_bounds_and_types():
+    out = np.zeros(5, np.float64)
+    src = np.ones(4, np.float64)
     with pytest.raises(ValueError):  # index_size 6 would reach past out
         _index.scatter([4], out, 0, [0], 1, 6, src, 0, [1], np.array([0, 1, 2, 3]), 0, [1],
                        _index.ADD, 1)
@@ -470,3 +481,162 @@ def test_c_scatter_checks_before_writing():
     _index.scatter([4], out, 0, [0], 1, 5, src, 0, [1], np.array([0, 4, 4, 1]), 0, [1],
                    _index.ADD, 2)
     np.testing.assert_array_equal(out, [2, 2, 0, 0, 4])
+
+
+# ---------------------------------------------------------------------------------------------
+# The AVX-512 paths (8 indices per compare and gather, whole embedding rows) and the scalar
+# loops give the same results and the same errors
+
+ISA_CASES = {
+    "gather dim 1": lambda: [tensor((37, 203), reftorch.float32, 0).gather(
+        1, indices((37, 301), 203, 11))],
+    "gather dim 0 f64 int32 index": lambda: [tensor((45, 61), reftorch.float64, 0).gather(
+        0, indices((83, 61), 45, 12))],
+    "gather dim 1 int32 values, transposed index": lambda: [
+        tensor((29, 50), reftorch.int32, 0).gather(
+            1, indices((29, 77), 50, 13, layout="transposed"))],
+    "gather dim 0 int64 values, strided source": lambda: [
+        tensor((40, 33), reftorch.int64, 0, "strided").gather(0, indices((71, 33), 40, 14))],
+    "take": lambda: [reftorch.take(tensor((30, 40), reftorch.float32, 0),
+                                   indices((1003,), 1200, 15, low=-1200))],
+    "embedding rows of 16": lambda: [reftorch.embedding(
+        tensor((300, 16), reftorch.float32, 0), indices((40, 25), 300, 16))],
+    "embedding rows of 21 (a masked tail)": lambda: [reftorch.embedding(
+        tensor((300, 21), reftorch.float32, 0), indices((997,), 300, 17, dtype=np.int32))],
+    "embedding f64 rows of 5": lambda: [reftorch.embedding(
+        tensor((50, 5), reftorch.float64, 0), indices((1001,), 50, 18))],
+    "index_select rows of 70": lambda: [tensor((90, 70), reftorch.float32, 0).index_select(
+        0, indices((333,), 90, 19))],
+}
+
+
+@pytest.fixture(params=_index.supported_isas())
+def each_isa(request):
+    previous = _index.set_isa(request.param)
+    yield request.param
+    _index.set_isa(previous)
+
+
+@pytest.mark.parametrize("name", list(ISA_CASES))
+def test_each_instruction_set_matches_the_reference(name, each_isa, no_threshold):
+    case = ISA_CASES[name]
+    assert run_both(case) == 1
+    previous = _index.set_num_threads(1)
+    try:
+        one = [host(t) for t in case()]
+    finally:
+        _index.set_num_threads(previous)
+    assert_same(host(case()[0]), one[0])
+
+
+VECTOR_BAD = [
+    ("gather dim 1", lambda a, i: a.gather(1, i.reshape(1, -1).expand(3, -1))),
+    ("gather dim 0", lambda a, i: a.gather(0, i.reshape(-1, 1).expand(-1, 3))),
+    ("embedding", lambda a, i: reftorch.embedding(a, i)),
+    ("take", lambda a, i: reftorch.take(a[:1], i)),  # 20 elements
+]
+
+
+@pytest.mark.parametrize("name,fn", VECTOR_BAD, ids=[n for n, _ in VECTOR_BAD])
+@pytest.mark.parametrize("where", [0, 5, 7, 8, 13, 16, 19])
+def test_a_bad_index_anywhere_in_a_group_of_8_raises(name, fn, where, each_isa,
+                                                     no_threshold):
+    """A bad index at each lane of the first and later groups of 8 and in the scalar tail
+    (20 indices: two groups of 8 and a tail of 4), as the first, or with another bad one
+    after it: the reference's error, naming the first."""
+    a = tensor((20, 20), reftorch.float32, 0)
+    for bad, later in [(20, None), (-21, None), (2**40, 25), (-1, -30)]:
+        raw = np.random.default_rng(where).integers(0, 20, 20)
+        raw[where] = bad
+        if later is not None and where + 1 < 20:
+            raw[where + 1:] = later
+        index = reftorch.from_numpy(raw)
+        errors_match(lambda: fn(a, index), must_raise=name != "take" or bad != -1)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_large_calls_name_the_first_bad_index_on_any_thread_count(threads):
+    """With two bad indices far apart (in different threads' shares), every op names the
+    first in row-major order."""
+    previous = _index.set_num_threads(threads)
+    try:
+        raw = np.random.default_rng(0).integers(0, 100, 60000)
+        raw[41000], raw[52000], raw[59000] = 100, -101, 10**6
+        index = reftorch.from_numpy(raw)
+        a = tensor((100, 4), reftorch.float32, 1)
+        for fn in [lambda: reftorch.embedding(a, index),
+                   lambda: a.index_add(0, index, a.new_ones(60000, 4)),
+                   lambda: tensor((100,), reftorch.float32, 2).index_add(
+                       0, index, reftorch.ones(60000)),
+                   lambda: tensor((100, 600), reftorch.float32, 3).gather(
+                       1, index.reshape(100, 600) % 600 + (index.reshape(100, 600) >= 100) * 600),
+                   lambda: a.scatter_add(0, index.reshape(-1, 1).expand(-1, 4),
+                                         a.new_ones(60000, 4))]:
+            errors_match(fn)
+    finally:
+        _index.set_num_threads(previous)
+
+
+GUARD_PAGE_SCRIPT = r"""
+import ctypes, mmap, sys
+import numpy as np
+from reftorch_cpu import _index
+_index.set_isa(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+PAGE = mmap.PAGESIZE
+
+def before_guard(n, dtype):
+    '''n elements ending exactly where an unreadable page begins.'''
+    region = mmap.mmap(-1, 3 * PAGE)
+    base = np.frombuffer(region, np.uint8)
+    assert libc.mprotect(base.ctypes.data + 2 * PAGE, PAGE, 0) == 0  # PROT_NONE
+    size = n * np.dtype(dtype).itemsize
+    return base[2 * PAGE - size:2 * PAGE].view(dtype), region
+
+for dtype in (np.float32, np.float64):
+    rows, cols = 21, 19  # 21 x 19 elements end at the guard page
+    src, keep = before_guard(rows * cols, dtype)
+    src[:] = np.arange(rows * cols)
+    m = src.reshape(rows, cols)
+    rng = np.random.default_rng(0)
+    # gather along dim 1 (runs of 35 indices: 4 groups of 8 and a tail), the last index valid
+    index = rng.integers(0, cols, (rows, 35)); index[-1, :] = cols - 1
+    out = np.empty(rows * 35, dtype)
+    _index.gather([rows, 35], out, 0, [35, 1], src, 0, [cols, 0], 1, cols, index.reshape(-1),
+                  0, [35, 1], False)
+    assert (out.reshape(rows, 35) == np.take_along_axis(m, index, 1)).all()
+    # gather along dim 0, last row picked everywhere in the last run
+    index = rng.integers(0, rows, (30, cols)); index[-1, :] = rows - 1
+    out = np.empty(30 * cols, dtype)
+    _index.gather([30, cols], out, 0, [cols, 1], src, 0, [0, 1], cols, rows, index.reshape(-1),
+                  0, [cols, 1], False)
+    assert (out.reshape(30, cols) == np.take_along_axis(m, index, 0)).all()
+    # whole rows (embedding): rows of 19 elements, a masked tail at the guard page
+    index = rng.integers(0, rows, 40); index[::3] = rows - 1
+    out = np.empty(40 * cols, dtype)
+    _index.gather([40, cols], out, 0, [cols, 1], src, 0, [0, 1], cols, rows, index, 0, [1, 0],
+                  False)
+    assert (out.reshape(40, cols) == m[index]).all()
+    # a bad index right after the last valid one: an error, no read past the page
+    index = np.full(40, rows - 1); index[17] = rows
+    try:
+        _index.gather([40, cols], out, 0, [cols, 1], src, 0, [0, 1], cols, rows, index, 0,
+                      [1, 0], False)
+        raise SystemExit("no error")
+    except _index.IndexOutOfBounds:
+        pass
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("isa", _index.supported_isas())
+def test_vector_loops_read_nothing_past_the_source(isa):
+    """The source ends where an unreadable page begins: gathers and row copies that reach its
+    last elements (and masked tails) must not touch the page (a crash would fail this)."""
+    import os
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", GUARD_PAGE_SCRIPT, isa], capture_output=True,
+                            text=True, env=dict(os.environ), timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

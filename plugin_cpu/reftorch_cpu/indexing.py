@@ -7,7 +7,8 @@ shape and per-operand strides, see src/index.c) and declines (returns NotImpleme
 reference kernel runs) what it does not handle: other dtypes, 0-dim or mismatched-rank
 operands the reference special-cases, more dims than the C walk takes, and small calls.
 
-The C loop checks every index before using it. A bad index raises the op's own error, the
+The C loop checks every index before using it, as it goes (the result may be partly filled
+when it stops; it is a fresh tensor, dropped). A bad index raises the op's own error, the
 reference's type and message: IndexError "index out of range in self" (index_select,
 embedding), IndexError "out of range: tried to access index ..." (take), RuntimeError "index
 7 is out of bounds for dimension 0 with size 5" (gather, scatter, scatter_add, index_add).
