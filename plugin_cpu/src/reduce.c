@@ -690,71 +690,73 @@ typedef ITYPE NAME(nivec) __attribute__((vector_size(VBYTES)));
     } while (0)
 
 /* Lane trees, on registers and without branches: the upper half of a vector is folded onto
- * its lower half (lane j with lane j + half) until one lane is left, in vectors of 32, 16, 8
- * (and for float 4) bytes. */
-typedef T NAME(v32) __attribute__((vector_size(32)));
-typedef T NAME(v16) __attribute__((vector_size(16)));
-typedef T NAME(v8) __attribute__((vector_size(8)));
+ * its lower half (lane j with lane j + half) until one lane is left. The halves are taken by
+ * shuffles (one instruction each; a trip through memory stalled store forwarding). */
+#define LOW_HALF_16(v) __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)
+#define HIGH_HALF_16(v) __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)
+#define LOW_HALF_8(v) __builtin_shufflevector(v, v, 0, 1, 2, 3)
+#define HIGH_HALF_8(v) __builtin_shufflevector(v, v, 4, 5, 6, 7)
+#define LOW_HALF_4(v) __builtin_shufflevector(v, v, 0, 1)
+#define HIGH_HALF_4(v) __builtin_shufflevector(v, v, 2, 3)
+#define LOW_HALF_2(v) __builtin_shufflevector(v, v, 0)
+#define HIGH_HALF_2(v) __builtin_shufflevector(v, v, 1)
+/* lanes j + (lanes j + N/2) of an N-lane v */
+#define SUM_HALVES(v, N)                                                                     \
+    ({                                                                                       \
+        const __typeof__(v) v_ = (v);                                                        \
+        LOW_HALF_##N(v_) + HIGH_HALF_##N(v_);                                                \
+    })
+/* lane j + N/2 where it beats lane j (see the extremes below; with nan, NaN beats every
+ * number), else lane j */
+#define EXTREME_HALVES(v, N, largest, nan)                                                   \
+    ({                                                                                       \
+        const __typeof__(v) v_ = (v);                                                        \
+        const __typeof__(LOW_HALF_##N(v_)) lo_ = LOW_HALF_##N(v_), hi_ = HIGH_HALF_##N(v_);  \
+        const __typeof__(lo_ < hi_) beats_ = (largest) ? hi_ > lo_ : hi_ < lo_;              \
+        const __typeof__(beats_) m_ = (nan) ? beats_ | (hi_ != hi_) : beats_;                \
+        (__typeof__(lo_))(((__typeof__(m_))hi_ & m_) | ((__typeof__(m_))lo_ & ~m_));        \
+    })
+#define SUM_TREE_2(v) SUM_HALVES(v, 2)[0]
+#define SUM_TREE_4(v) SUM_TREE_2(SUM_HALVES(v, 4))
+#define SUM_TREE_8(v) SUM_TREE_4(SUM_HALVES(v, 8))
+#define SUM_TREE_16(v) SUM_TREE_8(SUM_HALVES(v, 16))
+#define EXTREME_TREE_2(v, l, nan) EXTREME_HALVES(v, 2, l, nan)[0]
+#define EXTREME_TREE_4(v, l, nan) EXTREME_TREE_2(EXTREME_HALVES(v, 4, l, nan), l, nan)
+#define EXTREME_TREE_8(v, l, nan) EXTREME_TREE_4(EXTREME_HALVES(v, 8, l, nan), l, nan)
+#define EXTREME_TREE_16(v, l, nan) EXTREME_TREE_8(EXTREME_HALVES(v, 16, l, nan), l, nan)
+#define SUM_TREE(N, v) SUM_TREE_(N, v)                  /* (N expanded first) */
+#define SUM_TREE_(N, v) SUM_TREE_##N(v)
+#define EXTREME_TREE(N, v, l, nan) EXTREME_TREE_(N, v, l, nan)
+#define EXTREME_TREE_(N, v, l, nan) EXTREME_TREE_##N(v, l, nan)
+/* lanes of VEC and of NVEC, as literals for the trees */
 #if IS_F32
-typedef T NAME(v4) __attribute__((vector_size(4)));
+#define VEC_LANES 16
+#define NATIVE_LANES_64 16
+#define NATIVE_LANES_32 8
+#define NATIVE_LANES_16 4
+#else
+#define VEC_LANES 8
+#define NATIVE_LANES_64 8
+#define NATIVE_LANES_32 4
+#define NATIVE_LANES_16 2
 #endif
-#define SPLIT(v, lo, hi)                                                                     \
-    (memcpy(&(lo), &(v), sizeof(lo)), memcpy(&(hi), (const char *)&(v) + sizeof(lo), sizeof(hi)))
-#define SUM_FOLD(v, HALF, r)                                                                 \
-    do {                                                                                     \
-        HALF lo_, hi_;                                                                       \
-        SPLIT(v, lo_, hi_);                                                                  \
-        r = lo_ + hi_;                                                                       \
-    } while (0)
-/* The upper lane wins when it beats the lower one (see the extremes below). */
-#define EXTREME_FOLD(v, HALF, r, largest)                                                    \
-    do {                                                                                     \
-        HALF lo_, hi_;                                                                       \
-        SPLIT(v, lo_, hi_);                                                                  \
-        const __typeof__(lo_ < hi_) m_ = ((largest) ? hi_ > lo_ : hi_ < lo_) | (hi_ != hi_); \
-        r = (HALF)(((__typeof__(m_))hi_ & m_) | ((__typeof__(m_))lo_ & ~m_));               \
-    } while (0)
+#if VBYTES == 64
+#define NATIVE_LANES NATIVE_LANES_64
+#elif VBYTES == 32
+#define NATIVE_LANES NATIVE_LANES_32
+#else
+#define NATIVE_LANES NATIVE_LANES_16
+#endif
 
 /* The sum of a 64-byte vector's lanes as a tree. */
-ISA_ATTR static inline T NAME(lanes_sum)(VEC v)
-{
-    NAME(v32) a;
-    NAME(v16) b;
-    NAME(v8) c;
-    SUM_FOLD(v, NAME(v32), a);
-    SUM_FOLD(a, NAME(v16), b);
-    SUM_FOLD(b, NAME(v8), c);
-#if IS_F32
-    NAME(v4) d;
-    SUM_FOLD(c, NAME(v4), d);
-    return d[0];
-#else
-    return c[0];
-#endif
-}
+ISA_ATTR static inline T NAME(lanes_sum)(VEC v) { return SUM_TREE(VEC_LANES, v); }
 
-/* The extreme of a native vector's lanes as a tree (exact in any order). */
-ISA_ATTR static inline T NAME(lanes_extreme)(NVEC v, int largest)
+/* The extreme of a native vector's lanes as a tree (exact in any order); `nan`: whether a
+ * lane may be NaN (the fast pass has none, and needs no NaN test). */
+ISA_ATTR static inline T NAME(lanes_extreme)(NVEC v, int largest, int nan)
 {
-    NAME(v16) b;
-#if VBYTES == 64
-    NAME(v32) a;
-    EXTREME_FOLD(v, NAME(v32), a, largest);
-    EXTREME_FOLD(a, NAME(v16), b, largest);
-#elif VBYTES == 32
-    EXTREME_FOLD(v, NAME(v16), b, largest);
-#else
-    b = v;
-#endif
-    NAME(v8) c;
-    EXTREME_FOLD(b, NAME(v8), c, largest);
-#if IS_F32
-    NAME(v4) d;
-    EXTREME_FOLD(c, NAME(v4), d, largest);
-    return d[0];
-#else
-    return c[0];
-#endif
+    return nan ? EXTREME_TREE(NATIVE_LANES, v, largest, 1)
+               : EXTREME_TREE(NATIVE_LANES, v, largest, 0);
 }
 
 /* a * b + c and c - a * b: fused (one rounding) in the AVX-512F clone, whose CPUs all have
@@ -933,8 +935,8 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
 /* The lane-wise extreme of x's n >= NL elements: 4 accumulators, starting from the last NL
  * elements so that no scalar tail is left (they overlap the whole vectors when NL does not
  * divide n, and an extreme may see an element twice). *nans: see NAN_BITS. */
-#define DEFINE_EXTREME_VECTORS(FN, STEP, VX, NANS)                                           \
-    ISA_ATTR static inline NVEC NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s,               \
+#define DEFINE_EXTREME_VECTORS(FN, INLINE, STEP, VX, NANS)                                   \
+    ISA_ATTR static INLINE NVEC NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s,               \
                                          unsigned *nans)                                     \
     {                                                                                        \
         const ptrdiff_t nv = n / NL;                                                         \
@@ -966,8 +968,9 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
 /* The extreme of VX / SX of each of x's n elements: the fast vector pass, and the exact one
  * again for a row whose fast pass met a NaN (which the result must be). */
 #define DEFINE_EXTREME_RUN(FN, CMP, LARGEST, VX, SX, FAST_STEP, EXACT_STEP)                  \
-    DEFINE_EXTREME_VECTORS(FN##_fast, FAST_STEP, VX, NAN_BITS)                               \
-    DEFINE_EXTREME_VECTORS(FN##_exact, EXACT_STEP, VX, NO_NANS)                              \
+    DEFINE_EXTREME_VECTORS(FN##_fast, inline, FAST_STEP, VX, NAN_BITS)                       \
+    /* (rare: kept out of line so the common path stays short) */                            \
+    DEFINE_EXTREME_VECTORS(FN##_exact, __attribute__((noinline)), EXACT_STEP, VX, NO_NANS)   \
     ISA_ATTR static T NAME(FN##_run)(const T *x, ptrdiff_t n, ptrdiff_t s)                   \
     {                                                                                        \
         if (n < NL) {                                                                        \
@@ -979,9 +982,9 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
             return best;                                                                     \
         }                                                                                    \
         unsigned nans;                                                                       \
-        NVEC a = NAME(FN##_fast)(x, n, s, &nans);                                            \
-        if (nans) a = NAME(FN##_exact)(x, n, s, &nans);                                      \
-        return NAME(lanes_extreme)(a, LARGEST);                                              \
+        const NVEC a = NAME(FN##_fast)(x, n, s, &nans);                                      \
+        if (nans == 0) return NAME(lanes_extreme)(a, LARGEST, 0);                            \
+        return NAME(lanes_extreme)(NAME(FN##_exact)(x, n, s, &nans), LARGEST, 1);            \
     }
 
 #define DEFINE_EXTREME_INDEX(FN, CMP)                                                        \
@@ -1199,9 +1202,11 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef ISA_ATTR
 #undef NAME
 #undef ABS_BITS
-#undef SPLIT
-#undef SUM_FOLD
-#undef EXTREME_FOLD
+#undef VEC_LANES
+#undef NATIVE_LANES
+#undef NATIVE_LANES_64
+#undef NATIVE_LANES_32
+#undef NATIVE_LANES_16
 #undef VABS
 #undef NABS
 #undef SAME
