@@ -932,19 +932,20 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
 #define NAN_BITS NO_NANS
 #endif
 
-/* The lane-wise extreme of x's n >= NL elements: 4 accumulators, starting from the last NL
- * elements so that no scalar tail is left (they overlap the whole vectors when NL does not
- * divide n, and an extreme may see an element twice). *nans: see NAN_BITS. */
+/* The lane-wise extreme of x's n >= NL elements: 4 accumulators (starting from the first
+ * vector, which the loop sees again), and no scalar tail: the last NL elements overlap the
+ * whole vectors when NL does not divide n, and an extreme may see an element twice.
+ * *nans: see NAN_BITS. */
 #define DEFINE_EXTREME_VECTORS(FN, INLINE, STEP, VX, NANS)                                   \
     ISA_ATTR static INLINE NVEC NAME(FN)(const T *x, ptrdiff_t n, ptrdiff_t s,               \
                                          unsigned *nans)                                     \
     {                                                                                        \
         const ptrdiff_t nv = n / NL;                                                         \
         NVEC v0 = {0}, v1 = {0}, v2 = {0}, v3 = {0};                                         \
-        NLOAD(v0, x + (n - NL) * s, 0, s);                                                   \
+        NLOAD(v0, x, 0, s);                                                                  \
         v0 = VX(v0);                                                                         \
-        unsigned seen = NANS(v0, v0);                                                        \
         NVEC a0 = v0, a1 = v0, a2 = v0, a3 = v0;                                             \
+        unsigned seen = 0;                                                                   \
         ptrdiff_t i = 0;                                                                     \
         for (; i + 4 <= nv; i += 4) {                                                        \
             NLOAD(v0, x, i, s);                                                              \
@@ -960,6 +961,12 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
             v0 = VX(v0);                                                                     \
             a0 = STEP(v0, a0);                                                               \
             seen |= NANS(v0, v0);                                                            \
+        }                                                                                    \
+        if (nv * NL < n) { /* the last NL elements (read last: the prefetcher runs forward) */ \
+            NLOAD(v1, x + (n - NL) * s, 0, s);                                               \
+            v1 = VX(v1);                                                                     \
+            a1 = STEP(v1, a1);                                                               \
+            seen |= NANS(v1, v1);                                                            \
         }                                                                                    \
         *nans = seen;                                                                        \
         return STEP(STEP(a3, a2), STEP(a1, a0));                                             \
