@@ -32,10 +32,6 @@ STAT_NAMES = ("allocated_bytes", "reserved_bytes", "requested_bytes", "allocatio
               "segment")
 
 
-def round_size(nbytes):
-    return max(ROUND, -(-nbytes // ROUND) * ROUND)
-
-
 class Block:
     """`size` bytes of device memory at `ptr` on device `index`, allocated on `stream` (a
     StreamHandle). `requested` is what the live storage asked for; `streams_used` the other
@@ -75,18 +71,15 @@ class DeviceCache:
     def handed_out(self, size, requested):
         """Count a block given to a storage (the hot path: written out, not through `add`)."""
         current, peak = self.current, self.peak
-        for name, amount in (("allocated_bytes", size), ("requested_bytes", requested),
-                             ("allocation", 1)):
-            value = current[name] = current[name] + amount
-            if value > peak[name]:
-                peak[name] = value
-
-    def given_back(self, size, requested):
-        """Uncount a block its storage let go (lowering a value never raises a peak)."""
-        current = self.current
-        current["allocated_bytes"] -= size
-        current["requested_bytes"] -= requested
-        current["allocation"] -= 1
+        value = current["allocated_bytes"] = current["allocated_bytes"] + size
+        if value > peak["allocated_bytes"]:
+            peak["allocated_bytes"] = value
+        value = current["requested_bytes"] = current["requested_bytes"] + requested
+        if value > peak["requested_bytes"]:
+            peak["requested_bytes"] = value
+        value = current["allocation"] = current["allocation"] + 1
+        if value > peak["allocation"]:
+            peak["allocation"] = value
 
     def cache(self, block):
         bisect.insort(self.free[block.stream], (block.size, block.ptr, block))
@@ -108,7 +101,7 @@ class Allocator:
     # --- allocation -----------------------------------------------------------------------
     def malloc(self, index, nbytes, stream):
         """A block of at least `nbytes` (> 0) on device `index` for use on `stream`."""
-        size = round_size(nbytes)
+        size = max(ROUND, -(-nbytes // ROUND) * ROUND)   # rounded up to ROUND bytes
         with self._lock:
             if self._returned or self._waiting_blocks:
                 self._take_back()
@@ -174,15 +167,18 @@ class Allocator:
 
     def _uncount(self, block):
         cache = self._devices[block.index]
-        cache.given_back(block.size, block.requested)
+        current = cache.current   # uncounted here (lowering a value never raises a peak)
+        current["allocated_bytes"] -= block.size
+        current["requested_bytes"] -= block.requested
+        current["allocation"] -= 1
         if block.streams_used:
             # Other streams may still be running kernels on it: wait for what they have queued.
             events = [self.driver.streams.marker(stream) for stream in block.streams_used]
             block.streams_used = set()
             cache.waiting.append((events, block))
             self._waiting_blocks += 1
-        else:
-            cache.cache(block)
+        else:   # cache.cache, written out
+            bisect.insort(cache.free[block.stream], (block.size, block.ptr, block))
 
     def _collect_waiting(self, cache):
         streams = self.driver.streams

@@ -45,6 +45,13 @@ class CUDAError(RuntimeError):
     """A CUDA driver call failed."""
 
 
+class _CurrentContext(threading.local):
+    """Per thread: the device whose context this driver made current (None: not known). A
+    class default, so reading it before the first `activate` on a thread is one attribute
+    lookup (every launch reads it)."""
+    index = None
+
+
 def _bindings_version():
     try:
         from cuda.bindings import __version__
@@ -73,7 +80,7 @@ class Driver:
         self._functions = {}    # (index, Program, name expression) -> CUfunction
         self._archs = {}        # index -> arch string for NVRTC
         self._lock = threading.RLock()
-        self._local = threading.local()   # .index: the device whose context we made current
+        self._local = _CurrentContext()   # .index: the device whose context we made current
         self._success = cu.CUresult.CUDA_SUCCESS
         self.streams = Streams(self)
         self.allocator = Allocator(self)
@@ -134,7 +141,7 @@ class Driver:
         our back (another CUDA library on the same thread) should call
         `reftorch.cuda.set_device`, which passes `force` and always makes the call."""
         local = self._local
-        if not force and getattr(local, "index", None) == index:
+        if not force and local.index == index:
             return
         ctx = self._contexts.get(index)
         if ctx is None:
@@ -195,7 +202,8 @@ class Driver:
 
     def stream(self, index):
         """The raw current stream of device `index` (with its context made current)."""
-        self.activate(index)
+        if self._local.index != index:   # `activate`'s own test, without its call
+            self.activate(index)
         return self.streams.current(index).raw
 
     # --- memory -----------------------------------------------------------------------------
@@ -296,7 +304,9 @@ class Driver:
         function = (self._functions.get((index, program, name_expression))
                     or self.function(index, program, name_expression))
         pointers = (ctypes.c_void_p * len(args))(*map(ctypes.addressof, args))
-        stream = self.stream(index)
+        if self._local.index != index:   # `stream` written out: every launch comes here
+            self.activate(index)
+        stream = self.streams.current(index).raw
         result = self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, stream,
                                         ctypes.addressof(pointers), 0)
         if result[0] != self._success:   # the call's name is only built for the error
@@ -458,6 +468,22 @@ class CUDAStorage(Storage):
         return self
 
 
+def new_storage(driver, index, device, size, dtype):
+    """A new storage of `size` elements on device `index` of a started driver (`device`: its
+    reftorch.device). What `CUDABackend.allocate` returns; kernels call it for their results
+    with an operand's driver, index and device, which proves the start and the index checks
+    done (it saves a small op ~10 Python calls)."""
+    nbytes = size * dtype.itemsize
+    block = (driver.allocator.malloc(index, nbytes, driver.streams.current(index)) if nbytes
+             else None)
+    return CUDAStorage(driver, index, block, size, dtype, device)
+
+
+def storage_like(storage, size, dtype):
+    """A new storage of `size` elements of `dtype` on the device of cuda `storage`."""
+    return new_storage(storage._driver, storage._index, storage.device, size, dtype)
+
+
 class CUDABackend(DeviceBackend):
     """The `cuda` device type. Lazy: the driver is started by the first call that needs it."""
 
@@ -563,13 +589,13 @@ class CUDABackend(DeviceBackend):
     # --- memory -----------------------------------------------------------------------------
     def allocate(self, size, dtype, device):
         driver = self._driver if self._initialized else self._init()
-        index = device.index
+        index = device._index
         if index is None:
             index = self.current_device()
-        driver.check_index(index)
-        nbytes = size * dtype.itemsize
-        block = driver.alloc(index, nbytes) if nbytes else None
-        return CUDAStorage(driver, index, block, size, dtype, self.device(index))
+        if not 0 <= index < driver.count:
+            driver.check_index(index)   # raises
+        return new_storage(driver, index, self._devices.get(index) or self.device(index),
+                           size, dtype)
 
     def scalar_operand(self, value, dtype, device, make):
         """A Python number operand as a device constant made once: `x * 0.5` in a loop
@@ -580,8 +606,11 @@ class CUDABackend(DeviceBackend):
         or made it require grad (a dispatch hook sees operands, and so could). The cache
         keeps SCALAR_CONSTANTS of them, oldest out first, and `empty_cache` drops them; while
         cached they count in `memory_allocated`, as PyTorch's cuBLAS workspaces do."""
-        index = device.index if device.index is not None else self.current_device()
-        key = (_exact(value), dtype, index, self._init().streams.current(index))
+        index = device._index
+        if index is None:
+            index = self.current_device()
+        driver = self._driver if self._initialized else self._init()
+        key = (_exact(value), dtype, index, driver.streams.current(index))
         found = self._constants.get(key)
         if found is not None:
             tensor, storage, version = found
