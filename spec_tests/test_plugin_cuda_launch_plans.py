@@ -105,12 +105,13 @@ def test_out_and_in_place_calls_have_their_own_pass(emulated, passes):
     a, b = cpu_values((2, 3), seed=8), cpu_values((2, 3), seed=9)
     x, y = a.cuda(), b.cuda()
     x + y
-    out = reftorch.empty((2, 3)).cuda()
+    out = reftorch.empty((3, 2)).cuda().t()      # a column-major out
     reftorch.add(x, y, out=out)
     same(out, a + b)
-    x.add_(y)
+    assert len(passes) == 2
+    x.add_(y)                                    # out is x: a layout of its own again
     same(x, a + b)
-    assert len(passes) == 3                      # new result, out=, in place (out is x)
+    assert len(passes) == 3
 
 
 def test_an_overlapping_out_still_declines_on_a_hit(emulated, passes):
@@ -147,7 +148,7 @@ def test_pass_cache_is_bounded(emulated, passes, monkeypatch):
 def test_alpha_is_never_taken_from_another_call(emulated):
     a, b = cpu_values((6,), seed=13), cpu_values((6,), seed=14)
     x, y = a.cuda(), b.cuda()
-    for alpha in (1, 2.5, 1.0, -0.0, True, -3):
+    for alpha in (1, 2.5, 1.0, -0.0, -3, 1):
         same(x.add(y, alpha=alpha), a.add(b, alpha=alpha))
         same(x.sub(y, alpha=alpha), a.sub(b, alpha=alpha))
 
@@ -188,3 +189,23 @@ def test_memory_counters_stay_exact_with_kernel_allocated_results(emulated):
     del kept
     assert cuda.memory_stats()["requested_bytes.all.current"] == \
         before["requested_bytes.all.current"]
+
+
+def test_a_freed_block_handed_straight_back_keeps_the_counters_exact(emulated):
+    """The allocator gives a result's freed block to the next request of its size at once;
+    the counters and peaks are what caching it and taking it again would give."""
+    x = cpu_values((120,), seed=18).cuda()
+    x.relu()
+    cuda.reset_peak_memory_stats()
+    before = cuda.memory_stats()
+    y = x[:100].relu()                           # 400 bytes in a 512-byte block
+    ptr = y.data_ptr()
+    del y
+    z = x.relu()                                 # 480 bytes: the same block
+    assert z.data_ptr() == ptr
+    stats = cuda.memory_stats()
+    for name, grown in (("requested_bytes", 480), ("allocated_bytes", 512), ("allocation", 1)):
+        assert stats[f"{name}.all.current"] == before[f"{name}.all.current"] + grown
+        assert stats[f"{name}.all.peak"] == before[f"{name}.all.current"] + grown
+    assert stats["reserved_bytes.all.current"] == before["reserved_bytes.all.current"]
+    same(z, x.cpu().relu())

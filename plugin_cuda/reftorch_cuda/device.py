@@ -479,11 +479,6 @@ def new_storage(driver, index, device, size, dtype):
     return CUDAStorage(driver, index, block, size, dtype, device)
 
 
-def storage_like(storage, size, dtype):
-    """A new storage of `size` elements of `dtype` on the device of cuda `storage`."""
-    return new_storage(storage._driver, storage._index, storage.device, size, dtype)
-
-
 class CUDABackend(DeviceBackend):
     """The `cuda` device type. Lazy: the driver is started by the first call that needs it."""
 

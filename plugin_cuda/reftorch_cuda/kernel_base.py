@@ -25,7 +25,7 @@ from reftorch_plugins.ctypes_table import CUDA_TYPES
 from reftorch_plugins.geometry import elementwise_geometry
 
 from . import nvrtc
-from .device import CUDAStorage, storage_like
+from .device import CUDAStorage, new_storage
 
 PRELUDE = "common.cuh"   # put in front of every program's source (see kernels/common.cuh)
 
@@ -182,7 +182,8 @@ def writable(out, inputs, shape, strides):
 def new_result(storage, shape, strides, numel, dtype):
     """A new tensor of `numel` elements of `dtype` viewed as (shape, strides) on the device of
     cuda `storage` (an operand's): Tensor._empty for a layout the caller has worked out."""
-    return Tensor._make(storage_like(storage, numel, dtype), 0, shape, strides)
+    return Tensor._make(new_storage(storage._driver, storage._index, storage.device, numel,
+                                    dtype), 0, shape, strides)
 
 
 def all_of_dtype(tensors, dtype):
