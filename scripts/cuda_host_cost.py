@@ -60,13 +60,13 @@ def operations():
     }
 
 
-def seconds_per_call(fn):
+def seconds_per_call(fn, calls=CALLS, repeats=REPEATS):
     best = float("inf")
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         start = time.thread_time()
-        for _ in range(CALLS):
+        for _ in range(calls):
             fn()
-        best = min(best, (time.thread_time() - start) / CALLS)
+        best = min(best, (time.thread_time() - start) / calls)
     return best
 
 
@@ -91,6 +91,27 @@ def count_calls(fn):
     return counts
 
 
+def count_opcodes(fn):
+    """Bytecode instructions one `fn()` executes in Python functions (a deterministic
+    measure of the Python work, next to the noisy clock)."""
+    count = 0
+
+    def trace(frame, event, arg):
+        nonlocal count
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            count += 1
+        return trace
+
+    fn()
+    sys.settrace(trace)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return count - 2   # the lambda's own call and return
+
+
 def bindings_launch_cost():
     """Seconds per cuda.bindings cuLaunchKernel call that fails at once (no context), or None
     when cuda.bindings.driver cannot be called here."""
@@ -110,6 +131,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", action="store_true", help="count Python calls per op")
     parser.add_argument("--profile", metavar="OP", help="cProfile one op (its label)")
+    parser.add_argument("--repeats", type=int, default=REPEATS,
+                        help="timed rounds per op, best kept (more: steadier on a busy machine)")
+    parser.add_argument("--round-calls", type=int, default=CALLS, help="calls per timed round")
     args = parser.parse_args()
 
     if "cuda" not in plugins.loaded():
@@ -134,12 +158,16 @@ def main():
         pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
         return
 
-    with_emulator = {name: seconds_per_call(fn) for name, fn in ops.items()}
+    def timed(fn):
+        return seconds_per_call(fn, args.round_calls, args.repeats)
+
+    with_emulator = {name: timed(fn) for name, fn in ops.items()}
     calls_emulated = {name: count_calls(fn) for name, fn in ops.items()} if args.calls else {}
     success = (EmulatedDriver.CUresult.CUDA_SUCCESS,)
     emulator.cuLaunchKernel = lambda *args: success
-    host_only = {name: seconds_per_call(fn) for name, fn in ops.items()}
+    host_only = {name: timed(fn) for name, fn in ops.items()}
     calls = {name: count_calls(fn) for name, fn in ops.items()} if args.calls else {}
+    opcodes = {name: count_opcodes(fn) for name, fn in ops.items()} if args.calls else {}
 
     print(f"{'op':14s} {'host-only':>10s} {'with-emulator':>14s}")
     for name in ops:
@@ -147,7 +175,8 @@ def main():
         if args.calls:
             print(f"{'':14s} calls (host-only): {dict(calls[name])}, "
                   f"total {sum(calls[name].values())}; with emulator "
-                  f"{sum(calls_emulated[name].values())}")
+                  f"{sum(calls_emulated[name].values())}; bytecodes (host-only) "
+                  f"{opcodes[name]}")
     print("cuda.bindings cuLaunchKernel:", bindings_launch_cost())
 
 
