@@ -209,3 +209,43 @@ def test_a_freed_block_handed_straight_back_keeps_the_counters_exact(emulated):
         assert stats[f"{name}.all.peak"] == before[f"{name}.all.current"] + grown
     assert stats["reserved_bytes.all.current"] == before["reserved_bytes.all.current"]
     same(z, x.cpu().relu())
+
+
+def test_param_buffer_layout_puts_the_addresses_after_the_slots():
+    from reftorch_cuda.device import ParamBuffer
+    buffer = ParamBuffer()
+    packer, slots = buffer.layout(1, 3, 1)      # geometry, out, a, b, alpha
+    assert packer.size == 8 * (5 + 3)
+    assert slots == (buffer.address + 40, buffer.address + 48, buffer.address + 56)
+    assert buffer.layout(1, 3, 1) is buffer.layout(1, 3, 1)
+    assert buffer.layout(2, 2, 0)[1] == (buffer.address + 32, buffer.address + 40)
+    with pytest.raises(ValueError, match="do not fit"):
+        buffer.layout(1, ParamBuffer.BYTES // 16, 0)
+
+
+def test_threads_launch_through_their_own_parameter_buffers(emulated):
+    """Each thread packs its launches' parameters into its own buffer: concurrent small ops
+    on four threads all compute their own operands' results."""
+    import threading
+    pairs = [(cpu_values((9,), seed=20 + i), cpu_values((9,), seed=40 + i)) for i in range(4)]
+    sums = [a.cuda().sum().cpu() for a, _ in pairs]   # the kernel's order, one thread
+    errors, buffers = [], set()
+
+    def work(a, b, total):
+        try:
+            x, y = a.cuda(), b.cuda()
+            for _ in range(50):
+                same(x + y, a + b)
+                same(x.sum(), total)
+            buffers.add(id(x._storage._driver._local.params))
+        except BaseException as exc:   # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(*pair, total))
+               for pair, total in zip(pairs, sums)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[0]
+    assert len(buffers) == 4

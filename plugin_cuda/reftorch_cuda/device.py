@@ -46,10 +46,39 @@ class CUDAError(RuntimeError):
 
 
 class _CurrentContext(threading.local):
-    """Per thread: the device whose context this driver made current (None: not known). A
-    class default, so reading it before the first `activate` on a thread is one attribute
-    lookup (every launch reads it)."""
+    """Per thread: the device whose context this driver made current (None: not known), and
+    the thread's ParamBuffer (None until its first launch_addresses). Class defaults, so
+    reading them before the first assignment on a thread is one attribute lookup (every
+    launch reads them)."""
     index = None
+    params = None
+
+
+class ParamBuffer:
+    """One thread's kernel-parameter scratch memory for `Driver.launch_addresses`: the slot
+    array cuLaunchKernel reads (one address per kernel parameter), then the 64-bit device
+    addresses that the pointer parameters' slots point at."""
+
+    BYTES = 1024
+
+    def __init__(self):
+        self.raw = ctypes.create_string_buffer(self.BYTES)
+        self.address = ctypes.addressof(self.raw)
+        self._layouts = {}
+
+    def layout(self, objects, addresses, extras):
+        """(struct packing the slots then the addresses, the pointer slots' own addresses)
+        for `objects` + `addresses` + `extras` parameters (counts); cached per count."""
+        key = (objects, addresses, extras)
+        found = self._layouts.get(key)
+        if found is None:
+            slots = objects + addresses + extras
+            if 8 * (slots + addresses) > self.BYTES:
+                raise ValueError(f"{slots} kernel parameters do not fit a ParamBuffer")
+            first = self.address + 8 * slots   # where the addresses themselves are written
+            found = self._layouts[key] = (struct.Struct(f"={slots + addresses}Q"),
+                                          tuple(first + 8 * i for i in range(addresses)))
+        return found
 
 
 def _bindings_version():
@@ -293,9 +322,32 @@ class Driver:
 
     def launch(self, index, program, name_expression, numel, args):
         """Run a grid-stride kernel over `numel` elements (1-D grid of BLOCK threads)."""
-        blocks = max(1, min((numel + BLOCK - 1) // BLOCK, MAX_BLOCKS))
-        self.launch_grid(index, program, name_expression, (blocks, 1, 1), (BLOCK, 1, 1), 0,
-                         args)
+        self.launch_grid(index, program, name_expression, elementwise_grid(numel),
+                         (BLOCK, 1, 1), 0, args)
+
+    def launch_addresses(self, index, program, name_expression, grid, block, objects,
+                         addresses, extras=()):
+        """launch_grid (no dynamic shared memory) for a kernel whose parameters are the ctypes
+        `objects`, then the device addresses `addresses` (ints: its pointer parameters),
+        then the ctypes `extras`. One struct call writes the slot array and the addresses
+        into this thread's ParamBuffer, where launch_grid makes a ctypes object per address
+        and one for the array (~1-2 us of a small op). cuLaunchKernel copies the parameters
+        before it returns, so the buffer is free again for the thread's next launch."""
+        function = (self._functions.get((index, program, name_expression))
+                    or self.function(index, program, name_expression))
+        local = self._local
+        if local.index != index:
+            self.activate(index)
+        stream = self.streams.current(index).raw
+        buffer = local.params
+        if buffer is None:
+            buffer = local.params = ParamBuffer()
+        packer, slots = buffer.layout(len(objects), len(addresses), len(extras))
+        packer.pack_into(buffer.raw, 0, *map(ctypes.addressof, objects), *slots,
+                         *map(ctypes.addressof, extras), *addresses)
+        result = self.cu.cuLaunchKernel(function, *grid, *block, 0, stream, buffer.address, 0)
+        if result[0] != self._success:
+            self.check(result, f"cuLaunchKernel({name_expression})")
 
     def launch_grid(self, index, program, name_expression, grid, block, shared_bytes, args):
         """Launch one kernel with an explicit configuration: `grid` and `block` are 3-tuples,
@@ -311,6 +363,12 @@ class Driver:
                                         ctypes.addressof(pointers), 0)
         if result[0] != self._success:   # the call's name is only built for the error
             self.check(result, f"cuLaunchKernel({name_expression})")
+
+
+def elementwise_grid(numel):
+    """The grid of a grid-stride kernel over `numel` elements: one BLOCK-thread block per
+    BLOCK elements, at most MAX_BLOCKS."""
+    return (max(1, min((numel + BLOCK - 1) // BLOCK, MAX_BLOCKS)), 1, 1)
 
 
 def check(cu, result, call):

@@ -25,7 +25,9 @@ from reftorch_plugins.ctypes_table import CUDA_TYPES
 from reftorch_plugins.geometry import elementwise_geometry
 
 from . import nvrtc
-from .device import CUDAStorage, new_storage
+from .device import BLOCK, CUDAStorage, elementwise_grid, new_storage
+
+ELEMENTWISE_BLOCK = (BLOCK, 1, 1)
 
 PRELUDE = "common.cuh"   # put in front of every program's source (see kernels/common.cuh)
 
@@ -129,14 +131,19 @@ def _geometry_struct(shape, operand_strides):
     return geometry_type(len(operand_strides)).from_buffer_copy(raw)
 
 
-def pointer(t):
-    """A tensor's device address as a kernel pointer argument (Tensor.data_ptr written out:
-    every launch makes one per operand)."""
+def address(t):
+    """A cuda tensor's device address (Tensor.data_ptr written out: every launch takes one
+    per operand)."""
     storage = t._storage
     block = storage._block
     if block is None:   # an empty storage
-        return ctypes.c_uint64(0)
-    return ctypes.c_uint64(block.ptr + t._offset * storage.dtype.itemsize)
+        return 0
+    return block.ptr + t._offset * storage.dtype.itemsize
+
+
+def pointer(t):
+    """A tensor's device address as a kernel pointer argument (a ctypes object)."""
+    return ctypes.c_uint64(address(t))
 
 
 # --- checks shared by the kernels -------------------------------------------------------------
@@ -247,8 +254,10 @@ def run_elementwise(program, expression, out, inputs, result_dtype, extra_args=(
         target = out
     if numel:
         storage = target._storage
-        args = (geometry, pointer(target), *map(pointer, inputs), *extra_args)
-        storage._driver.launch(storage._index, program, expression, numel, args)
+        storage._driver.launch_addresses(storage._index, program, expression,
+                                         elementwise_grid(numel), ELEMENTWISE_BLOCK,
+                                         (geometry,), (address(target), *map(address, inputs)),
+                                         extra_args)
     return target
 
 
@@ -310,3 +319,12 @@ def launch_blocks(program, expression, rows, t, args):
     storage = t._storage
     storage._driver.launch_grid(storage._index, program, expression, (min(rows, MAX_GRID), 1, 1),
                                 (block_threads(), 1, 1), 0, args)
+
+
+def launch_block_rows(program, expression, rows, t, objects, addresses):
+    """launch_blocks for a kernel whose parameters are the ctypes `objects`, then device
+    addresses (ints; see Driver.launch_addresses)."""
+    storage = t._storage
+    storage._driver.launch_addresses(storage._index, program, expression,
+                                     (min(rows, MAX_GRID), 1, 1), (block_threads(), 1, 1),
+                                     objects, addresses)

@@ -64,8 +64,9 @@ from reftorch.autograd.grad_mode import no_grad
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
-from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, INT_TYPES, Program, geometry_struct,
-                          launch_blocks, max_dims, new_result, on_one_cuda_device, pointer)
+from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, INT_TYPES, Program, address,
+                          geometry_struct, launch_block_rows, launch_blocks, max_dims,
+                          new_result, on_one_cuda_device, pointer)
 
 REDUCE_OPS = {"sum": "SumOp", "mean": "MeanOp", "amax": "AmaxOp", "amin": "AminOp",
               "max": "AmaxOp", "min": "AminOp"}
@@ -269,17 +270,18 @@ def _launch(kernels, t, result, geometries):
     outer, inner = geometries
     n, outputs = inner.numel, result.numel()
     if n <= CHUNK:
-        _launch_blocks(single, outputs, t, (outer, inner, pointer(result), pointer(t)))
+        launch_block_rows(PROGRAM_OF[single], single, outputs, t, (outer, inner),
+                          (address(result), address(t)))
         return
     chunks = _chunking(n)
     # the chunks' results, unrounded: in the computation type (float for the 16-bit types)
     partials = Tensor._empty((outputs * chunks,), _computation_dtype(t.dtype), t.device)
-    _launch_blocks(chunked, outputs * chunks, t,
-                  (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks),
-                   pointer(partials), pointer(t)))
-    _launch_blocks(combined, outputs, t, (outer, ctypes.c_int64(chunks),
-                                                 ctypes.c_int64(n), pointer(result),
-                                                 pointer(partials)))
+    launch_block_rows(PROGRAM_OF[chunked], chunked, outputs * chunks, t,
+                      (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks)),
+                      (address(partials), address(t)))
+    launch_block_rows(PROGRAM_OF[combined], combined, outputs, t,
+                      (outer, ctypes.c_int64(chunks), ctypes.c_int64(n)),
+                      (address(result), address(partials)))
 
 
 def _reduce(t, dims, keepdim, kernels, result_dtype):
