@@ -245,7 +245,7 @@ def run_elementwise(program, expression, out, inputs, result_dtype, extra_args=(
     plan = _PASSES.get(layout) or _plan_pass(layout, out, inputs)
     if plan is None:
         return NotImplemented
-    shape, result_strides, numel, geo_shape, strides, geometry = plan
+    shape, result_strides, numel, grid, geo_shape, strides, geometry = plan
     if out is None:
         target = new_result(inputs[0]._storage, shape, result_strides, numel, result_dtype)
     elif out.dtype is not result_dtype or not writable(out, inputs, geo_shape, strides):
@@ -254,8 +254,8 @@ def run_elementwise(program, expression, out, inputs, result_dtype, extra_args=(
         target = out
     if numel:
         storage = target._storage
-        storage._driver.launch_addresses(storage._index, program, expression,
-                                         elementwise_grid(numel), ELEMENTWISE_BLOCK,
+        storage._driver.launch_addresses(storage._index, program, expression, grid,
+                                         ELEMENTWISE_BLOCK,
                                          (geometry,), (address(target), *map(address, inputs)),
                                          extra_args)
     return target
@@ -269,10 +269,10 @@ def _plan_pass(layout, out, inputs):
     """What one elementwise pass over these operands' layouts needs, worked out once per
     `layout` (shapes and strides are all it depends on; working it out costs ~10 us of
     Python, the cached lookup well under one): (shape, strides of a new result, numel,
-    coalesced dims, coalesced strides per operand, Geometry struct). None when the pass
-    cannot run: `out` does not have the broadcast shape, or the geometry has too many dims.
-    Which storage `out` shares is not part of a layout: the caller checks it each call. The
-    tuples are shared between calls: they must not change."""
+    launch grid, coalesced dims, coalesced strides per operand, Geometry struct). None when
+    the pass cannot run: `out` does not have the broadcast shape, or the geometry has too
+    many dims. Which storage `out` shares is not part of a layout: the caller checks it each
+    call. The tuples are shared between calls: they must not change."""
     shape = inputs[0]._shape
     for t in inputs:
         if t._shape != shape:
@@ -284,7 +284,8 @@ def _plan_pass(layout, out, inputs):
     geo_shape, strides = elementwise_geometry(target, inputs)
     if len(geo_shape) > max_dims():
         return None
-    plan = (shape, target._strides, math.prod(shape), tuple(geo_shape),
+    numel = math.prod(shape)
+    plan = (shape, target._strides, numel, elementwise_grid(numel), tuple(geo_shape),
             tuple(map(tuple, strides)), geometry_struct(geo_shape, strides))
     if len(_PASSES) >= PASSES:
         _PASSES.clear()
