@@ -186,3 +186,24 @@ def test_hooks_see_every_dispatched_op():
     finally:
         remove()
     assert seen == ["mul", "neg"]
+
+
+@pytest.mark.parametrize("number", [True, 3, 2.5, 1 + 2j])
+@pytest.mark.parametrize("zero_dim", [False, True])
+def test_one_tensor_and_a_number_promote_as_result_type(number, zero_dim):
+    """apply's shortcut for one tensor and numbers no higher in kind than its dtype must give
+    result_type's answer for every dtype, under either default float dtype."""
+    from reftorch._promotion import result_dtype
+    previous = reftorch.get_default_dtype()
+    try:
+        for default in (reftorch.float32, reftorch.float64):
+            reftorch.set_default_dtype(default)
+            for dtype in (reftorch.bool, reftorch.uint8, reftorch.int8, reftorch.int32,
+                          reftorch.int64, reftorch.float16, reftorch.bfloat16, reftorch.float32,
+                          reftorch.float64, reftorch.complex64):
+                t = reftorch.zeros(() if zero_dim else (2,), dtype=dtype)
+                expected = result_dtype((t, number))
+                assert reftorch.mul(t, number).dtype is expected, (dtype, default)
+                assert (number * t).dtype is expected, (dtype, default)
+    finally:
+        reftorch.set_default_dtype(previous)

@@ -45,6 +45,42 @@ class CUDAError(RuntimeError):
     """A CUDA driver call failed."""
 
 
+class _CurrentContext(threading.local):
+    """Per thread: the device whose context this driver made current (None: not known), and
+    the thread's ParamBuffer (None until its first launch_addresses). Class defaults, so
+    reading them before the first assignment on a thread is one attribute lookup (every
+    launch reads them)."""
+    index = None
+    params = None
+
+
+class ParamBuffer:
+    """One thread's kernel-parameter scratch memory for `Driver.launch_addresses`: the slot
+    array cuLaunchKernel reads (one address per kernel parameter), then the 64-bit device
+    addresses that the pointer parameters' slots point at."""
+
+    BYTES = 1024
+
+    def __init__(self):
+        self.raw = ctypes.create_string_buffer(self.BYTES)
+        self.address = ctypes.addressof(self.raw)
+        self._layouts = {}
+
+    def layout(self, objects, addresses, extras):
+        """(struct packing the slots then the addresses, the pointer slots' own addresses)
+        for `objects` + `addresses` + `extras` parameters (counts); cached per count."""
+        key = (objects, addresses, extras)
+        found = self._layouts.get(key)
+        if found is None:
+            slots = objects + addresses + extras
+            if 8 * (slots + addresses) > self.BYTES:
+                raise ValueError(f"{slots} kernel parameters do not fit a ParamBuffer")
+            first = self.address + 8 * slots   # where the addresses themselves are written
+            found = self._layouts[key] = (struct.Struct(f"={slots + addresses}Q"),
+                                          tuple(first + 8 * i for i in range(addresses)))
+        return found
+
+
 def _bindings_version():
     try:
         from cuda.bindings import __version__
@@ -73,7 +109,7 @@ class Driver:
         self._functions = {}    # (index, Program, name expression) -> CUfunction
         self._archs = {}        # index -> arch string for NVRTC
         self._lock = threading.RLock()
-        self._local = threading.local()   # .index: the device whose context we made current
+        self._local = _CurrentContext()   # .index: the device whose context we made current
         self._success = cu.CUresult.CUDA_SUCCESS
         self.streams = Streams(self)
         self.allocator = Allocator(self)
@@ -134,7 +170,7 @@ class Driver:
         our back (another CUDA library on the same thread) should call
         `reftorch.cuda.set_device`, which passes `force` and always makes the call."""
         local = self._local
-        if not force and getattr(local, "index", None) == index:
+        if not force and local.index == index:
             return
         ctx = self._contexts.get(index)
         if ctx is None:
@@ -195,7 +231,8 @@ class Driver:
 
     def stream(self, index):
         """The raw current stream of device `index` (with its context made current)."""
-        self.activate(index)
+        if self._local.index != index:   # `activate`'s own test, without its call
+            self.activate(index)
         return self.streams.current(index).raw
 
     # --- memory -----------------------------------------------------------------------------
@@ -285,9 +322,32 @@ class Driver:
 
     def launch(self, index, program, name_expression, numel, args):
         """Run a grid-stride kernel over `numel` elements (1-D grid of BLOCK threads)."""
-        blocks = max(1, min((numel + BLOCK - 1) // BLOCK, MAX_BLOCKS))
-        self.launch_grid(index, program, name_expression, (blocks, 1, 1), (BLOCK, 1, 1), 0,
-                         args)
+        self.launch_grid(index, program, name_expression, elementwise_grid(numel),
+                         (BLOCK, 1, 1), 0, args)
+
+    def launch_addresses(self, index, program, name_expression, grid, block, objects,
+                         addresses, extras=()):
+        """launch_grid (no dynamic shared memory) for a kernel whose parameters are the ctypes
+        `objects`, then the device addresses `addresses` (ints: its pointer parameters),
+        then the ctypes `extras`. One struct call writes the slot array and the addresses
+        into this thread's ParamBuffer, where launch_grid makes a ctypes object per address
+        and one for the array (~1-2 us of a small op). cuLaunchKernel copies the parameters
+        before it returns, so the buffer is free again for the thread's next launch."""
+        function = (self._functions.get((index, program, name_expression))
+                    or self.function(index, program, name_expression))
+        local = self._local
+        if local.index != index:
+            self.activate(index)
+        stream = self.streams.current(index).raw
+        buffer = local.params
+        if buffer is None:
+            buffer = local.params = ParamBuffer()
+        packer, slots = buffer.layout(len(objects), len(addresses), len(extras))
+        packer.pack_into(buffer.raw, 0, *map(ctypes.addressof, objects), *slots,
+                         *map(ctypes.addressof, extras), *addresses)
+        result = self.cu.cuLaunchKernel(function, *grid, *block, 0, stream, buffer.address, 0)
+        if result[0] != self._success:
+            self.check(result, f"cuLaunchKernel({name_expression})")
 
     def launch_grid(self, index, program, name_expression, grid, block, shared_bytes, args):
         """Launch one kernel with an explicit configuration: `grid` and `block` are 3-tuples,
@@ -296,11 +356,19 @@ class Driver:
         function = (self._functions.get((index, program, name_expression))
                     or self.function(index, program, name_expression))
         pointers = (ctypes.c_void_p * len(args))(*map(ctypes.addressof, args))
-        stream = self.stream(index)
+        if self._local.index != index:   # `stream` written out: every launch comes here
+            self.activate(index)
+        stream = self.streams.current(index).raw
         result = self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, stream,
                                         ctypes.addressof(pointers), 0)
         if result[0] != self._success:   # the call's name is only built for the error
             self.check(result, f"cuLaunchKernel({name_expression})")
+
+
+def elementwise_grid(numel):
+    """The grid of a grid-stride kernel over `numel` elements: one BLOCK-thread block per
+    BLOCK elements, at most MAX_BLOCKS."""
+    return (max(1, min((numel + BLOCK - 1) // BLOCK, MAX_BLOCKS)), 1, 1)
 
 
 def check(cu, result, call):
@@ -458,6 +526,17 @@ class CUDAStorage(Storage):
         return self
 
 
+def new_storage(driver, index, device, size, dtype):
+    """A new storage of `size` elements on device `index` of a started driver (`device`: its
+    reftorch.device). What `CUDABackend.allocate` returns; kernels call it for their results
+    with an operand's driver, index and device, which proves the start and the index checks
+    done (it saves a small op ~10 Python calls)."""
+    nbytes = size * dtype.itemsize
+    block = (driver.allocator.malloc(index, nbytes, driver.streams.current(index)) if nbytes
+             else None)
+    return CUDAStorage(driver, index, block, size, dtype, device)
+
+
 class CUDABackend(DeviceBackend):
     """The `cuda` device type. Lazy: the driver is started by the first call that needs it."""
 
@@ -563,13 +642,13 @@ class CUDABackend(DeviceBackend):
     # --- memory -----------------------------------------------------------------------------
     def allocate(self, size, dtype, device):
         driver = self._driver if self._initialized else self._init()
-        index = device.index
+        index = device._index
         if index is None:
             index = self.current_device()
-        driver.check_index(index)
-        nbytes = size * dtype.itemsize
-        block = driver.alloc(index, nbytes) if nbytes else None
-        return CUDAStorage(driver, index, block, size, dtype, self.device(index))
+        if not 0 <= index < driver.count:
+            driver.check_index(index)   # raises
+        return new_storage(driver, index, self._devices.get(index) or self.device(index),
+                           size, dtype)
 
     def scalar_operand(self, value, dtype, device, make):
         """A Python number operand as a device constant made once: `x * 0.5` in a loop
@@ -580,8 +659,11 @@ class CUDABackend(DeviceBackend):
         or made it require grad (a dispatch hook sees operands, and so could). The cache
         keeps SCALAR_CONSTANTS of them, oldest out first, and `empty_cache` drops them; while
         cached they count in `memory_allocated`, as PyTorch's cuBLAS workspaces do."""
-        index = device.index if device.index is not None else self.current_device()
-        key = (_exact(value), dtype, index, self._init().streams.current(index))
+        index = device._index
+        if index is None:
+            index = self.current_device()
+        driver = self._driver if self._initialized else self._init()
+        key = (_exact(value), dtype, index, driver.streams.current(index))
         found = self._constants.get(key)
         if found is not None:
             tensor, storage, version = found

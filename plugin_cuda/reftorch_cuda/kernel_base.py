@@ -18,14 +18,16 @@ from dataclasses import dataclass
 from importlib import resources
 
 from reftorch import _dtype as D
-from reftorch._ops.copy import empty_like_layout
 from reftorch._promotion import broadcast_shapes
+from reftorch._shape import contiguous_strides, is_dense
 from reftorch._tensor import Tensor
 from reftorch_plugins.ctypes_table import CUDA_TYPES
 from reftorch_plugins.geometry import elementwise_geometry
 
 from . import nvrtc
-from .device import CUDAStorage
+from .device import BLOCK, CUDAStorage, elementwise_grid, new_storage
+
+ELEMENTWISE_BLOCK = (BLOCK, 1, 1)
 
 PRELUDE = "common.cuh"   # put in front of every program's source (see kernels/common.cuh)
 
@@ -129,12 +131,19 @@ def _geometry_struct(shape, operand_strides):
     return geometry_type(len(operand_strides)).from_buffer_copy(raw)
 
 
-def pointer(t):
-    """A tensor's device address as a kernel pointer argument (Tensor.data_ptr written out:
-    every launch makes one per operand)."""
+def address(t):
+    """A cuda tensor's device address (Tensor.data_ptr written out: every launch takes one
+    per operand)."""
     storage = t._storage
-    base = storage.data_ptr()
-    return ctypes.c_uint64(base + t._offset * storage.dtype.itemsize if base else 0)
+    block = storage._block
+    if block is None:   # an empty storage
+        return 0
+    return block.ptr + t._offset * storage.dtype.itemsize
+
+
+def pointer(t):
+    """A tensor's device address as a kernel pointer argument (a ctypes object)."""
+    return ctypes.c_uint64(address(t))
 
 
 # --- checks shared by the kernels -------------------------------------------------------------
@@ -162,30 +171,33 @@ def writable(out, inputs, shape, strides):
     """Whether one elementwise pass may write `out` while reading `inputs`: out has no two
     elements at one address, and each input is either out itself (same elements, same order)
     or memory out does not touch."""
-    if any(stride == 0 and size > 1 for size, stride in zip(shape, strides[0])):
-        return False
-    first, last = _span(out)
+    for size, stride in zip(shape, strides[0]):
+        if stride == 0 and size > 1:
+            return False
     for t, t_strides in zip(inputs, strides[1:]):
         if t._storage is not out._storage:
             continue
         if t._offset == out._offset and t_strides == strides[0]:
             continue
+        first, last = _span(out)
         t_first, t_last = _span(t)
         if t_first <= last and first <= t_last:
             return False
     return True
 
 
-def new_output(inputs, shape, dtype):
-    """A new result tensor; it keeps the layout of an input of the full shape when dense."""
-    for t in inputs:
-        if t._shape == shape:
-            return empty_like_layout(t, dtype=dtype)
-    return Tensor._empty(shape, dtype, inputs[0].device)
+def new_result(storage, shape, strides, numel, dtype):
+    """A new tensor of `numel` elements of `dtype` viewed as (shape, strides) on the device of
+    cuda `storage` (an operand's): Tensor._empty for a layout the caller has worked out."""
+    return Tensor._make(new_storage(storage._driver, storage._index, storage.device, numel,
+                                    dtype), 0, shape, strides)
 
 
 def all_of_dtype(tensors, dtype):
-    return all(t.dtype is dtype for t in tensors)
+    for t in tensors:
+        if t._storage.dtype is not dtype:
+            return False
+    return True
 
 
 HALF_TYPES = ("float16", "bfloat16")
@@ -226,47 +238,78 @@ def run_elementwise(program, expression, out, inputs, result_dtype, extra_args=(
     many dims, or `out` cannot be written in one pass. Dtypes are the caller's to check."""
     if not on_one_cuda_device(inputs if out is None else (*inputs, out)):
         return NotImplemented
+    layout = [None if out is None else (out._shape, out._strides)]
+    for t in inputs:
+        layout += (t._shape, t._strides)
+    layout = tuple(layout)
+    plan = _PASSES.get(layout) or _plan_pass(layout, out, inputs)
+    if plan is None:
+        return NotImplemented
+    shape, result_strides, numel, grid, geo_shape, strides, geometry = plan
+    if out is None:
+        target = new_result(inputs[0]._storage, shape, result_strides, numel, result_dtype)
+    elif out.dtype is not result_dtype or not writable(out, inputs, geo_shape, strides):
+        return NotImplemented
+    else:
+        target = out
+    if numel:
+        storage = target._storage
+        storage._driver.launch_addresses(storage._index, program, expression, grid,
+                                         ELEMENTWISE_BLOCK,
+                                         (geometry,), (address(target), *map(address, inputs)),
+                                         extra_args)
+    return target
+
+
+_PASSES = {}     # layout (out's and the inputs' shapes and strides) -> _plan_pass's plan
+PASSES = 4096    # bound: cleared when full (a loop repeats a few layouts)
+
+
+def _plan_pass(layout, out, inputs):
+    """What one elementwise pass over these operands' layouts needs, worked out once per
+    `layout` (shapes and strides are all it depends on; working it out costs ~10 us of
+    Python, the cached lookup well under one): (shape, strides of a new result, numel,
+    launch grid, coalesced dims, coalesced strides per operand, Geometry struct). None when
+    the pass cannot run: `out` does not have the broadcast shape, or the geometry has too
+    many dims. Which storage `out` shares is not part of a layout: the caller checks it each
+    call. The tuples are shared between calls: they must not change."""
     shape = inputs[0]._shape
     for t in inputs:
         if t._shape != shape:
             shape = broadcast_shapes(*(t._shape for t in inputs))
             break
-    if out is not None and (out._shape != shape or out.dtype is not result_dtype):
-        return NotImplemented
-    target = out if out is not None else new_output(inputs, shape, result_dtype)
-    geo_shape, strides, geometry = launch_geometry(target, inputs)
-    if geometry is None:
-        return NotImplemented
-    if out is not None and not writable(out, inputs, geo_shape, strides):
-        return NotImplemented
-    numel = target.numel()
-    if numel:
-        storage = target._storage
-        args = (geometry, pointer(target), *map(pointer, inputs), *extra_args)
-        storage._driver.launch(storage._index, program, expression, numel, args)
-    return target
+    if out is not None and out._shape != shape:
+        return None
+    target = out if out is not None else _layout_of(inputs, shape)
+    geo_shape, strides = elementwise_geometry(target, inputs)
+    if len(geo_shape) > max_dims():
+        return None
+    numel = math.prod(shape)
+    plan = (shape, target._strides, numel, elementwise_grid(numel), tuple(geo_shape),
+            tuple(map(tuple, strides)), geometry_struct(geo_shape, strides))
+    if len(_PASSES) >= PASSES:
+        _PASSES.clear()
+    _PASSES[layout] = plan
+    return plan
 
 
-_LAUNCH_GEOMETRIES = {}     # (shapes and strides of out and inputs) -> launch_geometry
-LAUNCH_GEOMETRIES = 4096    # bound: cleared when full (a loop repeats a few geometries)
+def _layout_of(inputs, shape):
+    """The layout (shape and strides only) of a new result: the first input of the full
+    shape's strides when they are dense (as empty_like_layout keeps them), else
+    contiguous."""
+    for t in inputs:
+        if t._shape == shape:
+            strides = contiguous_strides(shape)
+            if t._strides != strides and is_dense(shape, t._strides):
+                strides = t._strides
+            return _Layout(shape, strides)
+    return _Layout(shape, contiguous_strides(shape))
 
 
-def launch_geometry(target, inputs):
-    """(dims, strides per operand, Geometry struct or None when there are more dims than the
-    kernels hold) of one elementwise pass writing `target`: elementwise_geometry and
-    geometry_struct, cached by the operands' shapes and strides, which is all they depend
-    on (the two cost ~8 us of Python per launch; the lookup well under one). The dims and
-    strides come back as tuples: shared between calls, they must not change."""
-    key = (target._shape, target._strides, *[(t._shape, t._strides) for t in inputs])
-    found = _LAUNCH_GEOMETRIES.get(key)
-    if found is None:
-        shape, strides = elementwise_geometry(target, inputs)
-        geometry = geometry_struct(shape, strides) if len(shape) <= max_dims() else None
-        found = (tuple(shape), tuple(map(tuple, strides)), geometry)
-        if len(_LAUNCH_GEOMETRIES) >= LAUNCH_GEOMETRIES:
-            _LAUNCH_GEOMETRIES.clear()
-        _LAUNCH_GEOMETRIES[key] = found
-    return found
+@dataclass(frozen=True)
+class _Layout:
+    _shape: tuple
+    _strides: tuple
 
 
 MAX_GRID = 1 << 20  # row and reduction kernels' blocks loop over the rows beyond this
@@ -277,3 +320,12 @@ def launch_blocks(program, expression, rows, t, args):
     storage = t._storage
     storage._driver.launch_grid(storage._index, program, expression, (min(rows, MAX_GRID), 1, 1),
                                 (block_threads(), 1, 1), 0, args)
+
+
+def launch_block_rows(program, expression, rows, t, objects, addresses):
+    """launch_blocks for a kernel whose parameters are the ctypes `objects`, then device
+    addresses (ints; see Driver.launch_addresses)."""
+    storage = t._storage
+    storage._driver.launch_addresses(storage._index, program, expression,
+                                     (min(rows, MAX_GRID), 1, 1), (block_threads(), 1, 1),
+                                     objects, addresses)

@@ -67,26 +67,44 @@ def binary_kernel(op_name):
     """The dispatcher kernel for add/sub/mul/div on float tensors of one dtype (a 16-bit op
     may also take a float32 scalar operand, see operand_types)."""
     takes_alpha = op_name in ("add", "sub")
+    # (dtypes, operand dtypes) -> the instantiation, or None to decline: the checks below
+    # depend on nothing else, and cost more Python than the lookup. Bounded by the number of
+    # dtype combinations.
+    expressions = {}
 
     def kernel(out, inputs, dtypes, params):
-        common, _computation, result = dtypes
-        if len(inputs) != 2 or common.name not in FLOAT_TYPES or result is not common:
+        if len(inputs) != 2:
             return NotImplemented
-        types = operand_types(inputs, dtypes)
-        expression = types and binary_expression(op_name, common.name, types)
-        if not ELEMENTWISE.has(expression):
+        key = (*dtypes, inputs[0]._storage.dtype, inputs[1]._storage.dtype)
+        expression = expressions.get(key, False)
+        if expression is False:
+            expression = expressions[key] = _binary_instantiation(op_name, inputs, dtypes)
+        if expression is None:
             return NotImplemented
         if op_name == "div" and params.get("rounding_mode") is not None:
             return NotImplemented
         alpha = params.get("alpha", 1) if takes_alpha else 1
         if isinstance(alpha, complex):
             return NotImplemented
-        return run_elementwise(ELEMENTWISE, expression, out, inputs, result,
-                               (ctypes.c_double(float(alpha)),))
+        return run_elementwise(ELEMENTWISE, expression, out, inputs, dtypes[2],
+                               (ONE if alpha == 1 else ctypes.c_double(float(alpha)),))
 
     kernel.__name__ = f"cuda_{op_name}"
     kernel.__qualname__ = kernel.__name__
     return kernel
+
+
+ONE = ctypes.c_double(1.0)   # the usual alpha: one object serves every launch (read-only)
+
+
+def _binary_instantiation(op_name, inputs, dtypes):
+    """The ELEMENTWISE instantiation for add/sub/mul/div of these two inputs, or None."""
+    common, _computation, result = dtypes
+    if common.name not in FLOAT_TYPES or result is not common:
+        return None
+    types = operand_types(inputs, dtypes)
+    expression = types and binary_expression(op_name, common.name, types)
+    return expression if ELEMENTWISE.has(expression) else None
 
 
 def copy_kernel(out, inputs, dtypes, params):

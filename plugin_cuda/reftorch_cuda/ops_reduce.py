@@ -64,8 +64,9 @@ from reftorch.autograd.grad_mode import no_grad
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
-from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, INT_TYPES, Program, geometry_struct,
-                          launch_blocks, max_dims, on_one_cuda_device, pointer)
+from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, INT_TYPES, Program, address,
+                          geometry_struct, launch_block_rows, launch_blocks, max_dims,
+                          new_result, on_one_cuda_device, pointer)
 
 REDUCE_OPS = {"sum": "SumOp", "mean": "MeanOp", "amax": "AmaxOp", "amin": "AminOp",
               "max": "AmaxOp", "min": "AminOp"}
@@ -85,6 +86,7 @@ def reduce_expression(op_struct, dtype_name, kernel="reduce_kernel"):
     return f"{kernel}<{FLOAT_TYPES[dtype_name]}, {op_struct}>"
 
 
+@functools.lru_cache(maxsize=None)   # bounded: op structs x dtypes
 def float_kernels(op_struct, dtype_name):
     """(one-launch, chunks, partials) kernels of a float reduction."""
     return (reduce_expression(op_struct, dtype_name),
@@ -227,14 +229,16 @@ def _geometries(shape, strides, out_strides, kept, reduced, keepdim):
 
 @functools.lru_cache(maxsize=4096)
 def _plan(shape, strides, dims, keepdim):
-    """(result shape, (outer, inner) geometries) of a reduction into a new contiguous
-    result, or None. Cached by the input's shape and strides, the dims and keepdim: a
-    training loop reduces the same few geometries again and again, and a launch copies the
-    structs' bytes, so one object serves every launch."""
+    """(result shape, its contiguous strides, its numel, (outer, inner) geometries) of a
+    reduction into a new contiguous result, or None. Cached by the input's shape and
+    strides, the dims and keepdim: a training loop reduces the same few geometries again and
+    again, and a launch copies the structs' bytes, so one object serves every launch."""
     out_shape, kept, reduced = _split(shape, dims, keepdim)
-    geometries = _geometries(shape, strides, contiguous_strides(out_shape), kept, reduced,
-                             keepdim)
-    return None if geometries is None else (out_shape, geometries)
+    out_strides = contiguous_strides(out_shape)
+    geometries = _geometries(shape, strides, out_strides, kept, reduced, keepdim)
+    if geometries is None:
+        return None
+    return out_shape, out_strides, math.prod(out_shape), geometries
 
 
 def _one_input(out, inputs, dtypes):
@@ -242,7 +246,7 @@ def _one_input(out, inputs, dtypes):
     if out is not None or len(inputs) != 1:
         return None
     t = inputs[0]
-    if t.dtype not in dtypes or not on_one_cuda_device((t,)):
+    if t._storage.dtype not in dtypes or not on_one_cuda_device((t,)):
         return None
     return t
 
@@ -252,8 +256,8 @@ def _prepare(t, dims, keepdim, result_dtype):
     plan = _plan(t._shape, t._strides, None if dims is None else tuple(dims), keepdim)
     if plan is None:
         return None
-    shape, geometries = plan
-    return Tensor._empty(shape, result_dtype, t.device), geometries
+    shape, strides, numel, geometries = plan
+    return new_result(t._storage, shape, strides, numel, result_dtype), geometries
 
 
 def _chunking(n):
@@ -266,17 +270,18 @@ def _launch(kernels, t, result, geometries):
     outer, inner = geometries
     n, outputs = inner.numel, result.numel()
     if n <= CHUNK:
-        _launch_blocks(single, outputs, t, (outer, inner, pointer(result), pointer(t)))
+        launch_block_rows(PROGRAM_OF[single], single, outputs, t, (outer, inner),
+                          (address(result), address(t)))
         return
     chunks = _chunking(n)
     # the chunks' results, unrounded: in the computation type (float for the 16-bit types)
     partials = Tensor._empty((outputs * chunks,), _computation_dtype(t.dtype), t.device)
-    _launch_blocks(chunked, outputs * chunks, t,
-                  (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks),
-                   pointer(partials), pointer(t)))
-    _launch_blocks(combined, outputs, t, (outer, ctypes.c_int64(chunks),
-                                                 ctypes.c_int64(n), pointer(result),
-                                                 pointer(partials)))
+    launch_block_rows(PROGRAM_OF[chunked], chunked, outputs * chunks, t,
+                      (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks)),
+                      (address(partials), address(t)))
+    launch_block_rows(PROGRAM_OF[combined], combined, outputs, t,
+                      (outer, ctypes.c_int64(chunks), ctypes.c_int64(n)),
+                      (address(result), address(partials)))
 
 
 def _reduce(t, dims, keepdim, kernels, result_dtype):
@@ -294,10 +299,13 @@ def _reduce(t, dims, keepdim, kernels, result_dtype):
 def reduce_kernel(op_name):
     def kernel(out, inputs, dtypes, params):
         t = _one_input(out, inputs, FLOAT_DTYPES)
-        if t is None or params.get("dtype", t.dtype) is not t.dtype:
+        if t is None:
+            return NotImplemented
+        dtype = t._storage.dtype
+        if params.get("dtype", dtype) is not dtype:
             return NotImplemented
         return _reduce(t, params.get("dim"), bool(params.get("keepdim", False)),
-                       float_kernels(REDUCE_OPS[op_name], t.dtype.name), t.dtype)
+                       float_kernels(REDUCE_OPS[op_name], dtype.name), dtype)
     kernel.__name__ = kernel.__qualname__ = f"cuda_{op_name}"
     return kernel
 

@@ -56,6 +56,12 @@ class EventHandle:
         self._finalizer.atexit = False
 
 
+class _CurrentStreams(threading.local):
+    """Per thread: {device index: current StreamHandle}, or None before the first set_current
+    (a class default: reading it is one attribute lookup, and every launch reads it)."""
+    current = None
+
+
 class Streams:
     """The stream and event calls of one started `Driver`."""
 
@@ -63,7 +69,7 @@ class Streams:
         self.driver = driver
         self.cu = driver.cu
         self._defaults = {}                 # index -> StreamHandle of the NULL stream
-        self._local = threading.local()     # .current: {index: StreamHandle}, per thread
+        self._local = _CurrentStreams()     # .current: {index: StreamHandle}, per thread
         self._keep = []                     # (EventHandle, object) alive until the event
         self._markers = collections.defaultdict(list)   # index -> completed marker events
         self._doomed = collections.deque()  # (driver call, index, raw) of dead handles
@@ -78,14 +84,14 @@ class Streams:
         return found
 
     def _current_table(self):
-        table = getattr(self._local, "current", None)
+        table = self._local.current
         if table is None:
             table = self._local.current = {}
         return table
 
     def current(self, index):
         """This thread's current stream on device `index` (the default stream unless set)."""
-        table = getattr(self._local, "current", None)
+        table = self._local.current
         found = table.get(index) if table else None
         if found is None:
             found = self._defaults.get(index) or self.default(index)

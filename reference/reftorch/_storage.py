@@ -179,7 +179,7 @@ def register_backend(backend):
 
 
 def backend_for(dev):
-    backend = _BACKENDS.get(dev.type)
+    backend = _BACKENDS.get(dev._type)
     if backend is None:
         raise RuntimeError(
             f"no backend is registered for device type '{dev.type}': install and load the "

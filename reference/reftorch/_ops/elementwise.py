@@ -179,7 +179,8 @@ def apply(op, operands, out=None, inplace=False, params=None):
             tensors.append(x)
         else:
             uniform = False
-    if not uniform:
+    # One tensor and numbers of no higher kind: its dtype and device stand (_numbers_within).
+    if not uniform and not (len(tensors) == 1 and _numbers_within(operands, common.category)):
         common = result_dtype(operands)
         device = _common_device(tensors)
     if op.dtypes is not None:
@@ -223,6 +224,24 @@ def apply(op, operands, out=None, inplace=False, params=None):
     return result
 
 
+# The category a Python number stands for in promotion (see _promotion.scalar_dtype).
+_NUMBER_CATEGORY = {bool: D.Category.BOOL, int: D.Category.INTEGER,
+                    float: D.Category.FLOATING, complex: D.Category.COMPLEX}
+
+
+def _numbers_within(operands, category):
+    """Whether every number among `operands` is of `category` or a lower one. With a single
+    tensor, such numbers change neither the result dtype nor the device (x * 0.5 on a float
+    tensor, i.add_(1) on an integer one): apply keeps the tensor's, as result_dtype and
+    _common_device would decide with ~15 more Python calls."""
+    for x in operands:
+        if not isinstance(x, Tensor):
+            found = _NUMBER_CATEGORY.get(type(x))
+            if found is None or found > category:
+                return False
+    return True
+
+
 _DTYPES_CACHE = {}
 
 
@@ -242,7 +261,7 @@ def _cache_dtypes(common, kind, cache=None):
 def _move_operand(x, compute, device):
     if isinstance(x, Tensor):
         return x.to(device)
-    if device is CPU or device.type == "cpu":
+    if device is CPU or device._type == "cpu":
         return scalar_tensor(x, compute, device)
     # The operand only goes to the kernel, which reads it: a device backend may hand out a
     # constant it made before for the same number (see DeviceBackend.scalar_operand).

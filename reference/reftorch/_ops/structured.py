@@ -75,7 +75,7 @@ def run(op, inputs, params=None, out=None, dtype=None):
         raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
                            f"automatic differentiation, but one of the arguments requires "
                            f"grad.")
-    result = _dispatch.call(op, None, tuple(inputs), (key, key, key), params, device.type)
+    result = _dispatch.call(op, None, tuple(inputs), (key, key, key), params, device._type)
     if out is not None:
         return write_out(out, result)
     return record(op.name, inputs, result, params)
