@@ -590,14 +590,13 @@ def layer_norm(driver, match, grid, block, shared, params):
     # (rows, n, out_step, x_step, weight_step, bias_step, eps, out, mean, rstd, x, weight, bias)
     p = slots(params, 13)
     shape, (out_strides, x_strides) = geometry(p[0], 2)
-    n, out_step, x_step, w_step, b_step = (int64(p[k])
-                                           for k in range(1, 6))
+    n, out_step, x_step, w_step, b_step = (int64(p[k]) for k in range(1, 6))
     storage = STORAGE[match.group(1)]
     c = compute_type(storage)
     eps = c(double(p[6]))
     out = driver.view(pointer(p[7]), storage, shape + (n,), out_strides + (out_step,))
-    mean_out, rstd_out = (driver.view(pointer(p[k]), storage, shape, tuple(
-        int(np.prod(shape[d + 1:])) for d in range(len(shape)))) for k in (8, 9))
+    mean_out, rstd_out = (driver.view(pointer(p[k]), storage, shape, dense_strides(shape))
+                          for k in (8, 9))
     x = driver.view(pointer(p[10]), storage, shape + (n,), x_strides + (x_step,)).astype(c)
     with np.errstate(all="ignore"):
         mean = _block_reduce(x, c(0), np.add)[..., None] / c(n)

@@ -319,11 +319,7 @@ def test_fresh_process_imports_silently_and_reports_no_gpu(no_gpu):
             " reftorch.cuda.device_count(), plugins.failed())\n"
             "try:\n    reftorch.empty(2, device='cuda')\n"
             "except RuntimeError as e:\n    print('RuntimeError:', e)\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=_subprocess_env(), timeout=120)
-    assert run.returncode == 0, run.stderr
-    assert run.stderr == ""
-    lines = run.stdout.splitlines()
+    lines = _run_quietly(code).splitlines()
     assert lines[0] == "True False 0 {}"
     assert lines[1].startswith("RuntimeError: ") and re.search(
         r"NVIDIA driver|No CUDA GPUs|cuda-bindings", lines[1])
@@ -337,11 +333,17 @@ def test_importing_a_submodule_first_still_loads_the_plugin(no_gpu):
             "import reftorch\n"
             "from reftorch import plugins\n"
             "print(plugins.failed())\n")
+    assert _run_quietly(code).strip() == "{}"
+
+
+def _run_quietly(code):
+    """stdout of `code` run in a fresh interpreter, which must succeed and print nothing to
+    stderr."""
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=_subprocess_env(), timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stderr == ""
-    assert run.stdout.strip() == "{}"
+    return run.stdout
 
 
 def _subprocess_env():
