@@ -19,7 +19,7 @@ from importlib import resources
 
 from reftorch import _dtype as D
 from reftorch._promotion import broadcast_shapes
-from reftorch._shape import contiguous_strides, is_dense
+from reftorch._shape import contiguous_strides, kept_strides
 from reftorch._tensor import Tensor
 from reftorch_plugins.ctypes_table import CUDA_TYPES
 from reftorch_plugins.geometry import elementwise_geometry
@@ -294,15 +294,11 @@ def _plan_pass(layout, out, inputs):
 
 
 def _layout_of(inputs, shape):
-    """The layout (shape and strides only) of a new result: the first input of the full
-    shape's strides when they are dense (as empty_like_layout keeps them), else
-    contiguous."""
+    """The layout (shape and strides only) of a new result: kept from the first input of
+    the full shape (as empty_like_layout keeps it), else contiguous."""
     for t in inputs:
         if t._shape == shape:
-            strides = contiguous_strides(shape)
-            if t._strides != strides and is_dense(shape, t._strides):
-                strides = t._strides
-            return _Layout(shape, strides)
+            return _Layout(shape, kept_strides(shape, t._strides))
     return _Layout(shape, contiguous_strides(shape))
 
 

@@ -48,6 +48,16 @@ def is_dense(shape, strides):
     return True
 
 
+def kept_strides(shape, strides):
+    """The strides of a new tensor laid out like one of (shape, strides): those strides when
+    they are dense (a permuted, e.g. channels-last, layout is kept, as PyTorch's
+    preserve_format does), else contiguous ones."""
+    contiguous = contiguous_strides(shape)
+    if strides != contiguous and is_dense(shape, strides):  # a contiguous one skips the test
+        return strides
+    return contiguous
+
+
 def infer_size(shape, numel):
     """Resolve one -1 in a requested shape; error when the shape cannot hold `numel`."""
     shape = tuple(operator.index(s) for s in shape)

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _dispatch
 from .. import _dtype as D
 from .._device import CPU, as_device
-from .._shape import contiguous_strides, expand_strides, is_dense
+from .._shape import expand_strides, kept_strides
 from .._storage import CPUStorage, allocate, normalize_device
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
@@ -117,9 +117,7 @@ def empty_like_layout(t, dtype=None, device=None):
     """An uninitialised tensor like `t`, keeping its strides when they are dense."""
     dtype = dtype or t.dtype
     device = device or t.device
-    strides = contiguous_strides(t._shape)
-    if t._strides != strides and is_dense(t._shape, t._strides):  # a contiguous t skips the test
-        strides = t._strides
+    strides = kept_strides(t._shape, t._strides)
     result = Tensor._empty(t._shape, dtype, device)
     if strides != result._strides:
         result._set_geometry(result._storage, 0, t._shape, strides)
