@@ -75,6 +75,23 @@ def scalar_dtype(value):
     raise TypeError(f"unsupported scalar type {type(value).__name__}")
 
 
+# The category each Python number type stands for (that of scalar_dtype's dtype).
+_NUMBER_CATEGORY = {builtins.bool: Category.BOOL, builtins.int: Category.INTEGER,
+                    builtins.float: Category.FLOATING, builtins.complex: Category.COMPLEX}
+
+
+def numbers_within(operands, tensor, category):
+    """Whether every operand but `tensor` (the only tensor among them, of dtype category
+    `category`) is a Python number of that category or a lower one: such numbers leave the
+    tensor's dtype as the result dtype (result_dtype decides the same)."""
+    for x in operands:
+        if x is not tensor:
+            found = _NUMBER_CATEGORY.get(type(x))
+            if found is None or found > category:
+                return False
+    return True
+
+
 def _combine_categories(higher, lower):
     """Join the dtype of a stronger operand group with a weaker one, as PyTorch does."""
     if higher is None:

@@ -15,7 +15,7 @@ from .. import _dispatch
 from .. import _dtype as D
 from .._device import CPU
 from .._promotion import (Promotion, broadcast_shapes2, check_inplace_shape, check_output_cast,
-                          promoted_dtypes, result_dtype)
+                          numbers_within, promoted_dtypes, result_dtype)
 from .._storage import backend_for
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
@@ -179,8 +179,11 @@ def apply(op, operands, out=None, inplace=False, params=None):
             tensors.append(x)
         else:
             uniform = False
-    # One tensor and numbers of no higher kind: its dtype and device stand (_numbers_within).
-    if not uniform and not (len(tensors) == 1 and _numbers_within(operands, common.category)):
+    # One tensor and numbers of no higher kind (x * 0.5 on a float tensor, i.add_(1) on an
+    # integer one): its dtype and device stand, as result_dtype and _common_device would
+    # decide with ~15 more Python calls.
+    if not uniform and not (len(tensors) == 1 and
+                            numbers_within(operands, tensors[0], common.category)):
         common = result_dtype(operands)
         device = _common_device(tensors)
     if op.dtypes is not None:
@@ -222,24 +225,6 @@ def apply(op, operands, out=None, inplace=False, params=None):
         if t.requires_grad:
             return record(op.name, operands, result, params, saved)
     return result
-
-
-# The category a Python number stands for in promotion (see _promotion.scalar_dtype).
-_NUMBER_CATEGORY = {bool: D.Category.BOOL, int: D.Category.INTEGER,
-                    float: D.Category.FLOATING, complex: D.Category.COMPLEX}
-
-
-def _numbers_within(operands, category):
-    """Whether every number among `operands` is of `category` or a lower one. With a single
-    tensor, such numbers change neither the result dtype nor the device (x * 0.5 on a float
-    tensor, i.add_(1) on an integer one): apply keeps the tensor's, as result_dtype and
-    _common_device would decide with ~15 more Python calls."""
-    for x in operands:
-        if not isinstance(x, Tensor):
-            found = _NUMBER_CATEGORY.get(type(x))
-            if found is None or found > category:
-                return False
-    return True
 
 
 _DTYPES_CACHE = {}
