@@ -201,8 +201,8 @@ class Allocator:
             block.streams_used = set()
             cache.waiting.append((events, block))
             self._waiting_blocks += 1
-        else:   # cache.cache, written out
-            bisect.insort(cache.free[block.stream], (block.size, block.ptr, block))
+        else:
+            cache.cache(block)
 
     def _collect_waiting(self, cache):
         streams = self.driver.streams

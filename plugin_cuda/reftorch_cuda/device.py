@@ -333,34 +333,32 @@ class Driver:
         into this thread's ParamBuffer, where launch_grid makes a ctypes object per address
         and one for the array (~1-2 us of a small op). cuLaunchKernel copies the parameters
         before it returns, so the buffer is free again for the thread's next launch."""
-        function = (self._functions.get((index, program, name_expression))
-                    or self.function(index, program, name_expression))
-        local = self._local
-        if local.index != index:
-            self.activate(index)
-        stream = self.streams.current(index).raw
-        buffer = local.params
+        buffer = self._local.params
         if buffer is None:
-            buffer = local.params = ParamBuffer()
+            buffer = self._local.params = ParamBuffer()
         packer, slots = buffer.layout(len(objects), len(addresses), len(extras))
         packer.pack_into(buffer.raw, 0, *map(ctypes.addressof, objects), *slots,
                          *map(ctypes.addressof, extras), *addresses)
-        result = self.cu.cuLaunchKernel(function, *grid, *block, 0, stream, buffer.address, 0)
-        if result[0] != self._success:
-            self.check(result, f"cuLaunchKernel({name_expression})")
+        self._launch(index, program, name_expression, grid, block, 0, buffer.address)
 
     def launch_grid(self, index, program, name_expression, grid, block, shared_bytes, args):
         """Launch one kernel with an explicit configuration: `grid` and `block` are 3-tuples,
         `shared_bytes` the dynamic shared memory; `args` are ctypes objects, one per kernel
         parameter, in order (the driver copies them when the launch is issued)."""
+        pointers = (ctypes.c_void_p * len(args))(*map(ctypes.addressof, args))
+        self._launch(index, program, name_expression, grid, block, shared_bytes,
+                     ctypes.addressof(pointers))
+
+    def _launch(self, index, program, name_expression, grid, block, shared_bytes, params):
+        """cuLaunchKernel on this thread's current stream of device `index`, `params` the
+        address of the parameter slot array (which cuLaunchKernel copies before it
+        returns)."""
         function = (self._functions.get((index, program, name_expression))
                     or self.function(index, program, name_expression))
-        pointers = (ctypes.c_void_p * len(args))(*map(ctypes.addressof, args))
         if self._local.index != index:   # `stream` written out: every launch comes here
             self.activate(index)
         stream = self.streams.current(index).raw
-        result = self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, stream,
-                                        ctypes.addressof(pointers), 0)
+        result = self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, stream, params, 0)
         if result[0] != self._success:   # the call's name is only built for the error
             self.check(result, f"cuLaunchKernel({name_expression})")
 
