@@ -137,6 +137,9 @@ typedef struct {
     vector_rows_fn vector_rows; /* NULL: scalar only */
 } gather_t;
 
+/* v (wrapped when asked) inside [0, K)? One unsigned compare gives both bounds. */
+#define INDEX_OK(v, K) ((unsigned long long)(v) < (unsigned long long)(K))
+
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define HAVE_AVX512_PATHS 1
 #include <immintrin.h>
@@ -208,7 +211,7 @@ AVX512 static inline void copy_row(char *out, const char *src, ptrdiff_t bytes)
         for (ptrdiff_t r = 0; r < rows; r++) {                                               \
             long long v = (long long)*(const I *)(index + r * index_row * (ptrdiff_t)sizeof(I)); \
             if (v < 0 && wrap) v += K;                                                       \
-            if ((unsigned long long)v >= (unsigned long long)K) return r;                    \
+            if (!INDEX_OK(v, K)) return r;                                                   \
             copy_row(out + r * out_row * (ptrdiff_t)sizeof(U),                               \
                      src + (r * src_row + (ptrdiff_t)v * ks) * (ptrdiff_t)sizeof(U), bytes); \
         }                                                                                    \
@@ -220,9 +223,6 @@ DEFINE_VECTOR_ROWS(vector_rows_u32_i32, uint32_t, int32_t)
 DEFINE_VECTOR_ROWS(vector_rows_u64_i64, uint64_t, int64_t)
 DEFINE_VECTOR_ROWS(vector_rows_u64_i32, uint64_t, int32_t)
 #endif /* x86 */
-
-/* v (wrapped when asked) inside [0, K)? One unsigned compare gives both bounds. */
-#define INDEX_OK(v, K) ((unsigned long long)(v) < (unsigned long long)(K))
 
 /* Positions [start, end) of the walk: U is the value's bits type, I the index type. Stops at
  * the first bad index (reported in *bad), before anything is read through it. */
