@@ -40,9 +40,8 @@ def _register_untuned(registrar):
 
 @pytest.fixture(scope="module", autouse=True)
 def untuned_loaded(plugin_loaded):
-    """index_select and put are not registered by default (the reference wins on some
-    sizes: see indexing.register); their kernels are still checked here, registered as a
-    plugin of its own."""
+    """index_select is not registered by default (np.take wins on mid-sized calls); its
+    kernel is still checked here, registered as a plugin of its own."""
     assert reftorch.plugins.load("cpu-untuned", _register_untuned) is not None
     yield
     reftorch.plugins.unload("cpu-untuned")

@@ -10,12 +10,12 @@ operands the reference special-cases, more dims than the C walk takes, and small
 The C loop checks every index before using it, as it goes (the result may be partly filled
 when it stops; it is a fresh tensor, dropped). A bad index raises the op's own error, the
 reference's type and message: IndexError "index out of range in self" (index_select,
-embedding), IndexError "out of range: tried to access index ..." (take), RuntimeError "index
-7 is out of bounds for dimension 0 with size 5" (gather, scatter, scatter_add, index_add).
-put's indices arrive checked (the public function checks them first): the C loop's check is
-then only the memory guard.
-(The public functions check indices before dispatching too; the C check is what keeps a
-direct kernel call from ever touching memory outside a tensor.)
+embedding), IndexError "out of range: tried to access index ..." (take, put), RuntimeError
+"index 7 is out of bounds for dimension 0 with size 5" (gather, scatter, scatter_add,
+index_add). take and put wrap negative indices (counted from the end of the flat tensor) in
+the C loop, and their public functions leave the values to the kernel that runs; the other
+public functions check indices before dispatching too, and the C check is what keeps a
+direct kernel call from ever touching memory outside a tensor.
 
 Scatter results never depend on the thread count and equal the reference's bit for bit: every
 output element receives its contributions in row-major order of the walk, which is the order
@@ -56,17 +56,18 @@ def register(registrar):
     # 65,536 of 100,000 85 vs 243 us, 262,144 of 1M 0.54 vs 1.8 ms. index_select is not:
     # large calls win (1M x 16 rows 22 vs 38 ms, 10k x 1024 9.4 vs 13 ms) but mid-sized ones
     # from a cache-resident source lose to np.take (4,096 x 16 rows of 1,000: 78 vs 48 us),
-    # so it waits in UNTUNED (tested there) for a size rule. put waits there too: a random
-    # write costs ~6.5 ns in the C loop and ~7.7 ns in NumPy's fancy assignment (1M into 1M
-    # float32, one thread), but wrapping negative indices on the Python side (np.where over
-    # the indices, fresh memory) costs more than that gains: op times 16.6 vs 9.7 ms, and
-    # 19.7 vs 13.6 us for 512 writes. It needs the wrap inside the C loop, as take has.
+    # so it waits in UNTUNED (tested there) for a size rule. put: the C loop wraps negative
+    # indices and checks them as it goes, where the reference makes NumPy passes for both;
+    # op times, float32, one thread, plugin vs reference: 512 writes into 1,000 elements
+    # 9.0 vs 17.6 us, 65,536 into 100,000 385 vs 537 us, 1M into 1M 6.8 vs 9.2 ms (the
+    # random writes themselves cost about as much in either).
     registrar.kernel("take", "cpu", VALUE_DTYPES, take_kernel)
     registrar.kernel("embedding", "cpu", (D.float32, D.float64), embedding_kernel)
     registrar.kernel("gather", "cpu", VALUE_DTYPES, gather_kernel)
     for name in ("scatter", "scatter_value", "scatter_reduce_two_", "scatter_add"):
         registrar.kernel(name, "cpu", VALUE_DTYPES, scatter_kernel)
     registrar.kernel("index_add", "cpu", VALUE_DTYPES, index_add_kernel)
+    registrar.kernel("put", "cpu", VALUE_DTYPES, put_kernel)
 
 
 # --- errors: the reference's type and message for each op ------------------------------------
@@ -249,14 +250,12 @@ def put_kernel(out, inputs, dtypes, params):
         return NotImplemented
     n = a.numel()
     positions = np.ascontiguousarray(index._np).reshape(-1)
-    if positions.size and positions.min() < 0:   # the C loop takes [0, n); NumPy wraps
-        positions = np.where(positions < 0, positions + n, positions)
     values = np.ascontiguousarray(source._np).reshape(-1)
     result = Tensor._from_array(np.array(a._np, order="C"))
     mode = _index.ADD if params.get("accumulate", False) else _index.ASSIGN
     try:
         _index.scatter([positions.size], result._storage.array, result._offset, [0], 1, n,
-                       values, 0, [1], positions, 0, [1], mode, 1)
+                       values, 0, [1], positions, 0, [1], mode, 1, True)
     except _index.IndexOutOfBounds as exc:
         raise _take_out_of_range(exc.args[1], n, 0) from None
     return result
@@ -291,4 +290,4 @@ def _alpha(alpha, dtype):
 
 # Kernels that work but lose to the reference on some sizes (see register); tests still
 # exercise them.
-UNTUNED = {"index_select": index_select_kernel, "put": put_kernel}
+UNTUNED = {"index_select": index_select_kernel}
