@@ -1,16 +1,22 @@
-"""NumPy emulations of reftorch-cuda's kernels/reduce.cu kernels beyond the plain reductions
-(those, with the bool / integer sums and products and the norms p = 1, 2, inf, -inf, are in
-cuda_kernel_emulation): var / std (variance_kernel, deviation_chunks_kernel,
-variance_partials_kernel), argmax / argmin / max.dim / min.dim (arg_reduce_kernel,
-arg_chunks_kernel, arg_partials_kernel) and cumsum (cumsum_kernel); and kernels/reduce_more.cu's
-logsumexp (logsumexp_kernel, logsumexp_chunks_kernel, logsumexp_partials_kernel), float prod
-(prod_kernel: a sequential product per output) and the norms p = 0 and whole p >= 3
-(norm_power_kernel, norm_power_chunks_kernel, norm_power_partials_kernel). Registered with cuda_kernel_emulation's `emulates` (which imports this
-module); parameters are decoded from the raw bytes with the kernels' C layouts.
+"""NumPy emulations of reftorch-cuda's kernels/reduce.cu kernels beyond the plain block
+reductions (those, with the bool / integer sums and products and the norms p = 1, 2, inf, -inf,
+are in cuda_kernel_emulation): the column path (column_reduce_kernel: one thread per output in
+index order, also the second pass of a chunked column; column_chunks_kernel: each (chunk,
+output) task in index order), the row path (row_reduce_kernel: the block order with `lanes`
+threads), var / std (variance_kernel, deviation_chunks_kernel, variance_partials_kernel),
+argmax / argmin / max.dim / min.dim (arg_reduce_kernel, arg_chunks_kernel,
+arg_partials_kernel) and cumsum (cumsum_kernel: each (row, chunk) in index order from its
+carry; cumsum_chunk_sums_kernel; cumsum_carries_kernel: the segment order of the carries);
+and kernels/reduce_more.cu's logsumexp (logsumexp_kernel, logsumexp_chunks_kernel,
+logsumexp_partials_kernel) and the norms p = 0 and whole p >= 3 (norm_power_kernel,
+norm_power_chunks_kernel, norm_power_partials_kernel); float prod runs on the column and
+block kernels with ProdOp. Registered with cuda_kernel_emulation's `emulates` (which imports
+this module); parameters are decoded from the raw bytes with the kernels' C layouts.
 
-The sums follow the block order (cuda_kernel_emulation's _block_reduce), so on a GPU the
-device's bits can be checked against them; the arg kernels' choice does not depend on any
-order, so they are modelled by the rule itself, and cumsum by a sequential loop over the row.
+The sums follow each kernel's order (the block order: cuda_kernel_emulation's _block_reduce;
+the column, row and scan orders here), so on a GPU the device's bits can be checked against
+them; the arg kernels' choice does not depend on any order, so they are modelled by the rule
+itself.
 """
 from __future__ import annotations
 
@@ -278,65 +284,74 @@ def _scan_operands(driver, params, first_step, count):
     return shape, n, strides, steps, chunk, chunks
 
 
-def _scan_pieces(x, chunk, chunks, compute):
-    """(rows..., n) input cut into (rows..., chunks, chunk), in the accumulation type, with
-    each position's validity (inside the row)."""
-    n = x.shape[-1]
-    wide = np.zeros(x.shape[:-1] + (chunks * chunk,), compute)
+def _scan_pieces(driver, address, storage, compute, shape, n, strides, step, chunk, chunks):
+    """The (rows..., n) input at `address` cut into (rows..., chunks, chunk), in the
+    accumulation type, with each position's validity (inside the row)."""
+    x = driver.view(address, storage, shape + (n,), strides + (step,))
+    wide = np.zeros(shape + (chunks * chunk,), compute)
     wide[..., :n] = x.astype(compute)
     valid = (np.arange(chunks * chunk) < n).reshape(chunks, chunk)
-    return wide.reshape(x.shape[:-1] + (chunks, chunk)), valid
+    return wide.reshape(shape + (chunks, chunk)), valid
 
 
-def _scan_types(match):
+def _walk_chunks(pieces, valid, acc, visit=None):
+    """Each chunk's running sum from its start `acc` (rows..., chunks) over its later positions
+    in order, positions past the row's end left out; visit(k, running sum) at every position.
+    Returns the chunks' totals."""
+    with np.errstate(all="ignore"):
+        for k in range(pieces.shape[-1]):
+            if k:
+                acc = np.where(valid[:, k], acc + pieces[..., k], acc)
+            if visit is not None:
+                visit(k, acc)
+    return acc
+
+
+def _scan_launch(driver, match, grid, block, shared, params, count, steps):
+    """What a scan kernel of `count` parameters (rows, int64 n, `steps` int64 steps, int64
+    chunk, int64 chunks, ..., the input last) gives: (slots, (compute, out type), rows shape, n,
+    row strides, steps, (chunk, chunks), input pieces, their validity) (see _scan_pieces)."""
+    E.grid_stride(grid, block)
+    assert shared == 0
+    p = E.slots(params, count)
     storage, compute, out_type = E.reduce_types(match, 1)
     assert match.group(2) in ("Sum", "WrappingSum")
-    return storage, compute, out_type
+    shape, n, strides, step_values, chunk, chunks = _scan_operands(driver, p, 2, steps)
+    pieces, valid = _scan_pieces(driver, E.pointer(p[count - 1]), storage, compute, shape, n,
+                                 strides[1], step_values[-1], chunk, chunks)
+    return p, (compute, out_type), shape, n, strides, step_values, (chunk, chunks), pieces, valid
 
 
 @E.emulates(rf"cumsum_kernel<{E.TYPED_OP}>")
 def cumsum(driver, match, grid, block, shared, params):
-    E.grid_stride(grid, block)
-    assert shared == 0
     # (rows, int64 n, int64 out_step, int64 in_step, int64 chunk, int64 chunks, A* carries,
     #  out, in)
-    p = E.slots(params, 9)
-    storage, compute, out_type = _scan_types(match)
-    shape, n, (out_strides, in_strides), (out_step, in_step), chunk, chunks = \
-        _scan_operands(driver, p, 2, 2)
-    out = driver.view(E.pointer(p[7]), out_type, shape + (n,), out_strides + (out_step,))
-    x = np.array(driver.view(E.pointer(p[8]), storage, shape + (n,), in_strides + (in_step,)))
-    pieces, valid = _scan_pieces(x, chunk, chunks, compute)
+    p, (compute, out_type), shape, n, (out_strides, _), (out_step, _), (_, chunks), pieces, \
+        valid = _scan_launch(driver, match, grid, block, shared, params, 9, 2)
+    start = pieces[..., 0]
+    if chunks > 1:   # chunk c > 0 starts from carry + its first element
+        carries = np.array(E.partials_view(driver, E.pointer(p[6]), compute, shape, chunks))
+        with np.errstate(all="ignore"):
+            start = np.concatenate([start[..., :1], carries[..., 1:] + start[..., 1:]], -1)
+    else:
+        assert E.pointer(p[6]) == 0
     result = np.zeros(pieces.shape, out_type)
-    with np.errstate(all="ignore"):
-        acc = pieces[..., 0]
-        if chunks > 1:
-            carries = np.array(E.partials_view(driver, E.pointer(p[6]), compute, shape, chunks))
-            acc = np.concatenate([acc[..., :1], carries[..., 1:] + acc[..., 1:]], axis=-1)
-        else:
-            assert E.pointer(p[6]) == 0
-        result[..., 0] = acc.astype(out_type)
-        for k in range(1, chunk):
-            acc = np.where(valid[:, k], acc + pieces[..., k], acc)
-            result[..., k] = acc.astype(out_type)
+
+    def store(k, running):
+        result[..., k] = running.astype(out_type)
+    _walk_chunks(pieces, valid, start, store)
+    out = driver.view(E.pointer(p[7]), out_type, shape + (n,), out_strides + (out_step,))
     out[...] = result.reshape(shape + (-1,))[..., :n]
 
 
 @E.emulates(rf"cumsum_chunk_sums_kernel<{E.TYPED_OP}>")
 def cumsum_chunk_sums(driver, match, grid, block, shared, params):
-    E.grid_stride(grid, block)
-    assert shared == 0
-    p = E.slots(params, 7)      # (rows, int64 n, int64 in_step, int64 chunk, int64 chunks, sums, in)
-    storage, compute, _ = _scan_types(match)
-    shape, n, (_, in_strides), (in_step,), chunk, chunks = _scan_operands(driver, p, 2, 1)
+    # (rows, int64 n, int64 in_step, int64 chunk, int64 chunks, A* sums, in)
+    p, (compute, _), shape, _, _, _, (_, chunks), pieces, valid = _scan_launch(
+        driver, match, grid, block, shared, params, 7, 1)
     assert chunks > 1
-    x = np.array(driver.view(E.pointer(p[6]), storage, shape + (n,), in_strides + (in_step,)))
-    pieces, valid = _scan_pieces(x, chunk, chunks, compute)
-    with np.errstate(all="ignore"):
-        acc = pieces[..., 0]
-        for k in range(1, chunk):
-            acc = np.where(valid[:, k], acc + pieces[..., k], acc)
-    E.partials_view(driver, E.pointer(p[5]), compute, shape, chunks)[...] = acc
+    E.partials_view(driver, E.pointer(p[5]), compute, shape, chunks)[...] = _walk_chunks(
+        pieces, valid, pieces[..., 0])
 
 
 def scan_carries(sums, threads=E.REDUCE_THREADS):

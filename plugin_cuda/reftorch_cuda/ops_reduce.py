@@ -17,36 +17,67 @@ empty tensors where the reference allows them):
     norm                     also p = 0 (the count of nonzeros) and whole p from 3 to
                              MAX_WHOLE_P (reduce_more.cu)
 
-The kernels reduce one output element per block in a fixed order (see reduce.cu), so results
-depend on the shapes alone, never on the launch. The numerical contract against the reference:
-  - sum, mean, norm p = 1 and 2: the block order's rounding, not NumPy's pairwise one, so
-    within both orders' rounding bounds (about (n / 256 + 8 + log2 n) eps of the sum of |x|).
+Every kernel combines in a fixed order that depends on the shapes and strides alone (the path
+and its split come from the size rule below, never from the GPU or the grid), so results
+repeat bit for bit. The paths (see reduce.cu), chosen on the host by `_path`:
+  - column: the kept dims hold the input's densest dim (outer's last dim has a smaller input
+    stride than every reduced dim) and there are at least COLUMN_MIN_OUTPUTS outputs: one
+    thread per output, neighbouring threads on neighbouring outputs (coalesced loads), each
+    combining its n elements in index order from the op's identity. When the outputs are too
+    few for COLUMN_THREADS threads, `column_split` cuts n into chunks (as many as reach
+    COLUMN_THREADS (chunk, output) tasks, each chunk at least COLUMN_MIN_CHUNK elements, at
+    most COLUMN_MAX_CHUNKS chunks): one thread per task, then a second column pass combining
+    each output's chunk results in chunk order. sum, mean, amax, amin, norm p = 1, 2, inf,
+    -inf, bool / integer sums.
+  - rows: otherwise, n from 1 to ROW_MAX: `row_lanes(n)` lanes (the power of two at or above
+    n, at most 32) per output, lane l taking elements l, l + lanes, ... then a shuffle tree.
+    The same ops.
+  - block: otherwise (and every other reduction: var, std, logsumexp, the arg reductions,
+    norm p = 0 and p >= 3, integer products): one 256-thread block per output; more than
+    CHUNK elements per output run in two launches: fixed chunks of CHUNK elements, one block
+    each, then one block per output over the chunks' results (a full sum of 64M elements
+    would otherwise be one block's work); var/std and logsumexp take four (the mean's or the
+    largest element's two, then the squared deviations' or exponentials' two).
+The numerical contract against the reference, with d a path's longest chain of roundings:
+block n / 256 + 8 (chunked CHUNK / 256 + chunks / 256 + 16), column n (chunked chunk + chunks),
+rows ceil(n / lanes) + log2(lanes):
+  - sum, mean, norm p = 1 and 2: not NumPy's pairwise order, so within both orders' rounding
+    bounds: (d + log2 n + 1) eps of the sum of |x| (divided by n for the mean), plus the
+    final rounding to the dtype.
   - var, std: the reference's two passes (the mean, then the sum of squared deviations over
     max(n - correction, 0)), each sum in the block order: within the sums' bounds.
-  - amax, amin, max, min, norm p = inf and -inf, argmax, argmin, max.dim, min.dim: exact. NaN
-    propagates and an index is the first occurrence (the first NaN when there is one), as
-    NumPy's argmax; max.dim's values are copied from the input element chosen.
-  - integer sums and cumsums: exact (int64, wrapping). Float cumsum: one thread per row adds
-    in index order, as the reference's add.accumulate does: bit for bit.
+  - amax, amin, max, min, norm p = inf and -inf, argmax, argmin, max.dim, min.dim: exact on
+    every path. NaN propagates and an index is the first occurrence (the first NaN when there
+    is one), as NumPy's argmax; max.dim's values are copied from the input element chosen.
+  - integer sums and cumsums: exact (int64, wrapping) on every path.
+  - float cumsum: `scan_split`'s rule. At least SCAN_ROWS rows, or rows of at most SCAN_LONG:
+    one thread per row adds in index order, as the reference's add.accumulate does: bit for
+    bit. Fewer, longer rows: each row cut into chunks (enough for SCAN_THREADS (row, chunk)
+    tasks, each at least SCAN_MIN_CHUNK elements), the chunk sums and then their carries
+    (exclusive prefix sums in a fixed segment order) computed first, then each chunk scanned
+    in index order from its carry: out[k] within (k + 2 chunk + 2 ceil(chunks / 256) + 256)
+    eps of the sum of |x[0..k]| of the reference's, deterministic; chunk 0 is the
+    reference's bits.
   - logsumexp: the reference's shift by the row's largest element (0 when that is not finite:
     a NaN row gives NaN, a row with +inf gives inf, a row of -inf or an empty one -inf), then
     log of the block-order sum of exp(x - shift), plus the shift. CUDA's expf / logf are within
     2 / 1 ulp of the exact value (exp / log: 1 / 1; the CUDA programming guide's table), so
     against NumPy's: within the sum's bounds plus a few ulp of the result.
-  - prod: floats multiply each output's elements one after another, one thread per output, in
-    the reference's order (NumPy's multiply.reduce: index order along the dim; over every dim
-    the order of the input's memory, dims by decreasing stride, as the reference's astype copy
-    lays them out): bit for bit. bool / integers: int64, wrapping, exact in any order.
+  - prod: floats, at least PROD_FEW_OUTPUTS outputs or at most PROD_LONG elements each: one
+    thread per output multiplies its elements one after another in the reference's order
+    (NumPy's multiply.reduce: index order along the dim; over every dim the order of the
+    input's memory, dims by decreasing stride, as the reference's astype copy lays them out):
+    bit for bit. Fewer, longer products: the block path's tree of products (CHUNK chunks as
+    the sums): n - 1 roundings in either order, so within 2 (n - 1) eps relative of the
+    reference's (before the final rounding to a 16-bit dtype), unless an intermediate product
+    over- or underflows in one order and not in the other; deterministic. bool / integers:
+    int64, wrapping, exact in any order (the block path).
   - norm p = 0: the count of nonzeros (NaN counts), exact (a double count, rounded once as
     the reference rounds its int64 count). Whole p from 3 to MAX_WHOLE_P: the block-order sum
     of |x| * ... * |x| (p - 1 roundings per term where NumPy's power rounds about once), then
     pow(sum, 1 / p) (CUDA's powf / pow: within 4 / 2 ulp): within the sums' bounds plus p + 4
     ulp per term and of the root.
-A reduction of more than CHUNK elements per output runs in two launches: fixed chunks of
-CHUNK elements, one block each, then one block per output over the chunks' results (a full
-sum of 64M elements would otherwise be one block's work); var/std and logsumexp take four
-(the mean's or the largest element's two, then the squared deviations' or exponentials' two).
-A float prod is one thread per output whatever its length (its order admits no split).
+Every index the kernels compute (outputs times chunks, element offsets) is 64-bit.
 Declined (the reference runs, through the counted fallback): a `dtype=` other than the
 input's (int64 for bool / integer sums, prods and cumsums), other norms' p (fractional,
 negative, above MAX_WHOLE_P), a correction that is not a number, and geometries with more
@@ -81,7 +112,6 @@ INT_DTYPES = tuple(D.by_name(name) for name in INT_TYPES)
 # Elements per chunk of a two-launch reduction: 64 per thread of a 256-thread block. A constant,
 # so the summation order depends on the reduced element count alone.
 CHUNK = 16384
-KERNELS = ("reduce_kernel", "reduce_chunks_kernel", "reduce_partials_kernel")
 
 # The path rule (see _path): every number here is a constant, so the path and its split, and
 # with them the order of every combination, depend on the shapes and strides alone.

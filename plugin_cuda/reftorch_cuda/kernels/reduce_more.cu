@@ -3,8 +3,9 @@
 // reduce_chunks_kernel / reduce_partials_kernel templates these build on):
 //   logsumexp (two passes: the largest element, then the sum of exp(x - shift)), prod (floats:
 //   one thread per output multiplying in index order, or for few long products the block
-//   order's tree; bool / integers: wrapping long long products in the block order), and the vector norms p = 0 (the count of nonzeros) and whole
-//   p from 3 up (the sum of |x| * ... * |x|, then its 1/p power).
+//   order's tree; bool / integers: wrapping long long products in the block order), and the
+//   vector norms p = 0 (the count of nonzeros) and whole p from 3 up (the sum of
+//   |x| * ... * |x|, then its 1/p power).
 //
 // The block order is reduce.cu's: one block per output element, thread t takes elements t,
 // t + RT_BLOCK_THREADS, ... in turn, then block_reduce's fixed tree; an output of more than a
