@@ -210,8 +210,9 @@ def _launch(x, shape, strides, dim, descending, first, count, out_strides, value
     rows = Rows(geometry_struct(rows_shape, rows_strides), math.prod(rows_shape), shape[dim],
                 strides[dim], out_strides[dim])
     if selects(rows.n, first, count):
-        sorted_rows = Rows(geometry_struct(rows_shape, [rows_strides[0]] * 3), rows.count, count,
-                           rows.out_step, rows.out_step)
+        # the chosen elements, laid out as the results, as the input of their sort
+        sorted_rows = count > 1 and Rows(geometry_struct(rows_shape, [rows_strides[0]] * 3),
+                                         rows.count, count, rows.out_step, rows.out_step)
         _select_rows(x, rows, sorted_rows, descending, first, count, value, index)
     else:
         _sort_rows(x, rows, descending, first, count, value, index)
@@ -219,6 +220,8 @@ def _launch(x, shape, strides, dim, descending, first, count, out_strides, value
 
 
 def _sort_rows(x, rows, descending, first, count, value, index, index_map=None):
+    """Ranks first..first+count-1 of each row's stable order, by the full sort (index_map:
+    see _select_rows)."""
     if rows.n <= tile():
         _sort_short_rows(x, rows, descending, first, count, value, index, index_map)
     else:
