@@ -5,15 +5,22 @@ The parameters are decoded from the raw bytes with the kernels' C layouts; launc
 (threads, dynamic shared memory, grid) are checked against what each kernel needs; and the
 kernels' algorithms run step for step on all rows (or pairs) at once: order-preserving integer
 keys, the padding sentinels, the bitonic network's compare-exchanges on (key, position) pairs,
-and the long-row passes' binary searches and scatters between scratch runs.
+the long-row passes' binary searches and scatters between scratch runs, and the selection
+kernel's radix digit passes (a histogram per row and digit) and its placement of the chosen
+elements (elements below the target key, then the ties it takes, by its slot arithmetic).
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
 from spec_tests import cuda_kernel_emulation as E
 
 TILE = 4096             # RT_SORT_TILE
+SELECT_THREADS = int(re.search(r"#define RT_SELECT_THREADS (\d+)",
+                               (E.KERNELS_DIR / "sort.cu").read_text()).group(1))
+RADIX_BITS = 8
 KEYS = {"unsigned int": np.uint32, "unsigned long long": np.uint64}
 WIDE = {"double", "long long"}
 INFINITY_BITS = {32: 0x7F800000, 64: 0x7FF0000000000000}
@@ -98,11 +105,21 @@ def padded_keys(x_rows, counts, padded, storage_name, descending):
     return full, positions
 
 
+def mapped(driver, address, chosen, shape, strides):
+    """The indices written for the sorted positions `chosen` (rows, count): the positions, or,
+    with an index map (null: none), the map's entries at those positions of each row (the map
+    is laid out as the sorted input: `shape` and `strides`)."""
+    if not address:
+        return chosen
+    index_map = driver.view(address, np.int64, shape, strides).reshape(chosen.shape[0], -1)
+    return np.take_along_axis(index_map, chosen, axis=1)
+
+
 @E.emulates(r"sort_rows_kernel<(.+)>")
 def sort_rows(driver, match, grid, block, shared, params):
     # (rows geometry, n, first, count, int padded, int descending, values/indices/in steps,
-    #  values (may be null), indices, in)
-    p = E.slots(params, 12)
+    #  values (may be null), indices, in, index_map (may be null))
+    p = E.slots(params, 13)
     shape, (values_strides, indices_strides, in_strides) = E.geometry(p[0], 3)
     n, first, count = (E.int64(p[k]) for k in (1, 2, 3))
     padded, descending = E.int32(p[4]), E.int32(p[5])
@@ -120,7 +137,8 @@ def sort_rows(driver, match, grid, block, shared, params):
     assert (chosen < n).all()   # the sentinels sort last
     indices = driver.view(E.pointer(p[10]), np.int64, shape + (count,),
                           indices_strides + (indices_step,))
-    indices[...] = chosen.reshape(shape + (count,))
+    indices[...] = mapped(driver, E.pointer(p[12]), chosen, shape + (n,),
+                          in_strides + (in_step,)).reshape(shape + (count,))
     if E.pointer(p[9]):
         values = driver.view(E.pointer(p[9]), storage, shape + (count,),
                              values_strides + (values_step,))
@@ -206,8 +224,8 @@ def write_ranks(driver, match, grid, block, shared, params):
     E.grid_stride(grid, block)
     assert shared == 0
     # (rows geometry, n, first, count, values/indices/in steps, run_positions, values (may be
-    #  null), indices, in)
-    p = E.slots(params, 11)
+    #  null), indices, in, index_map (may be null))
+    p = E.slots(params, 12)
     shape, (values_strides, indices_strides, in_strides) = E.geometry(p[0], 3)
     n, first, count = (E.int64(p[k]) for k in (1, 2, 3))
     values_step, indices_step, in_step = (E.int64(p[k]) for k in (4, 5, 6))
@@ -220,9 +238,82 @@ def write_ranks(driver, match, grid, block, shared, params):
     x = driver.view(E.pointer(p[10]), storage, shape + (n,), in_strides + (in_step,))
     indices = driver.view(E.pointer(p[9]), np.int64, shape + (count,),
                           indices_strides + (indices_step,))
-    indices[...] = chosen.reshape(shape + (count,))
+    indices[...] = mapped(driver, E.pointer(p[11]), chosen, shape + (n,),
+                          in_strides + (in_step,)).reshape(shape + (count,))
     if E.pointer(p[8]):
         values = driver.view(E.pointer(p[8]), storage, shape + (count,),
                              values_strides + (values_step,))
         values[...] = np.take_along_axis(x.reshape(rows, n), chosen, axis=1).reshape(
             shape + (count,))
+
+
+# --- selection ----------------------------------------------------------------------------------
+
+def radix_select(keys, ranks):
+    """The kernel's digit passes on every row of `keys` (rows, n) at once: from the most
+    significant 8-bit digit down, a histogram of the digits of the elements whose higher
+    digits match the ones chosen, the bin holding the rank chosen, the rank made relative to
+    it. Returns (target key, the target's tie number) per row."""
+    rows, n = keys.shape
+    unsigned = keys.dtype.type
+    target = np.zeros(rows, keys.dtype)
+    decided = unsigned(0)
+    ranks = np.array(ranks, np.int64)
+    row_of = np.broadcast_to(np.arange(rows)[:, None], keys.shape)
+    bins = 1 << RADIX_BITS
+    for shift in range(8 * keys.dtype.itemsize - RADIX_BITS, -1, -RADIX_BITS):
+        matching = (keys & decided) == target[:, None]
+        digits = ((keys >> unsigned(shift)) & unsigned(bins - 1)).astype(np.int64)
+        histogram = np.bincount((row_of * bins + digits)[matching],
+                                minlength=rows * bins).reshape(rows, bins)
+        after = np.cumsum(histogram, axis=1)
+        before = after - histogram
+        holds = (before <= ranks[:, None]) & (ranks[:, None] < after)
+        assert (holds.sum(axis=1) == 1).all()   # exactly one bin holds each rank
+        digit = holds.argmax(axis=1)
+        ranks = ranks - before[np.arange(rows), digit]
+        target |= digit.astype(keys.dtype) << unsigned(shift)
+        decided |= unsigned(bins - 1) << unsigned(shift)
+    return target, ranks
+
+
+@E.emulates(r"select_rows_kernel<(.+)>")
+def select_rows(driver, match, grid, block, shared, params):
+    # (rows geometry, n, first, count, int descending, values/indices/in steps, values,
+    #  indices, in)
+    p = E.slots(params, 11)
+    shape, (values_strides, indices_strides, in_strides) = E.geometry(p[0], 3)
+    n, first, count = (E.int64(p[k]) for k in (1, 2, 3))
+    descending = E.int32(p[4])
+    values_step, indices_step, in_step = (E.int64(p[k]) for k in (5, 6, 7))
+    storage_name = match.group(1)
+    storage = storage_of(storage_name)
+    rows = int(np.prod(shape))
+    assert block == (SELECT_THREADS, 1, 1) and shared == 0
+    assert grid[1:] == (1, 1) and 1 <= grid[0] <= min(rows, 1 << 20)
+    assert n < 2**31 and 0 <= first and 1 <= count and first + count <= n
+    assert first == 0 or count == 1       # the two requests the kernel serves
+    x = driver.view(E.pointer(p[10]), storage, shape + (n,), in_strides + (in_step,))
+    rows_x = x.reshape(rows, n)
+    keys = keys_of(rows_x, storage_name)
+    if descending:
+        keys = ~keys
+    target, last_tie = radix_select(keys, [first + count - 1] * rows)
+    first_tie = np.maximum(last_tie - count + 1, 0)[:, None]
+    last_tie = last_tie[:, None]
+    below = (keys < target[:, None]) & (first == 0)
+    tie = keys == target[:, None]
+    tie_number = np.cumsum(tie, axis=1) - tie
+    taken = below | (tie & (first_tie <= tie_number) & (tie_number <= last_tie))
+    slot = (np.cumsum(below, axis=1) - below
+            + np.clip(tie_number, first_tie, last_tie + 1) - first_tie)
+    assert (taken.sum(axis=1) == count).all()
+    written_slots = slot[taken].reshape(rows, count)
+    assert (written_slots == np.arange(count)).all()   # index order fills slots 0..count-1
+    chosen = np.nonzero(taken)[1].reshape(rows, count)
+    indices = driver.view(E.pointer(p[9]), np.int64, shape + (count,),
+                          indices_strides + (indices_step,))
+    indices[...] = chosen.reshape(shape + (count,))
+    values = driver.view(E.pointer(p[8]), storage, shape + (count,),
+                         values_strides + (values_step,))
+    values[...] = np.take_along_axis(rows_x, chosen, axis=1).reshape(shape + (count,))

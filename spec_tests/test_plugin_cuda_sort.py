@@ -8,7 +8,9 @@ pairs, so values and indices must equal the reference's bit for bit (NaN payload
 values are copied from the input). Samples have many ties, NaN of both signs, infinities and
 signed zeros; integers include their extremes. Rows up to one tile (4096) take the one-block
 kernel, longer ones the tile sort, merge passes and rank writes, each checked on the emulator
-by the launches it records.
+by the launches it records. topk of a few elements and kthvalue of rows longer than a tile
+take the radix selection (then a sort of the k chosen); those tests put the k-th key inside
+runs of ties, on NaN, infinities and signed zeros, and check which launches ran.
 """
 from __future__ import annotations
 
@@ -280,8 +282,8 @@ def test_kernels_decline_what_they_do_not_handle():
 
 
 def test_program_and_registration_cover_the_dtypes(plugin):
-    # bool shares uint8's instantiations: three kernels per other dtype, a merge per key width
-    assert len(S.SORT.name_expressions) == 3 * (len(DTYPES) - 1) + 2
+    # bool shares uint8's instantiations: four kernels per other dtype, a merge per key width
+    assert len(S.SORT.name_expressions) == 4 * (len(DTYPES) - 1) + 2
     registered = {(op, dtype.name) for op, device, dtype in plugin.kernels if device == "cuda"}
     for dtype_name in DTYPES:
         assert ("sort", dtype_name) in registered and ("argsort", dtype_name) in registered
@@ -315,3 +317,166 @@ def test_the_emulated_network_sorts_pairs():
         emulation.bitonic_sort(keys, positions)
         np.testing.assert_array_equal(keys, expected_keys)
         np.testing.assert_array_equal(positions, expected_positions)
+
+
+# --- topk and kthvalue by selection -----------------------------------------------------------
+
+def launched(device_kind, before):
+    return [name.split("<")[0] for name in device_kind.launches[before:]] if device_kind else None
+
+
+def assert_launches(device_kind, fn, x, expected, err_msg):
+    """fn matches the reference on the device, by the kernels `expected` (on the emulator)."""
+    before = len(device_kind.launches) if device_kind is not None else 0
+    assert_runs_on_device(fn, x, err_msg)
+    if device_kind is not None:
+        assert launched(device_kind, before) == expected, err_msg
+
+
+SELECTED = ["select_rows_kernel"]                               # count 1: the answer itself
+SELECTED_SORTED = ["select_rows_kernel", "sort_rows_kernel"]    # k <= a tile, then sorted
+LONG_SORT = ["sort_tiles_kernel", "merge_runs_kernel", "write_ranks_kernel"]
+
+
+def test_the_size_rule():
+    """Selection exactly for rows longer than a tile with k <= n / SELECT_FRACTION (topk) or
+    one rank (kthvalue); the rest keep the full sort."""
+    tile, fraction = S.tile(), S.SELECT_FRACTION
+    n = tile + 1
+    assert not S.selects(tile, 0, 1) and not S.selects(tile, tile // 2, 1)
+    assert S.selects(n, 0, 1) and S.selects(n, n - 1, 1) and S.selects(n, 0, n // fraction)
+    assert not S.selects(n, 0, n // fraction + 1) and not S.selects(n, 0, n)
+    assert not S.selects(16 * n, 1, 2)          # neither a topk nor a kthvalue request
+    assert S.select_threads() == emulation.SELECT_THREADS
+
+
+def long_sample(rows, n, dtype_name, seed):
+    """Rows longer than a tile with long runs of ties, specials among them (sample's)."""
+    return sample((rows, n), dtype_name, seed)
+
+
+@pytest.mark.parametrize("largest", [True, False], ids=["largest", "smallest"])
+@pytest.mark.parametrize("dtype_name", ORDERED)
+def test_topk_selects_up_to_the_size_rule(device_kind, dtype_name, largest):
+    """k = 1, small, the rule's last k, the first k past it (full sort), k = n; sorted=False
+    gets the sorted order too (the reference's)."""
+    n = S.tile() + 101
+    x = long_sample(2, n, dtype_name, 11)
+    boundary = n // S.SELECT_FRACTION
+    cases = {1: SELECTED, 5: SELECTED_SORTED, boundary: SELECTED_SORTED,
+             boundary + 1: LONG_SORT, n: LONG_SORT}
+    for k, expected in cases.items():
+        for sorted_ in (True, False):
+            assert_launches(device_kind, lambda t: reftorch.topk(t, k, 1, largest, sorted_), x,
+                            expected, f"k={k} sorted={sorted_}")
+
+
+@pytest.mark.parametrize("dtype_name", ORDERED)
+def test_kthvalue_selects_on_long_rows(device_kind, dtype_name):
+    n = S.tile() + 37
+    x = long_sample(3, n, dtype_name, 12)
+    for k in (1, 2, n // 3, n // 2 + 1, n - 1, n):
+        for keepdim in (False, True):
+            assert_launches(device_kind, lambda t: reftorch.kthvalue(t, k, 1, keepdim), x,
+                            SELECTED, f"k={k} keepdim={keepdim}")
+
+
+def special_rows(n):
+    """Rows whose ranks fall inside runs of equal keys: all equal, all NaN (both signs),
+    signed zeros only, +-inf with zeros, few distinct values, one large value among ties."""
+    rng = np.random.default_rng(13)
+    zeros = np.where(rng.random(n) < 0.5, -0.0, 0.0)
+    rows = {
+        "all_equal": np.full(n, 1.5),
+        "all_nan": np.where(rng.random(n) < 0.5, np.nan, -np.nan),
+        "signed_zeros": zeros,
+        "infinities_and_zeros": np.where(rng.random(n) < 0.1, np.inf, zeros),
+        "nan_and_infinities": rng.choice([np.nan, np.inf, -np.inf], n),
+        "few_values": rng.integers(-1, 2, n).astype(np.float64),
+        "one_apart": np.where(np.arange(n) == n // 2, 2.0, 1.0),
+    }
+    return {name: np.stack([row, row[::-1]]) for name, row in rows.items()}
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_selection_among_ties_and_special_values(device_kind, dtype_name):
+    """The k-th key tied with many elements: the ties taken are the first in index order (in
+    both directions), as the stable sort takes them."""
+    n = S.tile() + 3
+    for name, rows in special_rows(n).items():
+        x = reftorch.tensor(rows.astype(np.float32)).to(getattr(reftorch, dtype_name))
+        for k in (1, 3, n // 16, n // S.SELECT_FRACTION):
+            for largest in (True, False):
+                expected = SELECTED if k == 1 else SELECTED_SORTED
+                assert_launches(device_kind, lambda t: reftorch.topk(t, k, largest=largest), x,
+                                expected, f"{name} k={k} largest={largest}")
+        for k in (1, n // 2, n):
+            assert_launches(device_kind, lambda t: reftorch.kthvalue(t, k), x, SELECTED,
+                            f"{name} kthvalue k={k}")
+
+
+@pytest.mark.parametrize("dtype_name", INTEGERS)
+def test_selection_of_integer_ties_and_extremes(device_kind, dtype_name):
+    info = np.iinfo(np.dtype(dtype_name))
+    n = S.tile() + 9
+    rng = np.random.default_rng(14)
+    rows = np.stack([np.full(n, info.max), rng.choice([info.min, info.max, 0], n),
+                     np.where(np.arange(n) % 7 == 0, info.min, 1)]).astype(dtype_name)
+    x = reftorch.tensor(rows)
+    for k in (1, 2, n // 2, n // S.SELECT_FRACTION):
+        for largest in (True, False):
+            assert_runs_on_device(lambda t: reftorch.topk(t, k, largest=largest), x,
+                                  f"k={k} largest={largest}")
+    for k in (1, n // 7, n // 7 + 1, n):
+        assert_runs_on_device(lambda t: reftorch.kthvalue(t, k), x, f"kthvalue k={k}")
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16", "float64", "int8"])
+def test_selection_with_layouts(device_kind, dtype_name):
+    """Rows along dims other than the last, transposed, stepped and expanded inputs."""
+    n = 2 * S.tile() + 300                # long enough for every view below to select
+    x = sample((n, 4), dtype_name, 15)
+    cases = {
+        "dim0": (lambda t: reftorch.topk(t, 9, dim=0), SELECTED_SORTED),
+        "dim0_smallest": (lambda t: reftorch.topk(t, 1, dim=0, largest=False), SELECTED),
+        "transposed": (lambda t: reftorch.topk(t.t(), 40), SELECTED_SORTED),
+        "stepped": (lambda t: reftorch.topk(t[::2, 1::2], 6, dim=0), SELECTED_SORTED),
+        "expanded": (lambda t: reftorch.topk(t[:, :1].expand(n, 3), 4, dim=0),
+                     SELECTED_SORTED),
+        "three_dims": (lambda t: reftorch.topk(t.reshape(2, n // 2, 4), 3, dim=1),
+                       SELECTED_SORTED),
+        "kthvalue_dim0": (lambda t: reftorch.kthvalue(t, n // 2, 0, True), SELECTED),
+        "kthvalue_transposed": (lambda t: reftorch.kthvalue(t.t()[:, 5:], 7), SELECTED),
+    }
+    for name, (fn, expected) in cases.items():
+        assert_launches(device_kind, fn, x, expected, name)
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "int64"])
+def test_selection_of_more_than_a_tile(device_kind, dtype_name):
+    """k above a tile: the chosen elements are sorted by the long-row passes, which map their
+    positions back through the selection's indices."""
+    n = S.SELECT_FRACTION * (S.tile() + 1)
+    x = long_sample(1, n, dtype_name, 16)
+    k = n // S.SELECT_FRACTION
+    for largest in (True, False):
+        assert_launches(device_kind, lambda t: reftorch.topk(t, k, largest=largest), x,
+                        ["select_rows_kernel"] + LONG_SORT, f"largest={largest}")
+
+
+def test_the_emulated_radix_select_finds_each_rank():
+    """The emulation's digit passes (the kernel's, pass for pass) against a sort: the key of
+    each rank and its tie number (its place among the elements of that key in index order)."""
+    rng = np.random.default_rng(17)
+    for dtype, high in ((np.uint32, 2**32), (np.uint64, 2**64), (np.uint32, 3)):
+        keys = rng.integers(0, high, (4, 300), dtype=dtype)
+        keys[1] = keys[1, 0]                                   # one key
+        for rank in (0, 1, 150, 299):
+            target, tie_number = emulation.radix_select(keys, [rank] * 4)
+            order = np.argsort(keys, axis=1, kind="stable")
+            ranked = np.take_along_axis(keys, order, 1)[:, rank]
+            np.testing.assert_array_equal(target, ranked)
+            ties_before = [(order[r, :rank] != order[r, rank]) & (keys[r, order[r, :rank]]
+                                                                   == ranked[r])
+                           for r in range(4)]
+            np.testing.assert_array_equal(tie_number, [t.sum() for t in ties_before])

@@ -12,8 +12,20 @@ copied from the input, so NaN payloads and the sign of zero are kept.
 Rows of up to tile() (4096) elements are sorted by one block each in shared memory, in one
 launch. Longer rows take 2 + ceil(log2(n / 4096)) launches: tiles sorted into runs in a
 scratch buffer, the runs merged pairwise, the ranks asked for written; the scratch holds two
-copies of every row's (key, int32 position) pairs (16 or 24 bytes an element), even for a
-small topk k.
+copies of every row's (key, int32 position) pairs (16 or 24 bytes an element).
+
+topk and kthvalue select instead of sorting when `selects` says so (the size rule: rows
+longer than a tile, and k <= n / 8 for topk; kthvalue always): select_rows_kernel finds the
+key of rank k by a radix select (4 digit passes over the row, 8 for 64-bit keys) and writes
+the elements before it plus the ties it needs, in index order (so exactly the first k of the
+stable order, as a set); kthvalue's one element is the answer, topk's k are then sorted (by the
+kernels above, on k elements) with their positions mapped back to the row's indices. The
+result is the same as the full sort's, bit for bit. One block per row walks the whole row:
+the (B, vocabulary) rows of a batch fill the GPU, but one very long row runs on one SM (still
+without the sort's scratch and merge passes); a split of long rows over several blocks is not
+done. Above n / 8 the sort of the k chosen costs nearly what the full sort does, so those
+keep it; rows of a tile or less are sorted whole by one launch, which leaves little to save.
+The rule is a judgement, not yet measured on a GPU.
 
 Results are new contiguous tensors (as the cpu plugin's). Any input strides are read
 directly. Declined (the reference runs, through the counted fallback): rows of 2**31
@@ -48,7 +60,8 @@ MAX_ROW = 2**31 - 1                         # positions are int32 in the long-ro
 
 
 def sort_expression(dtype_name, kernel="sort_rows_kernel"):
-    """kernel: sort_rows_kernel, sort_tiles_kernel or write_ranks_kernel."""
+    """kernel: sort_rows_kernel, sort_tiles_kernel, write_ranks_kernel or
+    select_rows_kernel."""
     return f"{kernel}<{SORT_TYPES[dtype_name]}>"
 
 
@@ -62,7 +75,7 @@ def merge_expression(dtype_name):
 
 SORT = Program("sort.cu", tuple(dict.fromkeys(
     [sort_expression(name, kernel) for kernel in ("sort_rows_kernel", "sort_tiles_kernel",
-                                                  "write_ranks_kernel")
+                                                  "write_ranks_kernel", "select_rows_kernel")
      for name in SORT_TYPES]
     + [merge_expression(name) for name in SORT_TYPES])))
 PROGRAMS = (SORT,)
@@ -85,6 +98,24 @@ def launch_shape(n, dtype_name):
 
 def key_bytes(dtype_name):
     return 8 if SORT_TYPES[dtype_name] in WIDE_KEYS else 4
+
+
+@functools.lru_cache(maxsize=None)
+def select_threads():
+    """RT_SELECT_THREADS, read from the kernel: select_rows_kernel's block size."""
+    return int(re.search(r"#define RT_SELECT_THREADS (\d+)", _read_source("sort.cu")).group(1))
+
+
+SELECT_FRACTION = 8   # topk selects when k <= n / SELECT_FRACTION (see selects)
+
+
+def selects(n, first, count):
+    """Whether ranks first..first+count-1 of rows of n are found by selection (the size rule):
+    rows longer than one tile (shorter ones are sorted whole in shared memory by one launch,
+    which leaves little to save), and at most n / SELECT_FRACTION elements to sort afterwards
+    (kthvalue's one element: none), for topk (first == 0) and kthvalue (count == 1), the two
+    shapes of request select_rows_kernel serves."""
+    return n > tile() and (first == 0 or count == 1) and count * SELECT_FRACTION <= n
 
 
 # --- kernels ----------------------------------------------------------------------------------
@@ -178,11 +209,23 @@ def _launch(x, shape, strides, dim, descending, first, count, out_strides, value
         return False
     rows = Rows(geometry_struct(rows_shape, rows_strides), math.prod(rows_shape), shape[dim],
                 strides[dim], out_strides[dim])
-    if rows.n <= tile():
-        _sort_short_rows(x, rows, descending, first, count, value, index)
+    if selects(rows.n, first, count):
+        # the chosen elements, laid out as the results, as the input of their sort
+        sorted_rows = count > 1 and Rows(geometry_struct(rows_shape, [rows_strides[0]] * 3),
+                                         rows.count, count, rows.out_step, rows.out_step)
+        _select_rows(x, rows, sorted_rows, descending, first, count, value, index)
     else:
-        _sort_long_rows(x, rows, descending, first, count, value, index)
+        _sort_rows(x, rows, descending, first, count, value, index)
     return True
+
+
+def _sort_rows(x, rows, descending, first, count, value, index, index_map=None):
+    """Ranks first..first+count-1 of each row's stable order, by the full sort (index_map:
+    see _select_rows)."""
+    if rows.n <= tile():
+        _sort_short_rows(x, rows, descending, first, count, value, index, index_map)
+    else:
+        _sort_long_rows(x, rows, descending, first, count, value, index, index_map)
 
 
 @dataclass(frozen=True)
@@ -196,20 +239,44 @@ class Rows:
     out_step: int
 
 
-def _sort_short_rows(x, rows, descending, first, count, value, index):
+def _select_rows(x, rows, sorted_rows, descending, first, count, value, index):
+    """select_rows_kernel writes the elements of ranks first..first+count-1 in index order:
+    the answer when count is 1, else into scratch results of the results' layout
+    (`sorted_rows`: the written rows as a sort's input), which are then sorted, their positions
+    mapped back to the row's indices through the written ones."""
+    chosen_value, chosen_index = value, index
+    if count > 1:
+        chosen_value = Tensor._empty(value._shape, x.dtype, x.device)
+        chosen_index = Tensor._empty(value._shape, D.int64, x.device)
+    args = (rows.geometry, ctypes.c_int64(rows.n), ctypes.c_int64(first),
+            ctypes.c_int64(count), ctypes.c_int32(int(descending)),
+            ctypes.c_int64(rows.out_step), ctypes.c_int64(rows.out_step),
+            ctypes.c_int64(rows.in_step), pointer(chosen_value), pointer(chosen_index),
+            pointer(x))
+    storage = x._storage
+    storage._driver.launch_grid(storage._index, SORT,
+                                sort_expression(x.dtype.name, "select_rows_kernel"),
+                                (min(rows.count, MAX_GRID), 1, 1), (select_threads(), 1, 1), 0,
+                                args)
+    if count > 1:
+        _sort_rows(chosen_value, sorted_rows, descending, 0, count, value, index, chosen_index)
+
+
+def _sort_short_rows(x, rows, descending, first, count, value, index, index_map=None):
     """One launch, one block per row (sort_rows_kernel)."""
     padded, threads, shared = launch_shape(rows.n, x.dtype.name)
     args = (rows.geometry, ctypes.c_int64(rows.n), ctypes.c_int64(first),
             ctypes.c_int64(count), ctypes.c_int32(padded), ctypes.c_int32(int(descending)),
             ctypes.c_int64(rows.out_step), ctypes.c_int64(rows.out_step),
-            ctypes.c_int64(rows.in_step), _maybe_pointer(value), pointer(index), pointer(x))
+            ctypes.c_int64(rows.in_step), _maybe_pointer(value), pointer(index), pointer(x),
+            _maybe_pointer(index_map))
     storage = x._storage
     storage._driver.launch_grid(storage._index, SORT, sort_expression(x.dtype.name),
                                 (min(rows.count, MAX_GRID), 1, 1), (threads, 1, 1), shared,
                                 args)
 
 
-def _sort_long_rows(x, rows, descending, first, count, value, index):
+def _sort_long_rows(x, rows, descending, first, count, value, index, index_map=None):
     """Tiles sorted into runs, runs merged pairwise until each row is one, ranks written."""
     name = x.dtype.name
     driver, device = x._storage._driver, x._storage._index
@@ -236,11 +303,12 @@ def _sort_long_rows(x, rows, descending, first, count, value, index):
                    ctypes.c_int64(count), ctypes.c_int64(rows.out_step),
                    ctypes.c_int64(rows.out_step), ctypes.c_int64(rows.in_step),
                    pointer(positions[current]), _maybe_pointer(value), pointer(index),
-                   pointer(x)))
+                   pointer(x), _maybe_pointer(index_map)))
 
 
 def _maybe_pointer(t):
-    """A tensor's device address, or a null pointer for no tensor (argsort's values)."""
+    """A tensor's device address, or a null pointer for no tensor (argsort's values, a sort's
+    index map)."""
     return ctypes.c_uint64(0) if t is None else pointer(t)
 
 
