@@ -239,12 +239,17 @@ static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
 /* Element kinds of the buffers kernels take. */
 enum { KIND_F32, KIND_F64, KIND_I64, KIND_I32 };
 
-/* A buffer's one-character struct format ('f', 'd', 'q', ...; byte-order prefix skipped),
- * or 0 for anything longer. */
+/* A buffer's one-character struct format ('f', 'd', 'q', ...), after one prefix that means
+ * this machine's byte order ('@', '=', or '<' / '>' on a little / big-endian one), or 0 for
+ * anything else. */
 static inline int format_char(const Py_buffer *view)
 {
     const char *f = view->format ? view->format : "B";
+#if PY_LITTLE_ENDIAN
     if (*f == '<' || *f == '@' || *f == '=') f++;
+#else
+    if (*f == '>' || *f == '@' || *f == '=') f++;
+#endif
     return f[0] && !f[1] ? f[0] : 0;
 }
 
@@ -268,6 +273,18 @@ static inline int buffer_kind_in(const Py_buffer *view, const char *what, int wi
 static inline int buffer_kind(const Py_buffer *view, const char *what)
 {
     return buffer_kind_in(view, what, 0);
+}
+
+/* float32 or float64 only (KIND_F32 / KIND_F64), or -1 with TypeError set naming `what`. */
+static inline int buffer_float_kind(const Py_buffer *view, const char *what)
+{
+    const int c = format_char(view);
+    if (c == 'f' && view->itemsize == 4) return KIND_F32;
+    if (c == 'd' && view->itemsize == 8) return KIND_F64;
+    PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements (buffer format "
+                 "'%s', itemsize %zd)", what, view->format ? view->format : "B",
+                 view->itemsize);
+    return -1;
 }
 
 /* Units [0, n) in fixed groups of `group` units, one CALL per group with [lo, hi) set;

@@ -1092,22 +1092,13 @@ static void run(const loop_t *L, ptrdiff_t numel, ptrdiff_t parallel_min)
 /* The element type a buffer holds (T_*), or -1 with TypeError set. */
 static int buffer_type(const Py_buffer *view, const char *what)
 {
-    const char *f = view->format ? view->format : "B";
-#if PY_LITTLE_ENDIAN
-    if (*f == '<') f++;
-#else
-    if (*f == '>') f++;
-#endif
-    if (*f == '@' || *f == '=') f++;
     Py_ssize_t size = view->itemsize;
-    if (f[0] != '\0' && f[1] == '\0') {
-        switch (f[0]) {
-        case 'f': if (size == 4) return T_F32; break;
-        case 'd': if (size == 8) return T_F64; break;
-        case 'q': case 'l': if (size == 8) return T_I64; break;
-        case 'i': if (size == 4) return T_I32; break;
-        case '?': if (size == 1) return T_BOOL; break;
-        }
+    switch (format_char(view)) {
+    case 'f': if (size == 4) return T_F32; break;
+    case 'd': if (size == 8) return T_F64; break;
+    case 'q': case 'l': if (size == 8) return T_I64; break;
+    case 'i': if (size == 4) return T_I32; break;
+    case '?': if (size == 1) return T_BOOL; break;
     }
     PyErr_Format(PyExc_TypeError, "%s holds elements of buffer format '%s' (itemsize %zd), "
                  "not one of float32, float64, int64, int32, bool", what,
