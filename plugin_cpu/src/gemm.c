@@ -468,9 +468,7 @@ static int operand(PyObject *const *args, const char *const names[3], int writab
     }
     if (get_buffer(args[0], view, writable, what) < 0) return -1;
     *type = buffer_float_kind(view, what);
-    Py_ssize_t len = view->len / (view->itemsize ? view->itemsize : 1);
-    long long numel = shape[0] * shape[1] * shape[2];
-    if (*type < 0 || (numel > 0 && check_bounds(what, len, offset, 3, shape, st) < 0)) {
+    if (*type < 0 || check_view(view, what, offset, 3, shape, st) < 0) {
         PyBuffer_Release(view);
         return -1;
     }
@@ -625,6 +623,7 @@ static int parse_conv(PyObject *const *args, long long xshape[4], long long xst[
 static int conv_buffers(PyObject *const *bufs, const char *const *names, int n,
                         Py_buffer *views, int *type)
 {
+    *type = -1; /* the first buffer's, which the others must share */
     for (int i = 0; i < n; i++) {
         if (get_buffer(bufs[i], &views[i], i == 0, names[i]) < 0) {
             for (int j = 0; j < i; j++) PyBuffer_Release(&views[j]);

@@ -543,12 +543,6 @@ static int index_type(const Py_buffer *view)
     return -1;
 }
 
-static int parse_size(PyObject *obj, const char *what, long long *dst)
-{
-    if (parse_offset(obj, what, dst) < 0) return -1; /* an int >= 0, not too large */
-    return 0;
-}
-
 static int parse_stride(PyObject *obj, const char *what, long long *dst)
 {
     int overflow = 0;
@@ -598,14 +592,14 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
     memset(&G, 0, sizeof G);
     set_walk_shape(&G.W, ndim, shape);
     Py_buffer views[3];
-    if (parse_operand(args + 1, "out", 1, ndim, shape, numel, 0, 0, &views[0], &G.W, OP_OUT) < 0)
+    if (parse_operand(args + 1, "out", 1, ndim, shape, 0, 0, &views[0], &G.W, OP_OUT) < 0)
         return NULL;
-    if (parse_operand(args + 4, "src", 0, ndim, shape, numel, ks, K, &views[1], &G.W,
+    if (parse_operand(args + 4, "src", 0, ndim, shape, ks, K, &views[1], &G.W,
                       OP_SRC) < 0) {
         PyBuffer_Release(&views[0]);
         return NULL;
     }
-    if (parse_operand(args + 9, "index", 0, ndim, shape, numel, 0, 0, &views[2], &G.W,
+    if (parse_operand(args + 9, "index", 0, ndim, shape, 0, 0, &views[2], &G.W,
                       OP_IDX) < 0) {
         PyBuffer_Release(&views[0]);
         PyBuffer_Release(&views[1]);
@@ -690,15 +684,15 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     set_walk_shape(&S.W, ndim, shape);
     Py_buffer views[3];
-    if (parse_operand(args + 1, "out", 1, ndim, shape, numel, ks, K, &views[0], &S.W,
+    if (parse_operand(args + 1, "out", 1, ndim, shape, ks, K, &views[0], &S.W,
                       OP_OUT) < 0)
         return NULL;
-    if (parse_operand(args + 6, "src", 0, ndim, shape, numel, 0, 0, &views[1], &S.W,
+    if (parse_operand(args + 6, "src", 0, ndim, shape, 0, 0, &views[1], &S.W,
                       OP_SRC) < 0) {
         PyBuffer_Release(&views[0]);
         return NULL;
     }
-    if (parse_operand(args + 9, "index", 0, ndim, shape, numel, 0, 0, &views[2], &S.W,
+    if (parse_operand(args + 9, "index", 0, ndim, shape, 0, 0, &views[2], &S.W,
                       OP_IDX) < 0) {
         PyBuffer_Release(&views[0]);
         PyBuffer_Release(&views[1]);

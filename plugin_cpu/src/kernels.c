@@ -299,8 +299,7 @@ static long long prepare(loop_t *L, Py_buffer *views, int nops, PyObject *const 
         *type = t;
         if (parse_offset(arg[1], names[k][1], &offset) < 0 ||
             parse_dims(arg[2], names[k][2], ndim, strides, NULL) < 0 ||
-            (numel > 0 && check_bounds(names[k][0], views[k].len / views[k].itemsize, offset,
-                                       ndim, shape, strides) < 0))
+            check_view(&views[k], names[k][0], offset, ndim, shape, strides) < 0)
             goto fail;
         L->buf[k] = (char *)views[k].buf;
         L->offset[k] = (ptrdiff_t)offset;

@@ -274,71 +274,15 @@ static double *scratch_alloc(size_t per_thread, int threads)
 
 /* ---- argument checking --------------------------------------------------------------------- */
 
-/* The buffers an entry point holds, released together. */
-typedef struct {
-    Py_buffer views[8];
-    int held;
-} held_t;
-
-static void release_all(held_t *h)
-{
-    for (int i = 0; i < h->held; i++) PyBuffer_Release(&h->views[i]);
-    h->held = 0;
-}
-
-/* Acquire `obj` (None allowed when `optional`: *ptr = NULL) holding `kind` elements, viewed
- * with `shape` / `strides` (ndim dims) from element offset `off_obj`; *ptr = element 0. */
-static int operand(held_t *h, PyObject *obj, PyObject *off_obj, int ndim,
-                   const long long *shape, const long long *strides, int writable, int kind,
-                   int optional, const char *what, char **ptr)
-{
-    *ptr = NULL;
-    if (obj == Py_None && optional) return 0;
-    long long offset;
-    Py_buffer *view = &h->views[h->held];
-    if (get_buffer(obj, view, writable, what) < 0) return -1;
-    h->held++;
-    int k = buffer_kind(view, what);
-    if (k < 0) return -1;
-    if (k != kind) {
-        PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
-        return -1;
-    }
-    if (off_obj == NULL) {
-        offset = 0;
-    } else if (parse_offset(off_obj, what, &offset) < 0) {
-        return -1;
-    }
-    long long numel = 1;
-    for (int d = 0; d < ndim; d++) numel *= shape[d];
-    if (numel > 0 &&
-        check_bounds(what, view->len / view->itemsize, offset, ndim, shape, strides) < 0)
-        return -1;
-    *ptr = (char *)view->buf + offset * view->itemsize;
-    return 0;
-}
-
-/* A contiguous operand of n elements. */
+/* A contiguous operand of n elements (common.h's kind_operand, which the strided ones use
+ * directly). */
 static int contiguous_operand(held_t *h, PyObject *obj, PyObject *off_obj, long long n,
                               int writable, int kind, int optional, const char *what,
                               char **ptr)
 {
     const long long shape[1] = {n}, strides[1] = {1};
-    return operand(h, obj, off_obj, 1, shape, strides, writable, kind, optional, what, ptr);
-}
-
-/* The float kind (KIND_F32 / KIND_F64) of a buffer, without keeping it. */
-static int float_kind_of(PyObject *obj, const char *what)
-{
-    Py_buffer view;
-    if (get_buffer(obj, &view, 0, what) < 0) return -1;
-    int k = buffer_kind(&view, what);
-    PyBuffer_Release(&view);
-    if (k == KIND_I64) {
-        PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements", what);
-        return -1;
-    }
-    return k;
+    return kind_operand(h, obj, off_obj, 1, shape, strides, writable, kind, optional, what,
+                        ptr);
 }
 
 /* `n` ints, each in [lo, MAX_EXTENT). */
@@ -374,11 +318,7 @@ static int parse_divisor(PyObject *obj, pool_t *g)
     g->has_override = obj != Py_None;
     if (!g->has_override) return 0;
     long long v;
-    PyObject *one = PyTuple_Pack(1, obj);
-    if (one == NULL) return -1;
-    const int rc = parse_dims(one, "divisor_override", 1, &v, NULL);
-    Py_DECREF(one);
-    if (rc < 0) return -1;
+    if (parse_int_entry(obj, "divisor_override", &v) < 0) return -1;
     if (v == 0) {
         PyErr_SetString(PyExc_ValueError, "divisor_override must not be zero");
         return -1;
@@ -428,10 +368,10 @@ static PyObject *py_max_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
     const ptrdiff_t planes = g.A * g.B, n_out = planes * g.OH * g.OW;
     held_t h = {.held = 0};
     char *x, *values, *indices;
-    if (operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
+    if (kind_operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
         contiguous_operand(&h, args[6], NULL, n_out, 1, type, 0, "values", &values) < 0 ||
         contiguous_operand(&h, args[7], NULL, n_out, 1, KIND_I64, 0, "indices", &indices) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     g.x = x, g.out = values, g.idx = (int64_t *)indices;
@@ -447,7 +387,7 @@ static PyObject *py_max_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
         FOR_BLOCKS(planes * g.OH, g.OW * g.kh * g.kw, par, k->max_rows(&g, lo, hi));
         Py_END_ALLOW_THREADS
     }
-    release_all(&h);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -521,11 +461,11 @@ static PyObject *py_max_pool2d_backward(PyObject *self, PyObject *const *args, P
     const ptrdiff_t planes = gshape[0] * gshape[1], n_in = planes * m.HW;
     held_t h = {.held = 0};
     char *grad, *indices, *out;
-    if (operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
-        operand(&h, args[4], args[5], 4, gshape, istrides, 0, KIND_I64, 0, "indices",
+    if (kind_operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
+        kind_operand(&h, args[4], args[5], 4, gshape, istrides, 0, KIND_I64, 0, "indices",
                 &indices) < 0 ||
         contiguous_operand(&h, args[8], NULL, n_in, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     m.g = grad, m.idx = indices, m.out = out;
@@ -544,12 +484,12 @@ static PyObject *py_max_pool2d_backward(PyObject *self, PyObject *const *args, P
                                                              (o / m.OW) * m.iH + (o % m.OW) * m.iW];
                 if (k < 0 || k >= m.HW) first = k, found = 1;
             }
-        release_all(&h);
+        release_held(&h);
         PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for dimension 1 with "
                      "size %lld", first, (long long)m.HW);
         return NULL;
     }
-    release_all(&h);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -593,9 +533,9 @@ static PyObject *py_avg_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
     const ptrdiff_t planes = g.A * g.B, n_out = planes * g.OH * g.OW;
     held_t h = {.held = 0};
     char *x, *out;
-    if (operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
+    if (kind_operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
         contiguous_operand(&h, args[8], NULL, n_out, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     g.x = x, g.out = out;
@@ -607,7 +547,7 @@ static PyObject *py_avg_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
         FOR_BLOCKS(planes * g.OH, g.OW * g.kh * g.kw, par, k->avg_rows(&g, lo, hi));
         Py_END_ALLOW_THREADS
     }
-    release_all(&h);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -630,9 +570,9 @@ static PyObject *py_avg_pool2d_backward(PyObject *self, PyObject *const *args, P
     const ptrdiff_t planes = g.A * g.B, n_in = planes * g.H * g.W;
     held_t h = {.held = 0};
     char *grad, *out;
-    if (operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
+    if (kind_operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
         contiguous_operand(&h, args[8], NULL, n_in, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     g.x = grad, g.out = out;
@@ -644,7 +584,7 @@ static PyObject *py_avg_pool2d_backward(PyObject *self, PyObject *const *args, P
         const size_t per_thread = scratch_doubles((size_t)(g.W + g.OW));
         double *scratch = scratch_alloc(per_thread, threads);
         if (scratch == NULL) {
-            release_all(&h);
+            release_held(&h);
             return PyErr_NoMemory();
         }
         Py_BEGIN_ALLOW_THREADS
@@ -653,7 +593,7 @@ static PyObject *py_avg_pool2d_backward(PyObject *self, PyObject *const *args, P
         Py_END_ALLOW_THREADS
         free(scratch);
     }
-    release_all(&h);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -705,15 +645,15 @@ static PyObject *py_adaptive_avg_pool2d(PyObject *self, PyObject *const *args, P
     const ptrdiff_t planes = g.A * g.B, n_out = planes * g.OH * g.OW;
     held_t h = {.held = 0};
     char *x, *out;
-    if (operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
+    if (kind_operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
         contiguous_operand(&h, args[5], NULL, n_out, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     g.x = x, g.out = out;
     ptrdiff_t *bins = set_bins(&g);
     if (bins == NULL) {
-        release_all(&h);
+        release_held(&h);
         return PyErr_NoMemory();
     }
     const kernels_t *k = &KERNELS_BY[g_isa][type];
@@ -726,7 +666,7 @@ static PyObject *py_adaptive_avg_pool2d(PyObject *self, PyObject *const *args, P
         Py_END_ALLOW_THREADS
     }
     free(bins);
-    release_all(&h);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -751,15 +691,15 @@ static PyObject *py_adaptive_avg_pool2d_backward(PyObject *self, PyObject *const
     const ptrdiff_t planes = g.A * g.B, n_in = planes * g.H * g.W;
     held_t h = {.held = 0};
     char *grad, *out;
-    if (operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
+    if (kind_operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
         contiguous_operand(&h, args[5], NULL, n_in, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     g.x = grad, g.out = out;
     ptrdiff_t *bins = set_bins(&g);
     if (bins == NULL) {
-        release_all(&h);
+        release_held(&h);
         return PyErr_NoMemory();
     }
     const kernels_t *k = &KERNELS_BY[g_isa][type];
@@ -772,7 +712,7 @@ static PyObject *py_adaptive_avg_pool2d_backward(PyObject *self, PyObject *const
         double *scratch = scratch_alloc(per_thread, threads);
         if (scratch == NULL) {
             free(bins);
-            release_all(&h);
+            release_held(&h);
             return PyErr_NoMemory();
         }
         Py_BEGIN_ALLOW_THREADS
@@ -782,7 +722,7 @@ static PyObject *py_adaptive_avg_pool2d_backward(PyObject *self, PyObject *const
         free(scratch);
     }
     free(bins);
-    release_all(&h);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -958,20 +898,20 @@ static PyObject *py_batch_norm_backward(PyObject *self, PyObject *const *args,
     const long long os[3] = {C * L, L, 1};
     held_t h = {.held = 0};
     char *g, *x, *w, *mean, *rstd, *out, *gw, *gb;
-    if (operand(&h, args[0], args[1], 3, shape, gs, 0, type, 0, "grad", &g) < 0 ||
-        operand(&h, args[3], args[4], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
+    if (kind_operand(&h, args[0], args[1], 3, shape, gs, 0, type, 0, "grad", &g) < 0 ||
+        kind_operand(&h, args[3], args[4], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
         contiguous_operand(&h, args[7], args[8], C, 0, type, 1, "weight", &w) < 0 ||
         contiguous_operand(&h, args[9], NULL, C, 0, type, 0, "mean", &mean) < 0 ||
         contiguous_operand(&h, args[10], NULL, C, 0, type, 0, "rstd", &rstd) < 0 ||
-        operand(&h, args[11], NULL, 3, shape, os, 1, type, 1, "out", &out) < 0 ||
+        kind_operand(&h, args[11], NULL, 3, shape, os, 1, type, 1, "out", &out) < 0 ||
         contiguous_operand(&h, args[12], NULL, C, 1, type, 1, "grad_weight", &gw) < 0 ||
         contiguous_operand(&h, args[13], NULL, C, 1, type, 1, "grad_bias", &gb) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     if (N * L == 0) {
         PyErr_SetString(PyExc_ValueError, "batch statistics of no elements");
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     bn_backward_t b = {.g = g, .x = x, .w = w, .mean = mean, .rstd = rstd, .N = N, .C = C,
@@ -985,7 +925,7 @@ static PyObject *py_batch_norm_backward(PyObject *self, PyObject *const *args,
     else
         FOR_BLOCKS(C, N * L, par, bn_backward_f64(&b, lo, hi));
     Py_END_ALLOW_THREADS
-    release_all(&h);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -1014,27 +954,27 @@ static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     const long long xs[3] = {pstrides[0], pstrides[1], 1}, os[3] = {ostrides[0], ostrides[1], 1};
     held_t h = {.held = 0};
     char *x, *w, *bias, *rm, *rv, *out, *save_mean, *save_rstd;
-    if (operand(&h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
+    if (kind_operand(&h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
         contiguous_operand(&h, args[4], args[5], B, 0, type, 1, "weight", &w) < 0 ||
         contiguous_operand(&h, args[6], args[7], B, 0, type, 1, "bias", &bias) < 0 ||
         contiguous_operand(&h, args[8], args[9], B, training, type, training, "running_mean",
                            &rm) < 0 ||
         contiguous_operand(&h, args[10], args[11], B, training, type, training,
                            "running_var", &rv) < 0 ||
-        operand(&h, args[15], NULL, 3, shape, os, 1, type, 0, "out", &out) < 0 ||
+        kind_operand(&h, args[15], NULL, 3, shape, os, 1, type, 0, "out", &out) < 0 ||
         contiguous_operand(&h, args[17], NULL, B, 1, type, 0, "save_mean", &save_mean) < 0 ||
         contiguous_operand(&h, args[18], NULL, B, 1, type, 0, "save_rstd", &save_rstd) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     if ((rm == NULL) != (rv == NULL)) {
         PyErr_SetString(PyExc_ValueError, "running_mean and running_var go together");
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     if (training && A * L == 0) {
         PyErr_SetString(PyExc_ValueError, "batch statistics of no elements");
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     norm_t n = {.x = x, .A = A, .B = B, .L = L, .sA = xs[0], .sB = xs[1], .out = out,
@@ -1090,7 +1030,7 @@ static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t
         FOR_BLOCKS(A * B, L, par, k->apply(&n, lo, hi));
     }
     Py_END_ALLOW_THREADS
-    release_all(&h);
+    release_held(&h);
     if (failed) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
@@ -1123,13 +1063,13 @@ static PyObject *py_group_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     const long long xs[3] = {pstrides[0], pstrides[1], 1}, os[3] = {ostrides[0], ostrides[1], 1};
     held_t h = {.held = 0};
     char *x, *w, *bias, *out, *mean, *rstd;
-    if (operand(&h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
+    if (kind_operand(&h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
         contiguous_operand(&h, args[5], args[6], B, 0, type, 1, "weight", &w) < 0 ||
         contiguous_operand(&h, args[7], args[8], B, 0, type, 1, "bias", &bias) < 0 ||
-        operand(&h, args[10], NULL, 3, shape, os, 1, type, 0, "out", &out) < 0 ||
+        kind_operand(&h, args[10], NULL, 3, shape, os, 1, type, 0, "out", &out) < 0 ||
         contiguous_operand(&h, args[12], NULL, A * groups, 1, type, 0, "mean", &mean) < 0 ||
         contiguous_operand(&h, args[13], NULL, A * groups, 1, type, 0, "rstd", &rstd) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     const long long per_group = B / groups;
@@ -1150,7 +1090,7 @@ static PyObject *py_group_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     free(var);
     free(n.plane_sums);
     Py_END_ALLOW_THREADS
-    release_all(&h);
+    release_held(&h);
     if (failed) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }

@@ -842,13 +842,6 @@ static int parse_double(PyObject *obj, const char *what, double *dst)
     return 0;
 }
 
-static int check_nargs(Py_ssize_t nargs, Py_ssize_t expected, const char *signature)
-{
-    if (nargs == expected) return 0;
-    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, got %zd", signature, expected, nargs);
-    return -1;
-}
-
 static PyObject *py_uniform(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;

@@ -388,31 +388,22 @@ static int int_kind(const Py_buffer *view, const char *what)
     return -1;
 }
 
-/* One operand: (buffer, offset, strides) over `shape`; `kind` is the element kind it must
- * have (-1: float32 or float64, returned; -2: any kind of int_kind). Sets *ptr to the
- * view's element 0. */
-static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
+/* One operand held in `h`: (buffer, offset, strides) over `shape`; `kind` is the element
+ * kind it must have (-1: float32 or float64, returned; -2: any kind of int_kind). Sets *ptr
+ * to the view's element 0. */
+static int operand(held_t *h, PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
                    const long long *shape, int writable, int kind, const char *what,
-                   Py_buffer *view, char **ptr, long long *strides, int *held)
+                   char **ptr, long long *strides)
 {
-    long long offset;
-    if (get_buffer(buf, view, writable, what) < 0) return -1;
-    (*held)++;
+    const Py_buffer *view = hold_buffer(h, buf, writable, what);
+    if (view == NULL) return -1;
     int k = kind == -2 ? int_kind(view, what) : buffer_kind(view, what);
     if (k < 0) return -1;
     if ((kind >= 0 && k != kind) || (kind == -1 && k == KIND_I64)) {
         PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
         return -1;
     }
-    if (parse_offset(off, what, &offset) < 0 ||
-        parse_dims(strides_obj, what, ndim, strides, NULL) < 0)
-        return -1;
-    long long numel = 1;
-    for (int d = 0; d < ndim; d++) numel *= shape[d];
-    if (numel > 0 && check_bounds(what, view->len / view->itemsize, offset, ndim, shape,
-                                  strides) < 0)
-        return -1;
-    *ptr = (char *)view->buf + offset * view->itemsize;
+    if (parse_view(view, what, off, strides_obj, ndim, shape, strides, ptr) < 0) return -1;
     return k;
 }
 
@@ -469,17 +460,15 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
                         "or missing where it has one");
         return NULL;
     }
-    Py_buffer views[3];
-    int held = 0, type;
+    held_t h = {.held = 0};
     char *x, *out = NULL, *idx = NULL;
     PyObject *result = NULL;
-    type = operand(args[1], args[2], args[4], 3, shape, 0, -1, "x", &views[0], &x, xs, &held);
-    if (type < 0) goto done;
-    if (want_out && operand(args[5], args[6], args[7], 2, shape, 1, type, "out", &views[held],
-                            &out, os, &held) < 0)
-        goto done;
-    if (want_idx && operand(args[8], args[9], args[10], 2, shape, 1, 2, "idx", &views[held],
-                            &idx, is, &held) < 0)
+    const int type = operand(&h, args[1], args[2], args[4], 3, shape, 0, -1, "x", &x, xs);
+    if (type < 0 ||
+        (want_out && operand(&h, args[5], args[6], args[7], 2, shape, 1, type, "out", &out,
+                             os) < 0) ||
+        (want_idx && operand(&h, args[8], args[9], args[10], 2, shape, 1, KIND_I64, "idx",
+                             &idx, is) < 0))
         goto done;
     geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
     int rc = 0;
@@ -499,7 +488,7 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
     result = Py_None;
     Py_INCREF(result);
 done:
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    release_held(&h);
     return result;
 }
 
@@ -541,13 +530,12 @@ static PyObject *py_prod_int(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     long long shape[3], xs[3], os[2];
     if (parse_shape3(args[2], shape) < 0) return NULL;
-    Py_buffer views[2];
-    int held = 0, kind;
+    held_t h = {.held = 0};
     char *x, *out;
     PyObject *result = NULL;
-    kind = operand(args[0], args[1], args[3], 3, shape, 0, -2, "x", &views[0], &x, xs, &held);
-    if (kind < 0 || operand(args[4], args[5], args[6], 2, shape, 1, KIND_I64, "out",
-                            &views[1], &out, os, &held) < 0)
+    const int kind = operand(&h, args[0], args[1], args[3], 3, shape, 0, -2, "x", &x, xs);
+    if (kind < 0 || operand(&h, args[4], args[5], args[6], 2, shape, 1, KIND_I64, "out", &out,
+                            os) < 0)
         goto done;
     geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
     const ptrdiff_t rows = g.O * g.I;
@@ -559,7 +547,7 @@ static PyObject *py_prod_int(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    release_held(&h);
     return result;
 }
 
@@ -573,13 +561,12 @@ static PyObject *py_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     long long shape[3], xs[3], os[3];
     if (parse_shape3(args[2], shape) < 0) return NULL;
-    Py_buffer views[2];
-    int held = 0, type;
+    held_t h = {.held = 0};
     char *x, *out;
     PyObject *result = NULL;
-    type = operand(args[0], args[1], args[3], 3, shape, 0, -1, "x", &views[0], &x, xs, &held);
-    if (type < 0 || operand(args[4], args[5], args[6], 3, shape, 1, type, "out", &views[1],
-                            &out, os, &held) < 0)
+    const int type = operand(&h, args[0], args[1], args[3], 3, shape, 0, -1, "x", &x, xs);
+    if (type < 0 || operand(&h, args[4], args[5], args[6], 3, shape, 1, type, "out", &out,
+                            os) < 0)
         goto done;
     geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
     g_calls++;
@@ -600,7 +587,7 @@ static PyObject *py_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nar
     result = Py_None;
     Py_INCREF(result);
 done:
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    release_held(&h);
     return result;
 }
 

@@ -1120,7 +1120,7 @@ static long long parse_loop_shape(loop_t *L, PyObject *shape_obj, long long *sha
 /* Operand k from (buffer, offset, strides): acquire the buffer (out writable), check its
  * element type is `want` and every visited element lies inside it. */
 static int parse_operand(loop_t *L, Py_buffer *view, int k, PyObject *buf, PyObject *off_obj,
-                         PyObject *strides_obj, int want, const char *what, long long numel,
+                         PyObject *strides_obj, int want, const char *what,
                          const long long *shape, int ndim)
 {
     long long strides[MAX_NDIM], offset;
@@ -1133,8 +1133,7 @@ static int parse_operand(loop_t *L, Py_buffer *view, int k, PyObject *buf, PyObj
     }
     if (t < 0 || parse_offset(off_obj, "offset", &offset) < 0 ||
         parse_dims(strides_obj, "strides", ndim, strides, NULL) < 0 ||
-        (numel > 0 && check_bounds(what, view->len / view->itemsize, offset, ndim, shape,
-                                   strides) < 0)) {
+        check_view(view, what, offset, ndim, shape, strides) < 0) {
         PyBuffer_Release(view);
         return -1;
     }
@@ -1220,7 +1219,7 @@ static PyObject *py_elementwise(PyObject *self, PyObject *const *args, Py_ssize_
             want = (op == OP_WHERE && k == 1) ? T_BOOL : type;
         }
         if (parse_operand(&L, &views[k], k, arg[0], arg[1], arg[2], want, OPERAND_NAMES[k],
-                          numel, shape, ndim) < 0) {
+                          shape, ndim) < 0) {
             release(views, k);
             return NULL;
         }
@@ -1263,7 +1262,7 @@ static PyObject *py_cast(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     for (int k = 0; k < 2; k++) {
         PyObject *const *arg = args + 1 + 4 * k;
         if (parse_operand(&L, &views[k], k, arg[0], arg[2], arg[3], (int)types[k], names[k],
-                          numel, shape, ndim) < 0) {
+                          shape, ndim) < 0) {
             release(views, k);
             return NULL;
         }
