@@ -340,6 +340,53 @@ static void set_planes(pool_t *g, const long long *shape, const long long *strid
     g->sA = strides[0], g->sB = strides[1], g->sH = strides[2], g->sW = strides[3];
 }
 
+/* ---- running the pooling kernels ----------------------------------------------------------- */
+
+/* fn over rows [0, rows) (per_row elements of work each) in blocks, without the GIL; on the
+ * OpenMP threads when `work` elements are worth it. */
+static void run_rows(rows_fn fn, const pool_t *g, ptrdiff_t rows, ptrdiff_t per_row,
+                     double work)
+{
+    Py_BEGIN_ALLOW_THREADS
+    const int par = parallel_ok(work);
+    FOR_BLOCKS(rows, per_row, par, fn(g, lo, hi));
+    Py_END_ALLOW_THREADS
+}
+
+/* fn over units [0, units) (per_unit elements of work each) in blocks, without the GIL, each
+ * thread with its own `scratch_n` doubles of scratch. -1 with MemoryError set when the
+ * scratch cannot be had (nothing runs). */
+static int run_with_scratch(scratch_rows_fn fn, const pool_t *g, ptrdiff_t units,
+                            ptrdiff_t per_unit, double work, size_t scratch_n)
+{
+    const int par = parallel_ok(work);
+    const size_t per_thread = scratch_doubles(scratch_n);
+    double *scratch = scratch_alloc(per_thread, thread_count(par));
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    FOR_BLOCKS(units, per_unit, par, fn(g, lo, hi, scratch + per_thread * thread_id()));
+    Py_END_ALLOW_THREADS
+    free(scratch);
+    return 0;
+}
+
+/* The pooled operand (args[0], args[1]: x or grad, over shape / strides) and the contiguous
+ * result `out_obj` of n_out elements, both of `type`, held in h; into g->x and g->out. */
+static int pool_operands(held_t *h, PyObject *const *args, const char *in_name,
+                         const long long *shape, const long long *strides, int type,
+                         PyObject *out_obj, const char *out_name, long long n_out, pool_t *g)
+{
+    char *x, *out;
+    if (kind_operand(h, args[0], args[1], 4, shape, strides, 0, type, 0, in_name, &x) < 0 ||
+        contiguous_operand(h, out_obj, NULL, n_out, 1, type, 0, out_name, &out) < 0)
+        return -1;
+    g->x = x, g->out = out;
+    return 0;
+}
+
 /* ---- pooling entry points ----------------------------------------------------------------- */
 
 static PyObject *py_max_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -367,26 +414,22 @@ static PyObject *py_max_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
     g.OH = osz[0], g.OW = osz[1];
     const ptrdiff_t planes = g.A * g.B, n_out = planes * g.OH * g.OW;
     held_t h = {.held = 0};
-    char *x, *values, *indices;
-    if (kind_operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[6], NULL, n_out, 1, type, 0, "values", &values) < 0 ||
+    char *indices;
+    if (pool_operands(&h, args, "x", shape, strides, type, args[6], "values", n_out, &g) < 0 ||
         contiguous_operand(&h, args[7], NULL, n_out, 1, KIND_I64, 0, "indices", &indices) < 0) {
         release_held(&h);
         return NULL;
     }
-    g.x = x, g.out = values, g.idx = (int64_t *)indices;
+    g.idx = (int64_t *)indices;
     /* Rows of fewer than 32 outputs run faster as AVX2 than as AVX-512 (one 16-lane vector
      * and a long epilogue): 2x2 pooling of 56-wide planes measured 0.18 vs 0.24 ms (112-wide:
      * 0.23 vs 0.17). Every clone computes the same bits. */
     const int isa = g_isa == ISA_AVX512F && g.OW < 32 ? ISA_AVX2 : g_isa;
     const kernels_t *k = &KERNELS_BY[isa][type];
     g_calls++;
-    if (n_out > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        const int par = parallel_ok((double)n_out * g.kh * g.kw);
-        FOR_BLOCKS(planes * g.OH, g.OW * g.kh * g.kw, par, k->max_rows(&g, lo, hi));
-        Py_END_ALLOW_THREADS
-    }
+    if (n_out > 0)
+        run_rows(k->max_rows, &g, planes * g.OH, g.OW * g.kh * g.kw,
+                 (double)n_out * g.kh * g.kw);
     release_held(&h);
     Py_RETURN_NONE;
 }
@@ -532,21 +575,15 @@ static PyObject *py_avg_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
     g.OH = osz[0], g.OW = osz[1];
     const ptrdiff_t planes = g.A * g.B, n_out = planes * g.OH * g.OW;
     held_t h = {.held = 0};
-    char *x, *out;
-    if (kind_operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[8], NULL, n_out, 1, type, 0, "out", &out) < 0) {
+    if (pool_operands(&h, args, "x", shape, strides, type, args[8], "out", n_out, &g) < 0) {
         release_held(&h);
         return NULL;
     }
-    g.x = x, g.out = out;
     const kernels_t *k = &KERNELS_BY[g_isa][type];
     g_calls++;
-    if (n_out > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        const int par = parallel_ok((double)n_out * g.kh * g.kw);
-        FOR_BLOCKS(planes * g.OH, g.OW * g.kh * g.kw, par, k->avg_rows(&g, lo, hi));
-        Py_END_ALLOW_THREADS
-    }
+    if (n_out > 0)
+        run_rows(k->avg_rows, &g, planes * g.OH, g.OW * g.kh * g.kw,
+                 (double)n_out * g.kh * g.kw);
     release_held(&h);
     Py_RETURN_NONE;
 }
@@ -569,31 +606,18 @@ static PyObject *py_avg_pool2d_backward(PyObject *self, PyObject *const *args, P
     set_window(&g, win, 0);
     const ptrdiff_t planes = g.A * g.B, n_in = planes * g.H * g.W;
     held_t h = {.held = 0};
-    char *grad, *out;
-    if (kind_operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
-        contiguous_operand(&h, args[8], NULL, n_in, 1, type, 0, "out", &out) < 0) {
+    if (pool_operands(&h, args, "grad", gshape, gstrides, type, args[8], "out", n_in, &g) < 0) {
         release_held(&h);
         return NULL;
     }
-    g.x = grad, g.out = out;
     const kernels_t *k = &KERNELS_BY[g_isa][type];
     g_calls++;
-    if (n_in > 0) {
-        const int par = parallel_ok((double)n_in);
-        const int threads = thread_count(par);
-        const size_t per_thread = scratch_doubles((size_t)(g.W + g.OW));
-        double *scratch = scratch_alloc(per_thread, threads);
-        if (scratch == NULL) {
-            release_held(&h);
-            return PyErr_NoMemory();
-        }
-        Py_BEGIN_ALLOW_THREADS
-        FOR_BLOCKS(planes * g.H, g.W, par,
-                   k->avg_backward_rows(&g, lo, hi, scratch + per_thread * thread_id()));
-        Py_END_ALLOW_THREADS
-        free(scratch);
-    }
+    int failed = 0;
+    if (n_in > 0)
+        failed = run_with_scratch(k->avg_backward_rows, &g, planes * g.H, g.W, (double)n_in,
+                                  (size_t)(g.W + g.OW)) < 0;
     release_held(&h);
+    if (failed) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -625,6 +649,34 @@ static ptrdiff_t *set_bins(pool_t *g)
     return bins;
 }
 
+/* The arguments adaptive_avg_pool2d and its backward share: args[0..3] the pooled operand's
+ * (x or grad) buffer, offset, shape and strides, args[4] the other side's spatial size.
+ * Returns the element kind, or -1 with an exception set. */
+static int parse_adaptive_args(PyObject *const *args, const char *operand_name,
+                               const char *size_name, long long shape[4], long long strides[4],
+                               long long size[2])
+{
+    if (parse_planes(args[2], args[3], shape, strides) < 0 ||
+        parse_ints(args[4], size_name, 2, 0, size) < 0)
+        return -1;
+    return float_kind_of(args[0], operand_name);
+}
+
+/* The operands (out = args[5], n_out elements) held in h, then the bins (g->bins, which the
+ * caller frees). */
+static int adaptive_operands(held_t *h, PyObject *const *args, const char *operand_name,
+                             const long long *shape, const long long *strides, int type,
+                             long long n_out, pool_t *g)
+{
+    if (pool_operands(h, args, operand_name, shape, strides, type, args[5], "out", n_out, g) < 0)
+        return -1;
+    if (set_bins(g) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_adaptive_avg_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -634,38 +686,24 @@ static PyObject *py_adaptive_avg_pool2d(PyObject *self, PyObject *const *args, P
         return NULL;
     }
     long long shape[4], strides[4], osz[2];
-    if (parse_planes(args[2], args[3], shape, strides) < 0 ||
-        parse_ints(args[4], "out_size", 2, 0, osz) < 0)
-        return NULL;
-    int type = float_kind_of(args[0], "x");
+    const int type = parse_adaptive_args(args, "x", "out_size", shape, strides, osz);
     if (type < 0) return NULL;
     pool_t g = {0};
     set_planes(&g, shape, strides);
     g.OH = osz[0], g.OW = osz[1];
     const ptrdiff_t planes = g.A * g.B, n_out = planes * g.OH * g.OW;
     held_t h = {.held = 0};
-    char *x, *out;
-    if (kind_operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[5], NULL, n_out, 1, type, 0, "out", &out) < 0) {
+    if (adaptive_operands(&h, args, "x", shape, strides, type, n_out, &g) < 0) {
         release_held(&h);
         return NULL;
-    }
-    g.x = x, g.out = out;
-    ptrdiff_t *bins = set_bins(&g);
-    if (bins == NULL) {
-        release_held(&h);
-        return PyErr_NoMemory();
     }
     const kernels_t *k = &KERNELS_BY[g_isa][type];
     g_calls++;
     if (n_out > 0 && g.H > 0 && g.W > 0) {
-        Py_BEGIN_ALLOW_THREADS
         const ptrdiff_t per_row = g.OW * g.max_hlen * g.max_wlen;
-        const int par = parallel_ok((double)planes * g.OH * per_row);
-        FOR_BLOCKS(planes * g.OH, per_row, par, k->adaptive_rows(&g, lo, hi));
-        Py_END_ALLOW_THREADS
+        run_rows(k->adaptive_rows, &g, planes * g.OH, per_row, (double)planes * g.OH * per_row);
     }
-    free(bins);
+    free((void *)g.bins);
     release_held(&h);
     Py_RETURN_NONE;
 }
@@ -680,49 +718,29 @@ static PyObject *py_adaptive_avg_pool2d_backward(PyObject *self, PyObject *const
         return NULL;
     }
     long long gshape[4], gstrides[4], isz[2];
-    if (parse_planes(args[2], args[3], gshape, gstrides) < 0 ||
-        parse_ints(args[4], "in_size", 2, 0, isz) < 0)
-        return NULL;
-    int type = float_kind_of(args[0], "grad");
+    const int type = parse_adaptive_args(args, "grad", "in_size", gshape, gstrides, isz);
     if (type < 0) return NULL;
     pool_t g = {0};
     set_planes(&g, gshape, gstrides);
     g.OH = gshape[2], g.OW = gshape[3], g.H = isz[0], g.W = isz[1];
     const ptrdiff_t planes = g.A * g.B, n_in = planes * g.H * g.W;
     held_t h = {.held = 0};
-    char *grad, *out;
-    if (kind_operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
-        contiguous_operand(&h, args[5], NULL, n_in, 1, type, 0, "out", &out) < 0) {
+    if (adaptive_operands(&h, args, "grad", gshape, gstrides, type, n_in, &g) < 0) {
         release_held(&h);
         return NULL;
     }
-    g.x = grad, g.out = out;
-    ptrdiff_t *bins = set_bins(&g);
-    if (bins == NULL) {
-        release_held(&h);
-        return PyErr_NoMemory();
-    }
     const kernels_t *k = &KERNELS_BY[g_isa][type];
     g_calls++;
+    int failed = 0;
     if (n_in > 0) {
         const ptrdiff_t per_plane = g.H * g.W + g.OH * g.OW * g.max_hlen * g.max_wlen;
-        const int par = parallel_ok((double)planes * per_plane);
-        const int threads = thread_count(par);
-        const size_t per_thread = scratch_doubles((size_t)(g.H * g.W + g.OH * g.OW));
-        double *scratch = scratch_alloc(per_thread, threads);
-        if (scratch == NULL) {
-            free(bins);
-            release_held(&h);
-            return PyErr_NoMemory();
-        }
-        Py_BEGIN_ALLOW_THREADS
-        FOR_BLOCKS(planes, per_plane, par,
-                   k->adaptive_backward_planes(&g, lo, hi, scratch + per_thread * thread_id()));
-        Py_END_ALLOW_THREADS
-        free(scratch);
+        failed = run_with_scratch(k->adaptive_backward_planes, &g, planes, per_plane,
+                                  (double)planes * per_plane,
+                                  (size_t)(g.H * g.W + g.OH * g.OW)) < 0;
     }
-    free(bins);
+    free((void *)g.bins);
     release_held(&h);
+    if (failed) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -821,6 +839,40 @@ static void normalize(const norm_t *n, const kernels_t *k, int type, ptrdiff_t s
         }
     }
     FOR_BLOCKS(planes, n->L, par, k->apply(n, lo, hi));
+}
+
+/* normalize() with its scratch (A * B plane sums, `stats` variances). Returns the variances
+ * (for the caller to use and free), or NULL when the scratch cannot be had (nothing is
+ * computed). Needs no GIL. */
+static double *normalize_with_scratch(norm_t *n, const kernels_t *k, int type, ptrdiff_t stats,
+                                      double count, double eps)
+{
+    const ptrdiff_t planes = n->A * n->B;
+    n->plane_sums = malloc(sizeof(double) * (size_t)(planes > 0 ? planes : 1));
+    double *var = malloc(sizeof(double) * (size_t)(stats > 0 ? stats : 1));
+    if (n->plane_sums != NULL && var != NULL) {
+        normalize(n, k, type, stats, count, eps, var);
+    } else {
+        free(var);
+        var = NULL;
+    }
+    free(n->plane_sums);
+    n->plane_sums = NULL;
+    return var;
+}
+
+/* The normalized input x (args[0], args[1]; (A, B, L) at strides xs) and the optional
+ * weight and bias (B elements each; buffer and offset at args[wb], args[wb + 1] and
+ * args[wb + 2], args[wb + 3]), held in h. */
+static int norm_inputs(held_t *h, PyObject *const *args, int wb, const long long shape[3],
+                       const long long xs[3], int type, char **x, char **w, char **bias)
+{
+    const long long B = shape[1];
+    if (kind_operand(h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", x) < 0 ||
+        contiguous_operand(h, args[wb], args[wb + 1], B, 0, type, 1, "weight", w) < 0 ||
+        contiguous_operand(h, args[wb + 2], args[wb + 3], B, 0, type, 1, "bias", bias) < 0)
+        return -1;
+    return 0;
 }
 
 /* batch_norm_backward: training-mode gradients of batch norm for channels [lo, hi). Per
@@ -954,9 +1006,7 @@ static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     const long long xs[3] = {pstrides[0], pstrides[1], 1}, os[3] = {ostrides[0], ostrides[1], 1};
     held_t h = {.held = 0};
     char *x, *w, *bias, *rm, *rv, *out, *save_mean, *save_rstd;
-    if (kind_operand(&h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[4], args[5], B, 0, type, 1, "weight", &w) < 0 ||
-        contiguous_operand(&h, args[6], args[7], B, 0, type, 1, "bias", &bias) < 0 ||
+    if (norm_inputs(&h, args, 4, shape, xs, type, &x, &w, &bias) < 0 ||
         contiguous_operand(&h, args[8], args[9], B, training, type, training, "running_mean",
                            &rm) < 0 ||
         contiguous_operand(&h, args[10], args[11], B, training, type, training,
@@ -984,15 +1034,10 @@ static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     if (training) {
-        n.plane_sums = malloc(sizeof(double) * (size_t)(A * B > 0 ? A * B : 1));
-        double *var = malloc(sizeof(double) * (size_t)(B > 0 ? B : 1));
         const double count = (double)(A * L);
         n.mean = save_mean, n.rstd = save_rstd;
-        if (n.plane_sums == NULL || var == NULL) {
-            failed = 1;
-        } else {
-            normalize(&n, k, type, B, count, eps, var);
-        }
+        double *var = normalize_with_scratch(&n, k, type, B, count, eps);
+        failed = var == NULL;
         if (!failed && rm != NULL) {
             /* the reference's update, rounded as NumPy does with Python-float scalars: each
              * scalar is first rounded to the element type */
@@ -1012,7 +1057,6 @@ static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t
                 }
             }
         }
-        free(n.plane_sums);
         free(var);
     } else {
         /* evaluation: the running statistics, rstd = 1 / sqrt(var + eps) in the type */
@@ -1063,9 +1107,7 @@ static PyObject *py_group_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     const long long xs[3] = {pstrides[0], pstrides[1], 1}, os[3] = {ostrides[0], ostrides[1], 1};
     held_t h = {.held = 0};
     char *x, *w, *bias, *out, *mean, *rstd;
-    if (kind_operand(&h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[5], args[6], B, 0, type, 1, "weight", &w) < 0 ||
-        contiguous_operand(&h, args[7], args[8], B, 0, type, 1, "bias", &bias) < 0 ||
+    if (norm_inputs(&h, args, 5, shape, xs, type, &x, &w, &bias) < 0 ||
         kind_operand(&h, args[10], NULL, 3, shape, os, 1, type, 0, "out", &out) < 0 ||
         contiguous_operand(&h, args[12], NULL, A * groups, 1, type, 0, "mean", &mean) < 0 ||
         contiguous_operand(&h, args[13], NULL, A * groups, 1, type, 0, "rstd", &rstd) < 0) {
@@ -1080,15 +1122,10 @@ static PyObject *py_group_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     g_calls++;
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    n.plane_sums = malloc(sizeof(double) * (size_t)(A * B > 0 ? A * B : 1));
-    double *var = malloc(sizeof(double) * (size_t)(A * groups > 0 ? A * groups : 1));
     n.mean = mean, n.rstd = rstd;
-    if (n.plane_sums == NULL || var == NULL)
-        failed = 1;
-    else
-        normalize(&n, k, type, A * groups, (double)(per_group * L), eps, var);
+    double *var = normalize_with_scratch(&n, k, type, A * groups, (double)(per_group * L), eps);
+    failed = var == NULL;
     free(var);
-    free(n.plane_sums);
     Py_END_ALLOW_THREADS
     release_held(&h);
     if (failed) return PyErr_NoMemory();
