@@ -421,6 +421,25 @@ static int parse_shape3(PyObject *obj, long long *shape)
     return 0;
 }
 
+/* The arguments prod_int and cumsum share: x (args[0..3]: buffer, offset, (O, I, R),
+ * strides) of kind x_kind (operand's codes) and out (args[4..6]: buffer, offset, strides)
+ * over the first out_ndim dims, of kind out_kind (-1: x's), both held in h; x's geometry
+ * into *g. Returns x's kind, or -1 with an exception set. */
+static int parse_x_and_out(held_t *h, PyObject *const *args, int x_kind, int out_ndim,
+                           int out_kind, geo_t *g, char **out, long long *os)
+{
+    long long shape[3], xs[3];
+    char *x;
+    if (parse_shape3(args[2], shape) < 0) return -1;
+    const int kind = operand(h, args[0], args[1], args[3], 3, shape, 0, x_kind, "x", &x, xs);
+    if (kind < 0 || operand(h, args[4], args[5], args[6], out_ndim, shape, 1,
+                            out_kind == -1 ? kind : out_kind, "out", out, os) < 0)
+        return -1;
+    const geo_t geometry = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    *g = geometry;
+    return kind;
+}
+
 /* ---- entry points ----------------------------------------------------------------------- */
 
 static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -528,16 +547,13 @@ static PyObject *py_prod_int(PyObject *self, PyObject *const *args, Py_ssize_t n
                      "x_strides, out, out_offset, out_strides), got %zd", nargs);
         return NULL;
     }
-    long long shape[3], xs[3], os[2];
-    if (parse_shape3(args[2], shape) < 0) return NULL;
+    long long os[2];
     held_t h = {.held = 0};
-    char *x, *out;
+    geo_t g;
+    char *out;
     PyObject *result = NULL;
-    const int kind = operand(&h, args[0], args[1], args[3], 3, shape, 0, -2, "x", &x, xs);
-    if (kind < 0 || operand(&h, args[4], args[5], args[6], 2, shape, 1, KIND_I64, "out", &out,
-                            os) < 0)
-        goto done;
-    geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    const int kind = parse_x_and_out(&h, args, -2, 2, KIND_I64, &g, &out, os);
+    if (kind < 0) goto done;
     const ptrdiff_t rows = g.O * g.I;
     const int par = parallel_ok(rows * g.R);
     const ptrdiff_t group = g.R >= ITEM_MIN_ELEMENTS ? 1 : ITEM_MIN_ELEMENTS / (g.R ? g.R : 1);
@@ -559,16 +575,13 @@ static PyObject *py_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nar
                      "x_strides, out, out_offset, out_strides), got %zd", nargs);
         return NULL;
     }
-    long long shape[3], xs[3], os[3];
-    if (parse_shape3(args[2], shape) < 0) return NULL;
+    long long os[3];
     held_t h = {.held = 0};
-    char *x, *out;
+    geo_t g;
+    char *out;
     PyObject *result = NULL;
-    const int type = operand(&h, args[0], args[1], args[3], 3, shape, 0, -1, "x", &x, xs);
-    if (type < 0 || operand(&h, args[4], args[5], args[6], 3, shape, 1, type, "out", &out,
-                            os) < 0)
-        goto done;
-    geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    const int type = parse_x_and_out(&h, args, -1, 3, -1, &g, &out, os);
+    if (type < 0) goto done;
     g_calls++;
     const ptrdiff_t numel = g.O * g.I * g.R;
     if (numel > 0) {
