@@ -86,69 +86,9 @@ typedef void (*layer_norm_fn)(const char *x, ptrdiff_t rs, ptrdiff_t n, const ch
                               ptrdiff_t lo, ptrdiff_t hi);
 
 #define NN_ROWS_TEMPLATE
-#define T float
-#define ITYPE uint32_t
-#define IS_F32 1
-#define LOG_T logf
-#define SQRT_T sqrtf
-#define ISA_ATTR
-#define VBYTES 16
-#define NAME(x) x##_f32_baseline
-#include "nn_rows.c"
-#define T double
-#define ITYPE uint64_t
-#define IS_F32 0
-#define LOG_T log
-#define SQRT_T sqrt
-#define ISA_ATTR
-#define VBYTES 16
-#define NAME(x) x##_f64_baseline
-#include "nn_rows.c"
-
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define HAVE_X86_CLONES 1
-#define T float
-#define ITYPE uint32_t
-#define IS_F32 1
-#define LOG_T logf
-#define SQRT_T sqrtf
-#define ISA_ATTR __attribute__((target("avx2")))
-#define VBYTES 32
-#define NAME(x) x##_f32_avx2
-#include "nn_rows.c"
-#define T double
-#define ITYPE uint64_t
-#define IS_F32 0
-#define LOG_T log
-#define SQRT_T sqrt
-#define ISA_ATTR __attribute__((target("avx2")))
-#define VBYTES 32
-#define NAME(x) x##_f64_avx2
-#include "nn_rows.c"
-#define T float
-#define ITYPE uint32_t
-#define IS_F32 1
-#define LOG_T logf
-#define SQRT_T sqrtf
-#define ISA_ATTR __attribute__((target("avx512f")))
-#define VBYTES 64
-#define NAME(x) x##_f32_avx512f
-#include "nn_rows.c"
-#define T double
-#define ITYPE uint64_t
-#define IS_F32 0
-#define LOG_T log
-#define SQRT_T sqrt
-#define ISA_ATTR __attribute__((target("avx512f")))
-#define VBYTES 64
-#define NAME(x) x##_f64_avx512f
-#include "nn_rows.c"
-#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}, {fn##_f32_avx2, fn##_f64_avx2}, \
-                    {fn##_f32_avx512f, fn##_f64_avx512f}}
-#else
-#define HAVE_X86_CLONES 0
-#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}}
-#endif
+#define CLONE_TEMPLATE "nn_rows.c"
+#include "isa_clones.h"
+#undef CLONE_TEMPLATE
 #undef NN_ROWS_TEMPLATE
 
 static const softmax_fn SOFTMAX[N_ISAS][N_TYPES] = CLONES(softmax_rows);
@@ -530,6 +470,17 @@ PyMODINIT_FUNC PyInit__nn_rows(void)
 }
 
 #else /* NN_ROWS_TEMPLATE: kernels for element type T and one instruction set ------------ */
+
+/* The per-type macros besides isa_clones.h's (#undef'd at the end). */
+#if IS_F32
+#define ITYPE uint32_t
+#define LOG_T logf
+#define SQRT_T sqrtf
+#else
+#define ITYPE uint64_t
+#define LOG_T log
+#define SQRT_T sqrt
+#endif
 
 /* Native vectors (VBYTES: 16 baseline, 32 AVX2, 64 AVX-512F) of VL lanes. Sums keep LW =
  * 64-byte "logical" lanes whatever the ISA: a logical vector is P native pieces, so every

@@ -54,8 +54,8 @@
  *
  * Work is split into a fixed list of items (row x chunk, or column block) handed out by an
  * OpenMP static loop; partial results are combined in item order afterwards. The per-type,
- * per-ISA kernels live in the REDUCE_TEMPLATE part of this file, which includes itself six
- * times (float32/float64 x baseline/AVX2/AVX-512F).
+ * per-ISA kernels live in the REDUCE_TEMPLATE part of this file, which isa_clones.h includes
+ * six times (float32/float64 x baseline/AVX2/AVX-512F).
  */
 #ifndef REDUCE_TEMPLATE
 
@@ -126,63 +126,9 @@ typedef void (*cumsum_fn)(const geo_t *g, char *out, ptrdiff_t oso, ptrdiff_t os
 /* ---- the per-type, per-ISA kernels ----------------------------------------------------- */
 
 #define REDUCE_TEMPLATE
-#define T float
-#define ITYPE int32_t
-#define EXP expf
-#define IS_F32 1
-#define ISA_ATTR
-#define VBYTES 16
-#define NAME(x) x##_f32_baseline
-#include "reduce.c"
-#define T double
-#define ITYPE int64_t
-#define EXP exp
-#define IS_F32 0
-#define ISA_ATTR
-#define VBYTES 16
-#define NAME(x) x##_f64_baseline
-#include "reduce.c"
-
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define HAVE_X86_CLONES 1
-#define T float
-#define ITYPE int32_t
-#define EXP expf
-#define IS_F32 1
-#define ISA_ATTR __attribute__((target("avx2")))
-#define VBYTES 32
-#define NAME(x) x##_f32_avx2
-#include "reduce.c"
-#define T double
-#define ITYPE int64_t
-#define EXP exp
-#define IS_F32 0
-#define ISA_ATTR __attribute__((target("avx2")))
-#define VBYTES 32
-#define NAME(x) x##_f64_avx2
-#include "reduce.c"
-#define T float
-#define ITYPE int32_t
-#define EXP expf
-#define IS_F32 1
-#define ISA_ATTR __attribute__((target("avx512f")))
-#define VBYTES 64
-#define NAME(x) x##_f32_avx512f
-#include "reduce.c"
-#define T double
-#define ITYPE int64_t
-#define EXP exp
-#define IS_F32 0
-#define ISA_ATTR __attribute__((target("avx512f")))
-#define VBYTES 64
-#define NAME(x) x##_f64_avx512f
-#include "reduce.c"
-#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}, {fn##_f32_avx2, fn##_f64_avx2}, \
-                    {fn##_f32_avx512f, fn##_f64_avx512f}}
-#else
-#define HAVE_X86_CLONES 0
-#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}}
-#endif
+#define CLONE_TEMPLATE "reduce.c"
+#include "isa_clones.h"
+#undef CLONE_TEMPLATE
 #undef REDUCE_TEMPLATE
 
 static const pass_fn ROW_PASS[N_ISAS][N_TYPES] = CLONES(row_pass);
@@ -647,6 +593,15 @@ PyMODINIT_FUNC PyInit__reduce(void)
 }
 
 #else /* REDUCE_TEMPLATE: kernels for element type T and one instruction set ------------- */
+
+/* The per-type macros besides isa_clones.h's (#undef'd at the end). */
+#if IS_F32
+#define ITYPE int32_t
+#define EXP expf
+#else
+#define ITYPE int64_t
+#define EXP exp
+#endif
 
 /* Row kernels work on 64-byte vectors (GCC vector extensions: one zmm register, two ymm or
  * four xmm, so every clone adds in the same lanes and gives the same bits). */
