@@ -5,8 +5,8 @@ NumPy arrays through the buffer protocol, so no NumPy headers are needed to buil
 
 Each C file in src/ is one extension module: src/kernels.c is `reftorch_cpu._C` (the
 elementwise binary ops and copies), any other src/NAME.c is `reftorch_cpu._NAME`. They share
-src/common.h (argument parsing and bounds checks); nn_rows.c and reduce.c instantiate their
-kernels per type and instruction set through src/isa_clones.h.
+src/common.h (argument parsing and bounds checks); nn_rows.c, pool.c and reduce.c instantiate
+their kernels per type and instruction set through src/isa_clones.h.
 """
 import os
 from pathlib import Path

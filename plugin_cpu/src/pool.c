@@ -156,54 +156,9 @@ static inline double avg_divisor(const pool_t *g, ptrdiff_t pad_h, ptrdiff_t in_
 /* ---- the kernels, instantiated per element type and instruction set -------------------- */
 
 #define POOL_TEMPLATE
-#define ATTR
-#define ISA baseline
-#define T float
-#define TN f32
-#include "pool.c"
-#undef T
-#undef TN
-#define T double
-#define TN f64
-#include "pool.c"
-#undef T
-#undef TN
-#undef ISA
-#undef ATTR
-
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define HAVE_X86_CLONES 1
-#define ATTR __attribute__((target("avx2")))
-#define ISA avx2
-#define T float
-#define TN f32
-#include "pool.c"
-#undef T
-#undef TN
-#define T double
-#define TN f64
-#include "pool.c"
-#undef T
-#undef TN
-#undef ISA
-#undef ATTR
-#define ATTR __attribute__((target("avx512f")))
-#define ISA avx512f
-#define T float
-#define TN f32
-#include "pool.c"
-#undef T
-#undef TN
-#define T double
-#define TN f64
-#include "pool.c"
-#undef T
-#undef TN
-#undef ISA
-#undef ATTR
-#else
-#define HAVE_X86_CLONES 0
-#endif
+#define CLONE_TEMPLATE "pool.c"
+#include "isa_clones.h"
+#undef CLONE_TEMPLATE
 #undef POOL_TEMPLATE
 
 typedef void (*rows_fn)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi);
@@ -1189,11 +1144,11 @@ PyMODINIT_FUNC PyInit__pool(void)
 
 #else /* POOL_TEMPLATE: the kernels for element type T and one instruction set ------------ */
 
-#define FN(name) CAT3(name, TN, ISA)
+#define FN(name) NAME(name) /* max_rows_f32_avx2, ... (isa_clones.h) */
 
 /* best / idx over the outputs [lo, hi) of one row for one kernel offset: element
  * ow * step + c of `row` (element stride xs); the index stored is base + ow * step + c. */
-ATTR static inline __attribute__((always_inline)) void FN(max_update)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(max_update)(
     T *best, int64_t *idx, const T *row, ptrdiff_t xs, ptrdiff_t step, ptrdiff_t c,
     int64_t base, ptrdiff_t lo, ptrdiff_t hi)
 {
@@ -1214,7 +1169,7 @@ static inline ptrdiff_t FN(first_inside)(ptrdiff_t start, ptrdiff_t d)
 
 /* Outputs [olo, ohi) of output row oh of one plane, any geometry: one pass per kernel
  * offset in (kh, kw) order over the outputs it reaches (the reference's order). */
-ATTR static inline __attribute__((always_inline)) void FN(max_general)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(max_general)(
     const pool_t *g, const T *plane, ptrdiff_t oh, T *best, int64_t *idx, ptrdiff_t olo,
     ptrdiff_t ohi)
 {
@@ -1248,7 +1203,7 @@ ATTR static inline __attribute__((always_inline)) void FN(max_general)(
  * input: every offset's element read directly, in (kh, kw) order, vectorized over ow.
  * Starting from element (0, 0) instead of -inf changes nothing: it would win over -inf
  * unless it is -inf itself, whose index is the one kept then. */
-ATTR static inline __attribute__((always_inline)) void FN(max_inner)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(max_inner)(
     const T *top, ptrdiff_t sH, ptrdiff_t K, ptrdiff_t S, ptrdiff_t c, int64_t base,
     ptrdiff_t W, T *best, int64_t *idx, ptrdiff_t olo, ptrdiff_t ohi)
 {
@@ -1290,7 +1245,7 @@ static inline int FN(inner_columns)(const pool_t *g, ptrdiff_t oh, ptrdiff_t *a,
     return first < last;
 }
 
-ATTR static void FN(max_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(max_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t OH = g->OH, OW = g->OW, W = g->W;
     const int square = FN(square_case)(g);
@@ -1320,7 +1275,7 @@ ATTR static void FN(max_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
     }
 }
 
-ATTR static inline __attribute__((always_inline)) void FN(add_row)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(add_row)(
     T *sum, const T *row, ptrdiff_t xs, ptrdiff_t step, ptrdiff_t c, ptrdiff_t lo, ptrdiff_t hi)
 {
     for (ptrdiff_t ow = lo; ow < hi; ow++) sum[ow] += row[(ow * step + c) * xs];
@@ -1328,7 +1283,7 @@ ATTR static inline __attribute__((always_inline)) void FN(add_row)(
 
 /* Window sums of outputs [olo, ohi) of row oh, any geometry: one pass per kernel offset in
  * (kh, kw) order (the reference's), skipping padding (its zeros add nothing). */
-ATTR static inline __attribute__((always_inline)) void FN(avg_general)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(avg_general)(
     const pool_t *g, const T *plane, ptrdiff_t oh, T *sum, ptrdiff_t olo, ptrdiff_t ohi)
 {
     const ptrdiff_t W = g->W, hstart = oh * g->sh - g->ph;
@@ -1354,7 +1309,7 @@ ATTR static inline __attribute__((always_inline)) void FN(avg_general)(
 
 /* Sums of the K x K windows inside the input, in (kh, kw) order from 0 (as the reference:
  * 0 + x turns a -0 into +0). */
-ATTR static inline __attribute__((always_inline)) void FN(avg_inner)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(avg_inner)(
     const T *top, ptrdiff_t sH, ptrdiff_t K, ptrdiff_t S, ptrdiff_t c, T *sum, ptrdiff_t olo,
     ptrdiff_t ohi)
 {
@@ -1367,7 +1322,7 @@ ATTR static inline __attribute__((always_inline)) void FN(avg_inner)(
     }
 }
 
-ATTR static void FN(avg_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(avg_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t OH = g->OH, OW = g->OW, W = g->W;
     const int square = FN(square_case)(g);
@@ -1415,7 +1370,7 @@ ATTR static void FN(avg_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
     }
 }
 
-ATTR static inline __attribute__((always_inline)) void FN(scatter_row)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(scatter_row)(
     double *acc, const double *share, ptrdiff_t step, ptrdiff_t c, ptrdiff_t lo, ptrdiff_t hi)
 {
     for (ptrdiff_t ow = lo; ow < hi; ow++) acc[ow * step + c] += share[ow];
@@ -1424,7 +1379,7 @@ ATTR static inline __attribute__((always_inline)) void FN(scatter_row)(
 /* Input rows [lo, hi) of the avg-pool gradient: each element sums grad / divisor (double)
  * over the windows holding it, in (kh, kw) order as the reference adds offsets. scratch:
  * W + OW doubles. */
-ATTR static void FN(avg_backward_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi,
+ISA_ATTR static void FN(avg_backward_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi,
                                        double *scratch)
 {
     const ptrdiff_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, sW = g->sW;
@@ -1477,7 +1432,7 @@ ATTR static void FN(avg_backward_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t 
 /* Adaptive-pool outputs by units u = oh * planes + p (output row oh of plane p). Each bin
  * is summed in (kh, kw) order in the element type, one sequential sum per output as the
  * reference's; up to 8 planes run side by side so their sums overlap in time. */
-ATTR static void FN(adaptive_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(adaptive_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t OH = g->OH, OW = g->OW, P = g->A * g->B, sH = g->sH, sW = g->sW;
     const ptrdiff_t *h0 = g->bins, *hlen = g->bins + OH, *w0 = g->bins + 2 * OH,
@@ -1521,7 +1476,7 @@ ATTR static void FN(adaptive_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
  * each offset (kh, kw) of the longest bin, the outputs row by row. scratch: H*W + OH*OW.
  * When the bins do not overlap (size a multiple of the output size, or global pooling)
  * each element gets exactly one share, 0.0 + share (a -0 share gives +0, as bincount's). */
-ATTR static void FN(adaptive_backward_planes)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi,
+ISA_ATTR static void FN(adaptive_backward_planes)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi,
                                               double *scratch)
 {
     const ptrdiff_t H = g->H, W = g->W, OH = g->OH, OW = g->OW;
@@ -1565,14 +1520,14 @@ ATTR static void FN(adaptive_backward_planes)(const pool_t *g, ptrdiff_t lo, ptr
 
 #define LANES 16
 /* 16 interleaved double lanes (element i goes to lane i % 16), combined as a fixed tree. */
-ATTR static inline __attribute__((always_inline)) double FN(combine)(const double *acc)
+ISA_ATTR static inline __attribute__((always_inline)) double FN(combine)(const double *acc)
 {
     double s[8];
     for (int j = 0; j < 8; j++) s[j] = acc[j] + acc[j + 8];
     return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
-ATTR static void FN(norm_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(norm_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t L = n->L;
     for (ptrdiff_t p = lo; p < hi; p++) {
@@ -1586,7 +1541,7 @@ ATTR static void FN(norm_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
     }
 }
 
-ATTR static void FN(norm_square_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(norm_square_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t L = n->L;
     for (ptrdiff_t p = lo; p < hi; p++) {
@@ -1611,7 +1566,7 @@ ATTR static void FN(norm_square_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t h
     }
 }
 
-ATTR static void FN(norm_apply)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(norm_apply)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t L = n->L;
     for (ptrdiff_t p = lo; p < hi; p++) {
@@ -1637,4 +1592,9 @@ ATTR static void FN(norm_apply)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
 
 #undef LANES
 #undef FN
+#undef T
+#undef IS_F32
+#undef ISA_ATTR
+#undef VBYTES
+#undef NAME
 #endif /* POOL_TEMPLATE */
