@@ -274,7 +274,7 @@ static int flat_operand(call_t *C, PyObject *const *args, const char *name, int 
     const Py_buffer *view = hold_buffer(&C->h, args[0], writable, name);
     if (view == NULL) return -1;
     if (parse_offset(args[1], name, &offset) < 0) return -1;
-    const Py_ssize_t n = view->len / view->itemsize;
+    const Py_ssize_t n = view->len / (view->itemsize ? view->itemsize : 1);
     if (offset > n) {
         PyErr_Format(PyExc_ValueError, "%s: offset %lld is past the buffer's %zd elements",
                      name, offset, n);
