@@ -3,7 +3,8 @@
  * choice of instruction-set clone. All static: each extension module gets its own copy.
  *
  * The rule every kernel follows: parse and check every argument before touching memory;
- * every element an operand's loop visits must lie inside its buffer (check_bounds).
+ * every element an operand's loop visits must lie inside its buffer (check_view, on
+ * check_bounds; the operand helpers below build on it).
  */
 #ifndef REFTORCH_CPU_COMMON_H
 #define REFTORCH_CPU_COMMON_H
