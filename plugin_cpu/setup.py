@@ -5,7 +5,8 @@ NumPy arrays through the buffer protocol, so no NumPy headers are needed to buil
 
 Each C file in src/ is one extension module: src/kernels.c is `reftorch_cpu._C` (the
 elementwise binary ops and copies), any other src/NAME.c is `reftorch_cpu._NAME`. They share
-src/common.h (argument parsing and bounds checks).
+src/common.h (argument parsing and bounds checks); nn_rows.c, pool.c and reduce.c instantiate
+their kernels per type and instruction set through src/isa_clones.h.
 """
 import os
 from pathlib import Path
@@ -20,7 +21,8 @@ EXTRA = os.environ.get("REFTORCH_CPU_CFLAGS", "").split()
 
 def extension(source):
     name = "reftorch_cpu._C" if source.stem == "kernels" else f"reftorch_cpu._{source.stem}"
-    return Extension(name, sources=[str(source)], depends=["src/common.h"],
+    return Extension(name, sources=[str(source)],
+                     depends=["src/common.h", "src/isa_clones.h"],
                      extra_compile_args=FLAGS + EXTRA, extra_link_args=["-fopenmp"] + EXTRA)
 
 

@@ -718,3 +718,17 @@ def test_conv2d_weight_grad_checks_its_buffers():
     wrong[6] = grad.astype(np.float64)
     with pytest.raises(TypeError):
         _gemm.conv2d_weight_grad(*wrong)
+
+
+def test_sizes_whose_product_overflows_are_still_bounds_checked():
+    """out's numel (2**31 * 2**31 * 4) wraps a 64-bit product to 0; the bounds check once
+    read that as an empty out and skipped itself, and the kernel wrote far past out. Every
+    dim is nonzero, so out's view is checked and refused."""
+    out = np.zeros(4, np.float32)
+    a = np.ones(1, np.float32)
+    b = np.ones(4, np.float32)
+    big = 1 << 31
+    with pytest.raises(ValueError, match="out"):
+        _gemm.gemm((big, big, 4, 1), out, 0, (0, 4, 1), a, 0, (0, 0, 0), b, 0, (0, 0, 1), 1.0,
+                   0.0, None, 0, (0, 0, 0))
+    assert out.tolist() == [0.0] * 4

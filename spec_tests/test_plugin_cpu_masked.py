@@ -269,3 +269,22 @@ def test_raw_entry_points_check_every_buffer():
     assert out.tolist() == [0] * 10    # nothing was written by a refused call
     assert _masked.select([10], out, 0, a, 0, [1], mask, 0, [1]) == 10
     assert _masked.count([2, 5], mask, 0, [0, 2]) == 10   # stride 0 and 2 stay inside
+
+
+def test_buffers_of_zero_size_elements_are_refused_not_divided_by():
+    """A buffer whose elements have itemsize 0 (an array of empty ctypes structures) once
+    divided its length by 0 (SIGFPE); it holds no elements, so any view of it is refused."""
+    import ctypes
+
+    class Empty(ctypes.Structure):
+        _fields_ = []
+
+    empty = (Empty * 4)()
+    assert memoryview(empty).itemsize == 0
+    a = np.zeros(4, np.uint32)
+    mask = np.ones(4, bool)
+    with pytest.raises(ValueError, match="mask"):    # the walked mask reaches 4 elements
+        _masked.count([4], empty, 0, [1])
+    with pytest.raises(TypeError):                   # select's flat out: not 1-8 byte elements
+        _masked.select([4], empty, 0, a, 0, [1], mask, 0, [1])
+    assert _masked.count([4], mask, 0, [1]) == 4

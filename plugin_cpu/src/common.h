@@ -3,7 +3,8 @@
  * choice of instruction-set clone. All static: each extension module gets its own copy.
  *
  * The rule every kernel follows: parse and check every argument before touching memory;
- * every element an operand's loop visits must lie inside its buffer (check_bounds).
+ * every element an operand's loop visits must lie inside its buffer (check_view, on
+ * check_bounds; the operand helpers below build on it).
  */
 #ifndef REFTORCH_CPU_COMMON_H
 #define REFTORCH_CPU_COMMON_H
@@ -239,12 +240,17 @@ static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
 /* Element kinds of the buffers kernels take. */
 enum { KIND_F32, KIND_F64, KIND_I64, KIND_I32 };
 
-/* A buffer's one-character struct format ('f', 'd', 'q', ...; byte-order prefix skipped),
- * or 0 for anything longer. */
+/* A buffer's one-character struct format ('f', 'd', 'q', ...), after one prefix that means
+ * this machine's byte order ('@', '=', or '<' / '>' on a little / big-endian one), or 0 for
+ * anything else. */
 static inline int format_char(const Py_buffer *view)
 {
     const char *f = view->format ? view->format : "B";
+#if PY_LITTLE_ENDIAN
     if (*f == '<' || *f == '@' || *f == '=') f++;
+#else
+    if (*f == '>' || *f == '@' || *f == '=') f++;
+#endif
     return f[0] && !f[1] ? f[0] : 0;
 }
 
@@ -268,6 +274,144 @@ static inline int buffer_kind_in(const Py_buffer *view, const char *what, int wi
 static inline int buffer_kind(const Py_buffer *view, const char *what)
 {
     return buffer_kind_in(view, what, 0);
+}
+
+/* float32 or float64 only (KIND_F32 / KIND_F64), or -1 with TypeError set naming `what`. */
+static inline int buffer_float_kind(const Py_buffer *view, const char *what)
+{
+    const int c = format_char(view);
+    if (c == 'f' && view->itemsize == 4) return KIND_F32;
+    if (c == 'd' && view->itemsize == 8) return KIND_F64;
+    PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements (buffer format "
+                 "'%s', itemsize %zd)", what, view->format ? view->format : "B",
+                 view->itemsize);
+    return -1;
+}
+
+/* ---- buffer operands: the one definition each kernel file's operands go through ---------
+ * An operand is a buffer (get_buffer: C-contiguous, writable when written), its element kind
+ * (format_char / buffer_kind_in / buffer_float_kind), an element offset and a view over it
+ * (ndim dims of shape and strides) whose every visited element must lie in the buffer
+ * (check_view). */
+
+/* Every element the view (element `offset`, then ndim dims of shape / strides) visits lies
+ * inside `view`'s buffer; a view with a dim of size 0 visits none. A zero itemsize counts as
+ * 1 (such a buffer holds no elements). */
+static inline int check_view(const Py_buffer *view, const char *what, long long offset, int ndim,
+                             const long long *shape, const long long *strides)
+{
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0) return 0;
+    const Py_ssize_t len = view->len / (view->itemsize ? view->itemsize : 1);
+    return check_bounds(what, len, offset, ndim, shape, strides);
+}
+
+/* check_view, then *start = the view's element 0. */
+static inline int view_start(const Py_buffer *view, const char *what, long long offset,
+                             int ndim, const long long *shape, const long long *strides,
+                             char **start)
+{
+    if (check_view(view, what, offset, ndim, shape, strides) < 0) return -1;
+    *start = (char *)view->buf + offset * view->itemsize;
+    return 0;
+}
+
+/* The element offset (off_obj) and ndim strides (strides_obj) of a view over `shape`, both
+ * named `what` in errors; then view_start. */
+static inline int parse_view(const Py_buffer *view, const char *what, PyObject *off_obj,
+                             PyObject *strides_obj, int ndim, const long long *shape,
+                             long long *strides, char **start)
+{
+    long long offset;
+    if (parse_offset(off_obj, what, &offset) < 0 ||
+        parse_dims(strides_obj, what, ndim, strides, NULL) < 0)
+        return -1;
+    return view_start(view, what, offset, ndim, shape, strides, start);
+}
+
+/* The buffers an entry point holds, released together when it returns. */
+#define MAX_HELD 8
+typedef struct {
+    Py_buffer views[MAX_HELD];
+    int held;
+} held_t;
+
+static inline void release_held(held_t *h)
+{
+    for (int i = 0; i < h->held; i++) PyBuffer_Release(&h->views[i]);
+    h->held = 0;
+}
+
+/* get_buffer into the next free view of `h` (the caller holds at most MAX_HELD). */
+static inline Py_buffer *hold_buffer(held_t *h, PyObject *obj, int writable, const char *what)
+{
+    Py_buffer *view = &h->views[h->held];
+    if (get_buffer(obj, view, writable, what) < 0) return NULL;
+    h->held++;
+    return view;
+}
+
+/* An operand held in `h` whose elements are of kind `kind` (buffer_kind's), viewed from
+ * element offset `off_obj` (NULL: 0) over ndim dims of shape / strides. None is allowed when
+ * `optional` (*start = NULL). *start = the view's element 0. */
+static inline int kind_operand(held_t *h, PyObject *obj, PyObject *off_obj, int ndim,
+                               const long long *shape, const long long *strides, int writable,
+                               int kind, int optional, const char *what, char **start)
+{
+    *start = NULL;
+    if (obj == Py_None && optional) return 0;
+    const Py_buffer *view = hold_buffer(h, obj, writable, what);
+    if (view == NULL) return -1;
+    const int k = buffer_kind(view, what);
+    if (k < 0) return -1;
+    if (k != kind) {
+        PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
+        return -1;
+    }
+    long long offset = 0;
+    if (off_obj != NULL && parse_offset(off_obj, what, &offset) < 0) return -1;
+    return view_start(view, what, offset, ndim, shape, strides, start);
+}
+
+/* The float kind (KIND_F32 / KIND_F64) of a buffer, read without keeping it: the kind every
+ * float operand of a call is then held to. */
+static inline int float_kind_of(PyObject *obj, const char *what)
+{
+    Py_buffer view;
+    if (get_buffer(obj, &view, 0, what) < 0) return -1;
+    int k = buffer_kind(&view, what);
+    PyBuffer_Release(&view);
+    if (k == KIND_I64) {
+        PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements", what);
+        return -1;
+    }
+    return k;
+}
+
+/* ---- scalar arguments ------------------------------------------------------------------- */
+
+/* A size or count: an int >= 0 (parse_offset's rule and messages). */
+static inline int parse_size(PyObject *obj, const char *what, long long *dst)
+{
+    return parse_offset(obj, what, dst);
+}
+
+/* One int with the range and messages of one parse_dims entry (`what`[0] when out of range). */
+static inline int parse_int_entry(PyObject *obj, const char *what, long long *dst)
+{
+    PyObject *one = PyTuple_Pack(1, obj);
+    if (one == NULL) return -1;
+    const int rc = parse_dims(one, what, 1, dst, NULL);
+    Py_DECREF(one);
+    return rc;
+}
+
+/* TypeError "USAGE takes WANT arguments, got NARGS" unless nargs == want. */
+static inline int check_nargs(Py_ssize_t nargs, Py_ssize_t want, const char *usage)
+{
+    if (nargs == want) return 0;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, got %zd", usage, want, nargs);
+    return -1;
 }
 
 /* Units [0, n) in fixed groups of `group` units, one CALL per group with [lo, hi) set;
@@ -356,8 +500,8 @@ static inline void walk_next_row(const walk_t *W, ptrdiff_t *idx, ptrdiff_t *off
  * of the walk, plus `extra_stride` times every index in [0, extra_size) when extra_size > 0,
  * must lie in the buffer. */
 static inline int parse_operand(PyObject *const *arg, const char *name, int writable, int ndim,
-                         const long long *shape, long long numel, long long extra_stride,
-                         long long extra_size, Py_buffer *view, walk_t *W, int k)
+                                const long long *shape, long long extra_stride,
+                                long long extra_size, Py_buffer *view, walk_t *W, int k)
 {
     long long offset, strides[MAX_NDIM + 1], full_shape[MAX_NDIM + 1];
     char what[64];
@@ -373,10 +517,7 @@ static inline int parse_operand(PyObject *const *arg, const char *name, int writ
         strides[ndim] = extra_stride;
         checked_ndim++;
     }
-    if (numel > 0 &&
-        check_bounds(name, view->len / view->itemsize, offset, checked_ndim, full_shape,
-                     strides) < 0)
-        goto fail;
+    if (check_view(view, name, offset, checked_ndim, full_shape, strides) < 0) goto fail;
     W->offset[k] = (ptrdiff_t)offset;
     for (int d = 0; d < W->ndim; d++) W->strides[k][d] = ndim ? (ptrdiff_t)strides[d] : 0;
     return 0;

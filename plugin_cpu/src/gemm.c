@@ -446,22 +446,9 @@ static im2col_row im2col_row_at(const conv_geometry *cv, ptrdiff_t q)
 
 /* ---- argument checking ----------------------------------------------------------------- */
 
-static int buffer_type(const Py_buffer *view, const char *what)
-{
-    const char *f = view->format ? view->format : "B";
-#if PY_LITTLE_ENDIAN
-    if (*f == '<') f++;
-#else
-    if (*f == '>') f++;
-#endif
-    if (*f == '@' || *f == '=') f++;
-    if (strcmp(f, "f") == 0 && view->itemsize == 4) return T_F32;
-    if (strcmp(f, "d") == 0 && view->itemsize == 8) return T_F64;
-    PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements (buffer format "
-                 "'%s', itemsize %zd)", what, view->format ? view->format : "B",
-                 view->itemsize);
-    return -1;
-}
+/* The element type codes are common.h's kinds (buffer_float_kind returns them). */
+_Static_assert((int)T_F32 == (int)KIND_F32 && (int)T_F64 == (int)KIND_F64,
+               "T_* must match KIND_*");
 
 /* Parse (buffer, offset, strides) of one operand with the given (batch, rows, cols) shape,
  * check every element it reaches lies in the buffer, and return its element-0 pointer. */
@@ -480,10 +467,8 @@ static int operand(PyObject *const *args, const char *const names[3], int writab
         }
     }
     if (get_buffer(args[0], view, writable, what) < 0) return -1;
-    *type = buffer_type(view, what);
-    Py_ssize_t len = view->len / (view->itemsize ? view->itemsize : 1);
-    long long numel = shape[0] * shape[1] * shape[2];
-    if (*type < 0 || (numel > 0 && check_bounds(what, len, offset, 3, shape, st) < 0)) {
+    *type = buffer_float_kind(view, what);
+    if (*type < 0 || check_view(view, what, offset, 3, shape, st) < 0) {
         PyBuffer_Release(view);
         return -1;
     }
@@ -638,12 +623,13 @@ static int parse_conv(PyObject *const *args, long long xshape[4], long long xst[
 static int conv_buffers(PyObject *const *bufs, const char *const *names, int n,
                         Py_buffer *views, int *type)
 {
+    *type = -1; /* the first buffer's, which the others must share */
     for (int i = 0; i < n; i++) {
         if (get_buffer(bufs[i], &views[i], i == 0, names[i]) < 0) {
             for (int j = 0; j < i; j++) PyBuffer_Release(&views[j]);
             return -1;
         }
-        int t = buffer_type(&views[i], names[i]);
+        int t = buffer_float_kind(&views[i], names[i]);
         if (t >= 0 && i > 0 && t != *type) {
             PyErr_SetString(PyExc_TypeError, "conv2d operands must share one element type");
             t = -1;

@@ -549,12 +549,6 @@ static int index_type(const Py_buffer *view)
     return -1;
 }
 
-static int parse_size(PyObject *obj, const char *what, long long *dst)
-{
-    if (parse_offset(obj, what, dst) < 0) return -1; /* an int >= 0, not too large */
-    return 0;
-}
-
 static int parse_stride(PyObject *obj, const char *what, long long *dst)
 {
     int overflow = 0;
@@ -563,6 +557,42 @@ static int parse_stride(PyObject *obj, const char *what, long long *dst)
         *dst > PTRDIFF_MAX / 16 || *dst < -(PTRDIFF_MAX / 16)) {
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError, "%s must be an int of moderate size", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* The walk's operands out, src and index (slots OP_OUT, OP_SRC, OP_IDX) from the
+ * (buffer, offset, strides) triples at args[at[k]], into views[k]. The operand the index
+ * moves along (`indexed`: src for gather, out for scatter) must also hold index_stride
+ * times every index in [0, index_size). On failure none is held. */
+static int parse_walk_operands(PyObject *const *args, const int at[3], int indexed, int ndim,
+                               const long long *shape, long long index_stride,
+                               long long index_size, Py_buffer views[3], walk_t *W)
+{
+    static const char *const names[3] = {"out", "src", "index"};
+    for (int k = 0; k < 3; k++) {
+        const int moved = k == indexed;
+        if (parse_operand(args + at[k], names[k], k == OP_OUT, ndim, shape,
+                          moved ? index_stride : 0, moved ? index_size : 0, &views[k], W,
+                          k) < 0) {
+            for (int j = 0; j < k; j++) PyBuffer_Release(&views[j]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The element type out and src share (*vt, V_*) and the index type (*it, I_*), or -1 with
+ * TypeError set. (One kind means one itemsize too.) */
+static int operand_types(const Py_buffer views[3], int *vt, int *it)
+{
+    *vt = buffer_kind_in(&views[OP_OUT], "out", 1);
+    *it = index_type(&views[OP_IDX]);
+    const int st = *vt < 0 ? -1 : buffer_kind_in(&views[OP_SRC], "src", 1);
+    if (*vt < 0 || st < 0 || *it < 0) return -1;
+    if (*vt != st) {
+        PyErr_SetString(PyExc_TypeError, "out and src must hold the same element type");
         return -1;
     }
     return 0;
@@ -604,27 +634,12 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
     memset(&G, 0, sizeof G);
     set_walk_shape(&G.W, ndim, shape);
     Py_buffer views[3];
-    if (parse_operand(args + 1, "out", 1, ndim, shape, numel, 0, 0, &views[0], &G.W, OP_OUT) < 0)
+    if (parse_walk_operands(args, (const int[]){1, 4, 9}, OP_SRC, ndim, shape, ks, K, views,
+                            &G.W) < 0)
         return NULL;
-    if (parse_operand(args + 4, "src", 0, ndim, shape, numel, ks, K, &views[1], &G.W,
-                      OP_SRC) < 0) {
-        PyBuffer_Release(&views[0]);
-        return NULL;
-    }
-    if (parse_operand(args + 9, "index", 0, ndim, shape, numel, 0, 0, &views[2], &G.W,
-                      OP_IDX) < 0) {
-        PyBuffer_Release(&views[0]);
-        PyBuffer_Release(&views[1]);
-        return NULL;
-    }
-    int vt = buffer_kind_in(&views[0], "out", 1), it = index_type(&views[2]);
-    int st = vt < 0 ? -1 : buffer_kind_in(&views[1], "src", 1);
+    int vt, it;
     PyObject *result = NULL;
-    if (vt < 0 || st < 0 || it < 0) goto done;
-    if (views[0].itemsize != views[1].itemsize || vt != st) {
-        PyErr_SetString(PyExc_TypeError, "out and src must hold the same element type");
-        goto done;
-    }
+    if (operand_types(views, &vt, &it) < 0) goto done;
     for (int k = 0; k < 3; k++) G.buf[k] = (char *)views[k].buf;
     G.index_stride = (ptrdiff_t)ks;
     G.index_size = (ptrdiff_t)K;
@@ -699,28 +714,12 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     set_walk_shape(&S.W, ndim, shape);
     Py_buffer views[3];
-    if (parse_operand(args + 1, "out", 1, ndim, shape, numel, ks, K, &views[0], &S.W,
-                      OP_OUT) < 0)
+    if (parse_walk_operands(args, (const int[]){1, 6, 9}, OP_OUT, ndim, shape, ks, K, views,
+                            &S.W) < 0)
         return NULL;
-    if (parse_operand(args + 6, "src", 0, ndim, shape, numel, 0, 0, &views[1], &S.W,
-                      OP_SRC) < 0) {
-        PyBuffer_Release(&views[0]);
-        return NULL;
-    }
-    if (parse_operand(args + 9, "index", 0, ndim, shape, numel, 0, 0, &views[2], &S.W,
-                      OP_IDX) < 0) {
-        PyBuffer_Release(&views[0]);
-        PyBuffer_Release(&views[1]);
-        return NULL;
-    }
-    int vt = buffer_kind_in(&views[0], "out", 1), it = index_type(&views[2]);
-    int st = vt < 0 ? -1 : buffer_kind_in(&views[1], "src", 1);
+    int vt, it;
     PyObject *result = NULL;
-    if (vt < 0 || st < 0 || it < 0) goto done;
-    if (vt != st) {
-        PyErr_SetString(PyExc_TypeError, "out and src must hold the same element type");
-        goto done;
-    }
+    if (operand_types(views, &vt, &it) < 0) goto done;
     if ((vt == V_I64 || vt == V_I32) && mode == MODE_ADD && !PyLong_Check(alpha)) {
         PyErr_SetString(PyExc_TypeError, "alpha must be an int for integer elements");
         goto done;

@@ -260,23 +260,9 @@ static void run(const loop_t *L, ptrdiff_t numel)
 
 /* ---- argument checking ---------------------------------------------------------------- */
 
-/* The element type of a buffer: T_F32, T_F64, or -1 with TypeError set. */
-static int buffer_type(const Py_buffer *view, const char *what)
-{
-    const char *f = view->format ? view->format : "B";
-#if PY_LITTLE_ENDIAN
-    if (*f == '<') f++;
-#else
-    if (*f == '>') f++;
-#endif
-    if (*f == '@' || *f == '=') f++;
-    if (strcmp(f, "f") == 0 && view->itemsize == 4) return T_F32;
-    if (strcmp(f, "d") == 0 && view->itemsize == 8) return T_F64;
-    PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements (buffer format "
-                 "'%s', itemsize %zd)", what, view->format ? view->format : "B",
-                 view->itemsize);
-    return -1;
-}
+/* The element type codes are common.h's kinds (buffer_float_kind returns them). */
+_Static_assert((int)T_F32 == (int)KIND_F32 && (int)T_F64 == (int)KIND_F64,
+               "T_* must match KIND_*");
 
 /* Shared by both entry points: parse shape and the operands, check them, fill a loop_t.
  * Returns numel (>= 0), or -1 with an exception set. */
@@ -303,7 +289,7 @@ static long long prepare(loop_t *L, Py_buffer *views, int nops, PyObject *const 
         PyObject *const *arg = args + 1 + 3 * k;
         if (get_buffer(arg[0], &views[k], k == 0, names[k][0]) < 0) goto fail;
         held = k + 1;
-        int t = buffer_type(&views[k], names[k][0]);
+        int t = buffer_float_kind(&views[k], names[k][0]);
         if (t < 0) goto fail;
         if (k > 0 && t != *type) {
             PyErr_Format(PyExc_TypeError, "%s and out must hold the same element type",
@@ -313,8 +299,7 @@ static long long prepare(loop_t *L, Py_buffer *views, int nops, PyObject *const 
         *type = t;
         if (parse_offset(arg[1], names[k][1], &offset) < 0 ||
             parse_dims(arg[2], names[k][2], ndim, strides, NULL) < 0 ||
-            (numel > 0 && check_bounds(names[k][0], views[k].len / views[k].itemsize, offset,
-                                       ndim, shape, strides) < 0))
+            check_view(&views[k], names[k][0], offset, ndim, shape, strides) < 0)
             goto fail;
         L->buf[k] = (char *)views[k].buf;
         L->offset[k] = (ptrdiff_t)offset;

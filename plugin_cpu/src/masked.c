@@ -246,28 +246,22 @@ static int width_of(const Py_buffer *view, const char *what)
     return -1;
 }
 
-/* The parsed walk of a call: shape, numel and the views it holds (released by
- * release_views). */
+/* The parsed walk of a call: shape, numel and the views it holds (h, released by
+ * release_held). */
 typedef struct {
     long long shape[MAX_NDIM], numel;
-    int ndim, held;
-    Py_buffer views[4];
+    int ndim;
+    held_t h;
 } call_t;
-
-static void release_views(call_t *C)
-{
-    for (int k = 0; k < C->held; k++) PyBuffer_Release(&C->views[k]);
-    C->held = 0;
-}
 
 /* A walked operand into slot k: (buffer, offset, strides) at args. */
 static int walked(call_t *C, masked_t *M, PyObject *const *args, const char *name,
                   int writable, int k)
 {
-    if (parse_operand(args, name, writable, C->ndim, C->shape, C->numel, 0, 0,
-                      &C->views[C->held], &M->W, k) < 0)
+    if (parse_operand(args, name, writable, C->ndim, C->shape, 0, 0,
+                      &C->h.views[C->h.held], &M->W, k) < 0)
         return -1;
-    M->buf[k] = (char *)C->views[C->held++].buf;
+    M->buf[k] = (char *)C->h.views[C->h.held++].buf;
     return 0;
 }
 
@@ -277,11 +271,10 @@ static int flat_operand(call_t *C, PyObject *const *args, const char *name, int 
                         char **ptr, ptrdiff_t *len)
 {
     long long offset;
-    Py_buffer *view = &C->views[C->held];
-    if (get_buffer(args[0], view, writable, name) < 0) return -1;
-    C->held++;
+    const Py_buffer *view = hold_buffer(&C->h, args[0], writable, name);
+    if (view == NULL) return -1;
     if (parse_offset(args[1], name, &offset) < 0) return -1;
-    const Py_ssize_t n = view->len / view->itemsize;
+    const Py_ssize_t n = view->len / (view->itemsize ? view->itemsize : 1);
     if (offset > n) {
         PyErr_Format(PyExc_ValueError, "%s: offset %lld is past the buffer's %zd elements",
                      name, offset, n);
@@ -300,7 +293,7 @@ static int walk_shape(call_t *C, masked_t *M, PyObject *shape)
     static uint64_t unused_slot;
     memset(M, 0, sizeof *M);
     for (int k = 0; k < 3; k++) M->buf[k] = (char *)&unused_slot;
-    C->held = 0;
+    C->h.held = 0;
     C->numel = parse_shape(shape, C->shape, &C->ndim);
     if (C->numel < 0) return -1;
     set_walk_shape(&M->W, C->ndim, C->shape);
@@ -310,9 +303,10 @@ static int walk_shape(call_t *C, masked_t *M, PyObject *shape)
 /* Every view holds elements of one width (the mask's bytes are checked apart). */
 static int same_width(call_t *C, const int *which, int n)
 {
-    int w = width_of(&C->views[which[0]], "out");
+    const Py_buffer *views = C->h.views;
+    int w = width_of(&views[which[0]], "out");
     for (int k = 1; w >= 0 && k < n; k++) {
-        if (C->views[which[k]].itemsize != C->views[which[0]].itemsize) {
+        if (views[which[k]].itemsize != views[which[0]].itemsize) {
             PyErr_SetString(PyExc_TypeError, "out, a, value and source must hold elements "
                             "of one size");
             return -1;
@@ -323,19 +317,12 @@ static int same_width(call_t *C, const int *which, int n)
 
 static int mask_bytes(call_t *C, int k)
 {
-    if (C->views[k].itemsize != 1) {
+    if (C->h.views[k].itemsize != 1) {
         PyErr_Format(PyExc_TypeError, "mask must hold bytes (bool), not %zd-byte elements",
-                     C->views[k].itemsize);
+                     C->h.views[k].itemsize);
         return -1;
     }
     return 0;
-}
-
-static int nargs_are(Py_ssize_t nargs, Py_ssize_t want, const char *usage)
-{
-    if (nargs == want) return 0;
-    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, got %zd", usage, want, nargs);
-    return -1;
 }
 
 /* ---- entry points ----------------------------------------------------------------------- */
@@ -343,7 +330,7 @@ static int nargs_are(Py_ssize_t nargs, Py_ssize_t want, const char *usage)
 static PyObject *py_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs_are(nargs, 11, "fill(shape, out, out_offset, out_strides, a, a_offset, "
+    if (check_nargs(nargs, 11, "fill(shape, out, out_offset, out_strides, a, a_offset, "
                   "a_strides, mask, mask_offset, mask_strides, value)") < 0)
         return NULL;
     call_t C;
@@ -354,14 +341,14 @@ static PyObject *py_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         walked(&C, &M, args + 4, "a", 0, M_A) < 0 ||
         walked(&C, &M, args + 7, "mask", 0, M_MASK) < 0 || mask_bytes(&C, 2) < 0)
         goto done;
-    if (get_buffer(args[10], &C.views[C.held], 0, "value") < 0) goto done;
-    C.held++;
-    if (C.views[3].len < C.views[3].itemsize) {
+    const Py_buffer *value = hold_buffer(&C.h, args[10], 0, "value");
+    if (value == NULL) goto done;
+    if (value->len < value->itemsize) {
         PyErr_SetString(PyExc_ValueError, "value must hold one element");
         goto done;
     }
     if ((w = same_width(&C, (const int[]){0, 1, 3}, 3)) < 0) goto done;
-    M.value = C.views[3].buf;
+    M.value = value->buf;
     const int par = parallel_ok((ptrdiff_t)C.numel);
     g_calls++;
     Py_BEGIN_ALLOW_THREADS
@@ -369,14 +356,14 @@ static PyObject *py_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    release_views(&C);
+    release_held(&C.h);
     return result;
 }
 
 static PyObject *py_count(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs_are(nargs, 4, "count(shape, mask, mask_offset, mask_strides)") < 0) return NULL;
+    if (check_nargs(nargs, 4, "count(shape, mask, mask_offset, mask_strides)") < 0) return NULL;
     call_t C;
     masked_t M;
     PyObject *result = NULL;
@@ -391,7 +378,7 @@ static PyObject *py_count(PyObject *self, PyObject *const *args, Py_ssize_t narg
     free(firsts);
     result = total < 0 ? PyErr_NoMemory() : PyLong_FromSsize_t(total);
 done:
-    release_views(&C);
+    release_held(&C.h);
     return result;
 }
 
@@ -423,7 +410,7 @@ static PyObject *run_moves(call_t *C, masked_t *M, move_fn fn, ptrdiff_t flat_le
 static PyObject *py_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs_are(nargs, 9, "select(shape, out, out_offset, a, a_offset, a_strides, mask, "
+    if (check_nargs(nargs, 9, "select(shape, out, out_offset, a, a_offset, a_strides, mask, "
                   "mask_offset, mask_strides)") < 0)
         return NULL;
     call_t C;
@@ -440,14 +427,14 @@ static PyObject *py_select(PyObject *self, PyObject *const *args, Py_ssize_t nar
     result = run_moves(&C, &M, SELECT[w], len, PyExc_ValueError,
                        "select(): out is shorter than the true mask positions");
 done:
-    release_views(&C);
+    release_held(&C.h);
     return result;
 }
 
 static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs_are(nargs, 12, "scatter(shape, out, out_offset, out_strides, a, a_offset, "
+    if (check_nargs(nargs, 12, "scatter(shape, out, out_offset, out_strides, a, a_offset, "
                   "a_strides, mask, mask_offset, mask_strides, source, source_offset)") < 0)
         return NULL;
     call_t C;
@@ -465,7 +452,7 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
                        "masked_scatter: expected source to have at least as many elements as "
                        "ones in mask");
 done:
-    release_views(&C);
+    release_held(&C.h);
     return result;
 }
 

@@ -86,69 +86,9 @@ typedef void (*layer_norm_fn)(const char *x, ptrdiff_t rs, ptrdiff_t n, const ch
                               ptrdiff_t lo, ptrdiff_t hi);
 
 #define NN_ROWS_TEMPLATE
-#define T float
-#define ITYPE uint32_t
-#define IS_F32 1
-#define LOG_T logf
-#define SQRT_T sqrtf
-#define ISA_ATTR
-#define VBYTES 16
-#define NAME(x) x##_f32_baseline
-#include "nn_rows.c"
-#define T double
-#define ITYPE uint64_t
-#define IS_F32 0
-#define LOG_T log
-#define SQRT_T sqrt
-#define ISA_ATTR
-#define VBYTES 16
-#define NAME(x) x##_f64_baseline
-#include "nn_rows.c"
-
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define HAVE_X86_CLONES 1
-#define T float
-#define ITYPE uint32_t
-#define IS_F32 1
-#define LOG_T logf
-#define SQRT_T sqrtf
-#define ISA_ATTR __attribute__((target("avx2")))
-#define VBYTES 32
-#define NAME(x) x##_f32_avx2
-#include "nn_rows.c"
-#define T double
-#define ITYPE uint64_t
-#define IS_F32 0
-#define LOG_T log
-#define SQRT_T sqrt
-#define ISA_ATTR __attribute__((target("avx2")))
-#define VBYTES 32
-#define NAME(x) x##_f64_avx2
-#include "nn_rows.c"
-#define T float
-#define ITYPE uint32_t
-#define IS_F32 1
-#define LOG_T logf
-#define SQRT_T sqrtf
-#define ISA_ATTR __attribute__((target("avx512f")))
-#define VBYTES 64
-#define NAME(x) x##_f32_avx512f
-#include "nn_rows.c"
-#define T double
-#define ITYPE uint64_t
-#define IS_F32 0
-#define LOG_T log
-#define SQRT_T sqrt
-#define ISA_ATTR __attribute__((target("avx512f")))
-#define VBYTES 64
-#define NAME(x) x##_f64_avx512f
-#include "nn_rows.c"
-#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}, {fn##_f32_avx2, fn##_f64_avx2}, \
-                    {fn##_f32_avx512f, fn##_f64_avx512f}}
-#else
-#define HAVE_X86_CLONES 0
-#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}}
-#endif
+#define CLONE_TEMPLATE "nn_rows.c"
+#include "isa_clones.h"
+#undef CLONE_TEMPLATE
 #undef NN_ROWS_TEMPLATE
 
 static const softmax_fn SOFTMAX[N_ISAS][N_TYPES] = CLONES(softmax_rows);
@@ -176,60 +116,15 @@ static int parallel_ok(ptrdiff_t elements)
 
 /* ---- argument checking ------------------------------------------------------------------ */
 
-/* Acquire `obj` (None allowed when `optional`) as an operand of element kind `kind` viewed
- * as (d0, d1) with strides (s0, s1) from element offset `off_obj`; *ptr = element 0. */
-static int operand(PyObject *obj, PyObject *off_obj, long long d0, long long d1, long long s0,
-                   long long s1, int writable, int kind, int optional, const char *what,
-                   Py_buffer *views, int *held, char **ptr)
+/* An operand (common.h's kind_operand) viewed as (d0, d1) with strides (s0, s1) from element
+ * offset `off_obj` (NULL: 0). */
+static int operand(held_t *h, PyObject *obj, PyObject *off_obj, long long d0, long long d1,
+                   long long s0, long long s1, int writable, int kind, int optional,
+                   const char *what, char **ptr)
 {
-    *ptr = NULL;
-    if (obj == Py_None && optional) return 0;
-    long long offset;
-    Py_buffer *view = &views[*held];
-    if (get_buffer(obj, view, writable, what) < 0) return -1;
-    (*held)++;
-    int k = buffer_kind(view, what);
-    if (k < 0) return -1;
-    if (k != kind) {
-        PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
-        return -1;
-    }
-    if (parse_offset(off_obj, what, &offset) < 0) return -1;
     const long long shape[2] = {d0, d1}, strides[2] = {s0, s1};
-    if (d0 > 0 && d1 > 0 &&
-        check_bounds(what, view->len / view->itemsize, offset, 2, shape, strides) < 0)
-        return -1;
-    *ptr = (char *)view->buf + offset * view->itemsize;
-    return 0;
-}
-
-static int parse_size(PyObject *obj, const char *what, long long *dst)
-{
-    if (parse_offset(obj, what, dst) < 0) return -1;
-    return 0;
-}
-
-static int parse_stride(PyObject *obj, const char *what, long long *dst)
-{
-    PyObject *one = PyTuple_Pack(1, obj);
-    if (one == NULL) return -1;
-    int rc = parse_dims(one, what, 1, dst, NULL);
-    Py_DECREF(one);
-    return rc;
-}
-
-/* The float kind of x (KIND_F32 / KIND_F64) from its buffer, without keeping it. */
-static int float_kind_of(PyObject *obj, const char *what)
-{
-    Py_buffer view;
-    if (get_buffer(obj, &view, 0, what) < 0) return -1;
-    int k = buffer_kind(&view, what);
-    PyBuffer_Release(&view);
-    if (k == KIND_I64) {
-        PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements", what);
-        return -1;
-    }
-    return k;
+    return kind_operand(h, obj, off_obj, 2, shape, strides, writable, kind, optional, what,
+                        ptr);
 }
 
 static int sane_total(long long rows, long long n)
@@ -238,6 +133,19 @@ static int sane_total(long long rows, long long n)
     if (__builtin_mul_overflow(rows, n, &total) || total > PTRDIFF_MAX / 16) {
         PyErr_SetString(PyExc_ValueError, "too many elements");
         return -1;
+    }
+    return 0;
+}
+
+/* IndexError for the first target outside [0, C) that is not ignore_index. */
+static int check_targets(const int64_t *target, long long N, long long C, long long ignore)
+{
+    for (long long i = 0; i < N; i++) {
+        if (target[i] != ignore && (target[i] < 0 || target[i] >= C)) {
+            PyErr_Format(PyExc_IndexError, "Target %lld is out of bounds.",
+                         (long long)target[i]);
+            return -1;
+        }
     }
     return 0;
 }
@@ -255,19 +163,17 @@ static PyObject *py_softmax(PyObject *self, PyObject *const *args, Py_ssize_t na
     int log = PyObject_IsTrue(args[0]);
     long long rows, n, rs;
     if (log < 0 || parse_size(args[3], "rows", &rows) < 0 || parse_size(args[4], "n", &n) < 0 ||
-        parse_stride(args[5], "row_stride", &rs) < 0 || sane_total(rows, n) < 0)
+        parse_int_entry(args[5], "row_stride", &rs) < 0 || sane_total(rows, n) < 0)
         return NULL;
     int kind = float_kind_of(args[1], "x");
     if (kind < 0) return NULL;
-    Py_buffer views[2];
-    int held = 0;
+    held_t h = {.held = 0};
     char *x, *out;
-    PyObject *result = NULL;
-    PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL) return NULL;
-    if (operand(args[1], args[2], rows, n, rs, 1, 0, kind, 0, "x", views, &held, &x) < 0 ||
-        operand(args[6], zero, rows, n, n, 1, 1, kind, 0, "out", views, &held, &out) < 0)
-        goto done;
+    if (operand(&h, args[1], args[2], rows, n, rs, 1, 0, kind, 0, "x", &x) < 0 ||
+        operand(&h, args[6], NULL, rows, n, n, 1, 1, kind, 0, "out", &out) < 0) {
+        release_held(&h);
+        return NULL;
+    }
     g_calls++;
     if (rows > 0 && n > 0) {
         const softmax_fn fn = SOFTMAX[g_isa][kind];
@@ -276,12 +182,8 @@ static PyObject *py_softmax(PyObject *self, PyObject *const *args, Py_ssize_t na
         FOR_ROW_GROUPS(rows, n, par, fn(x, rs, n, out, lo, hi, log));
         Py_END_ALLOW_THREADS
     }
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    Py_DECREF(zero);
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-    return result;
+    release_held(&h);
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_softmax_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -300,18 +202,14 @@ static PyObject *py_softmax_backward(PyObject *self, PyObject *const *args, Py_s
         return NULL;
     int kind = float_kind_of(args[1], "grad");
     if (kind < 0) return NULL;
-    Py_buffer views[3];
-    int held = 0;
+    held_t h = {.held = 0};
     char *g, *y, *out;
-    PyObject *result = NULL;
-    PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL) return NULL;
-    if (operand(args[1], args[2], rows, n, rstrides[0], 1, 0, kind, 0, "grad", views, &held,
-                &g) < 0 ||
-        operand(args[3], args[4], rows, n, rstrides[1], 1, 0, kind, 0, "y", views, &held,
-                &y) < 0 ||
-        operand(args[8], zero, rows, n, n, 1, 1, kind, 0, "out", views, &held, &out) < 0)
-        goto done;
+    if (operand(&h, args[1], args[2], rows, n, rstrides[0], 1, 0, kind, 0, "grad", &g) < 0 ||
+        operand(&h, args[3], args[4], rows, n, rstrides[1], 1, 0, kind, 0, "y", &y) < 0 ||
+        operand(&h, args[8], NULL, rows, n, n, 1, 1, kind, 0, "out", &out) < 0) {
+        release_held(&h);
+        return NULL;
+    }
     g_calls++;
     if (rows > 0 && n > 0) {
         const softmax_backward_fn fn = SOFTMAX_BACKWARD[g_isa][kind];
@@ -321,12 +219,8 @@ static PyObject *py_softmax_backward(PyObject *self, PyObject *const *args, Py_s
         FOR_ROW_GROUPS(rows, n, par, fn(g, gs, y, ys, n, out, lo, hi, log));
         Py_END_ALLOW_THREADS
     }
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    Py_DECREF(zero);
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-    return result;
+    release_held(&h);
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_layer_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -340,25 +234,23 @@ static PyObject *py_layer_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     long long rows, n, rs;
     if (parse_size(args[2], "rows", &rows) < 0 || parse_size(args[3], "n", &n) < 0 ||
-        parse_stride(args[4], "row_stride", &rs) < 0 || sane_total(rows, n) < 0)
+        parse_int_entry(args[4], "row_stride", &rs) < 0 || sane_total(rows, n) < 0)
         return NULL;
     double eps = PyFloat_AsDouble(args[9]);
     if (eps == -1.0 && PyErr_Occurred()) return NULL;
     int kind = float_kind_of(args[0], "x");
     if (kind < 0) return NULL;
-    Py_buffer views[6];
-    int held = 0;
+    held_t h = {.held = 0};
     char *x, *w, *b, *out, *mean, *rstd;
-    PyObject *result = NULL;
-    PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL) return NULL;
-    if (operand(args[0], args[1], rows, n, rs, 1, 0, kind, 0, "x", views, &held, &x) < 0 ||
-        operand(args[5], args[6], 1, n, 0, 1, 0, kind, 1, "weight", views, &held, &w) < 0 ||
-        operand(args[7], args[8], 1, n, 0, 1, 0, kind, 1, "bias", views, &held, &b) < 0 ||
-        operand(args[10], zero, rows, n, n, 1, 1, kind, 0, "out", views, &held, &out) < 0 ||
-        operand(args[11], zero, rows, 1, 1, 1, 1, kind, 0, "mean", views, &held, &mean) < 0 ||
-        operand(args[12], zero, rows, 1, 1, 1, 1, kind, 0, "rstd", views, &held, &rstd) < 0)
-        goto done;
+    if (operand(&h, args[0], args[1], rows, n, rs, 1, 0, kind, 0, "x", &x) < 0 ||
+        operand(&h, args[5], args[6], 1, n, 0, 1, 0, kind, 1, "weight", &w) < 0 ||
+        operand(&h, args[7], args[8], 1, n, 0, 1, 0, kind, 1, "bias", &b) < 0 ||
+        operand(&h, args[10], NULL, rows, n, n, 1, 1, kind, 0, "out", &out) < 0 ||
+        operand(&h, args[11], NULL, rows, 1, 1, 1, 1, kind, 0, "mean", &mean) < 0 ||
+        operand(&h, args[12], NULL, rows, 1, 1, 1, 1, kind, 0, "rstd", &rstd) < 0) {
+        release_held(&h);
+        return NULL;
+    }
     g_calls++;
     if (rows > 0 && n > 0) {
         const layer_norm_fn fn = LAYER_NORM[g_isa][kind];
@@ -367,12 +259,8 @@ static PyObject *py_layer_norm(PyObject *self, PyObject *const *args, Py_ssize_t
         FOR_ROW_GROUPS(rows, n, par, fn(x, rs, n, w, b, eps, out, mean, rstd, lo, hi));
         Py_END_ALLOW_THREADS
     }
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    Py_DECREF(zero);
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-    return result;
+    release_held(&h);
+    Py_RETURN_NONE;
 }
 
 /* nll_loss: loss_i = -x[i, t_i] * w[t_i] (0 where t_i == ignore_index); returns the sum of
@@ -411,42 +299,31 @@ static PyObject *py_nll_loss(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     long long N, C, rs, ignore;
     if (parse_size(args[2], "N", &N) < 0 || parse_size(args[3], "C", &C) < 0 ||
-        parse_stride(args[4], "row_stride", &rs) < 0 || sane_total(N, C) < 0)
+        parse_int_entry(args[4], "row_stride", &rs) < 0 || sane_total(N, C) < 0)
         return NULL;
     ignore = PyLong_AsLongLong(args[9]);
     if (ignore == -1 && PyErr_Occurred()) return NULL;
     int kind = float_kind_of(args[0], "x");
     if (kind < 0) return NULL;
-    Py_buffer views[4];
-    int held = 0;
+    held_t h = {.held = 0};
     char *x, *t, *w, *loss;
-    PyObject *result = NULL;
-    PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL) return NULL;
-    if (operand(args[0], args[1], N, C, rs, 1, 0, kind, 0, "x", views, &held, &x) < 0 ||
-        operand(args[5], args[6], 1, N, 0, 1, 0, KIND_I64, 0, "target", views, &held, &t) < 0 ||
-        operand(args[7], args[8], 1, C, 0, 1, 0, kind, 1, "weight", views, &held, &w) < 0 ||
-        operand(args[10], zero, 1, N, 0, 1, 1, kind, 1, "loss", views, &held, &loss) < 0)
-        goto done;
-    const int64_t *target = (const int64_t *)t;
-    for (long long i = 0; i < N; i++) {
-        if (target[i] != ignore && (target[i] < 0 || target[i] >= C)) {
-            PyErr_Format(PyExc_IndexError, "Target %lld is out of bounds.",
-                         (long long)target[i]);
-            goto done;
-        }
+    if (operand(&h, args[0], args[1], N, C, rs, 1, 0, kind, 0, "x", &x) < 0 ||
+        operand(&h, args[5], args[6], 1, N, 0, 1, 0, KIND_I64, 0, "target", &t) < 0 ||
+        operand(&h, args[7], args[8], 1, C, 0, 1, 0, kind, 1, "weight", &w) < 0 ||
+        operand(&h, args[10], NULL, 1, N, 0, 1, 1, kind, 1, "loss", &loss) < 0 ||
+        check_targets((const int64_t *)t, N, C, ignore) < 0) {
+        release_held(&h);
+        return NULL;
     }
+    const int64_t *target = (const int64_t *)t;
     g_calls++;
     double sum = 0, total = 0;
     if (kind == KIND_F32)
         nll_f32(x, N, rs, target, w, ignore, loss, &sum, &total);
     else
         nll_f64(x, N, rs, target, w, ignore, loss, &sum, &total);
-    result = Py_BuildValue("(dd)", sum, total);
-done:
-    Py_DECREF(zero);
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-    return result;
+    release_held(&h);
+    return Py_BuildValue("(dd)", sum, total);
 }
 
 static PyObject *py_exp(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -457,30 +334,21 @@ static PyObject *py_exp(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "exp_f32() takes 2 arguments (x, out)");
         return NULL;
     }
-    Py_buffer views[2];
-    int held = 0;
+    Py_buffer probe;
+    if (get_buffer(args[0], &probe, 0, "x") < 0) return NULL;
+    const long long n = probe.len / (probe.itemsize ? probe.itemsize : 1);
+    PyBuffer_Release(&probe);
+    held_t h = {.held = 0};
     char *x, *out;
-    PyObject *result = NULL;
-    PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL) return NULL;
-    if (get_buffer(args[0], &views[0], 0, "x") < 0) goto done;
-    held = 1;
-    const long long n = views[0].len / (views[0].itemsize ? views[0].itemsize : 1);
-    PyBuffer_Release(&views[0]);
-    held = 0;
-    if (operand(args[0], zero, 1, n, 0, 1, 0, KIND_F32, 0, "x", views, &held, &x) < 0 ||
-        operand(args[1], zero, 1, n, 0, 1, 1, KIND_F32, 0, "out", views, &held, &out) < 0)
-        goto done;
-    {
-        const exp_f32_fn fn = EXP_F32[g_isa];
-        fn((const float *)x, n, (float *)out);
+    if (operand(&h, args[0], NULL, 1, n, 0, 1, 0, KIND_F32, 0, "x", &x) < 0 ||
+        operand(&h, args[1], NULL, 1, n, 0, 1, 1, KIND_F32, 0, "out", &out) < 0) {
+        release_held(&h);
+        return NULL;
     }
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    Py_DECREF(zero);
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-    return result;
+    const exp_f32_fn fn = EXP_F32[g_isa];
+    fn((const float *)x, n, (float *)out);
+    release_held(&h);
+    Py_RETURN_NONE;
 }
 
 /* grad of nll_loss: out (N x C, zeroed here) gets -(w[t_i] * g_i) at (i, t_i) for every
@@ -513,7 +381,7 @@ static PyObject *py_nll_loss_backward(PyObject *self, PyObject *const *args, Py_
         return NULL;
     }
     long long gs, N, C, ignore;
-    if (parse_stride(args[2], "g_stride", &gs) < 0 || parse_size(args[3], "N", &N) < 0 ||
+    if (parse_int_entry(args[2], "g_stride", &gs) < 0 || parse_size(args[3], "N", &N) < 0 ||
         parse_size(args[4], "C", &C) < 0 || sane_total(N, C) < 0)
         return NULL;
     const int divided = nargs == 13;
@@ -526,27 +394,19 @@ static PyObject *py_nll_loss_backward(PyObject *self, PyObject *const *args, Py_
     if (ignore == -1 && PyErr_Occurred()) return NULL;
     int kind = float_kind_of(args[0], "grad");
     if (kind < 0) return NULL;
-    Py_buffer views[5];
-    int held = 0;
+    held_t h = {.held = 0};
     char *g, *t, *w, *out, *tw = NULL;
-    PyObject *result = NULL;
-    PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL) return NULL;
-    if (operand(args[0], args[1], 1, N, 0, gs, 0, kind, 0, "grad", views, &held, &g) < 0 ||
-        operand(args[5], args[6], 1, N, 0, 1, 0, KIND_I64, 0, "target", views, &held, &t) < 0 ||
-        operand(args[7], args[8], 1, C, 0, 1, 0, kind, 1, "weight", views, &held, &w) < 0 ||
-        operand(args[10], zero, N, C, C, 1, 1, kind, 0, "out", views, &held, &out) < 0 ||
-        (divided && operand(args[11], args[12], 1, 1, 0, 0, 0, kind, 0, "total_weight", views,
-                            &held, &tw) < 0))
-        goto done;
-    const int64_t *target = (const int64_t *)t;
-    for (long long i = 0; i < N; i++) {
-        if (target[i] != ignore && (target[i] < 0 || target[i] >= C)) {
-            PyErr_Format(PyExc_IndexError, "Target %lld is out of bounds.",
-                         (long long)target[i]);
-            goto done;
-        }
+    if (operand(&h, args[0], args[1], 1, N, 0, gs, 0, kind, 0, "grad", &g) < 0 ||
+        operand(&h, args[5], args[6], 1, N, 0, 1, 0, KIND_I64, 0, "target", &t) < 0 ||
+        operand(&h, args[7], args[8], 1, C, 0, 1, 0, kind, 1, "weight", &w) < 0 ||
+        operand(&h, args[10], NULL, N, C, C, 1, 1, kind, 0, "out", &out) < 0 ||
+        (divided &&
+         operand(&h, args[11], args[12], 1, 1, 0, 0, 0, kind, 0, "total_weight", &tw) < 0) ||
+        check_targets((const int64_t *)t, N, C, ignore) < 0) {
+        release_held(&h);
+        return NULL;
     }
+    const int64_t *target = (const int64_t *)t;
     g_calls++;
     union { float f32; double f64; } quotient; /* 'mean': grad / total_weight, one rounding */
     if (divided && N > 0) {
@@ -569,12 +429,8 @@ static PyObject *py_nll_loss_backward(PyObject *self, PyObject *const *args, Py_
                            nll_backward_f64(g, gs, C, target, w, ignore, out, lo, hi));
         Py_END_ALLOW_THREADS
     }
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    Py_DECREF(zero);
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-    return result;
+    release_held(&h);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef METHODS[] = {
@@ -614,6 +470,17 @@ PyMODINIT_FUNC PyInit__nn_rows(void)
 }
 
 #else /* NN_ROWS_TEMPLATE: kernels for element type T and one instruction set ------------ */
+
+/* The per-type macros besides isa_clones.h's (#undef'd at the end). */
+#if IS_F32
+#define ITYPE uint32_t
+#define LOG_T logf
+#define SQRT_T sqrtf
+#else
+#define ITYPE uint64_t
+#define LOG_T log
+#define SQRT_T sqrt
+#endif
 
 /* Native vectors (VBYTES: 16 baseline, 32 AVX2, 64 AVX-512F) of VL lanes. Sums keep LW =
  * 64-byte "logical" lanes whatever the ISA: a logical vector is P native pieces, so every

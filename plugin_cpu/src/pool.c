@@ -156,54 +156,9 @@ static inline double avg_divisor(const pool_t *g, ptrdiff_t pad_h, ptrdiff_t in_
 /* ---- the kernels, instantiated per element type and instruction set -------------------- */
 
 #define POOL_TEMPLATE
-#define ATTR
-#define ISA baseline
-#define T float
-#define TN f32
-#include "pool.c"
-#undef T
-#undef TN
-#define T double
-#define TN f64
-#include "pool.c"
-#undef T
-#undef TN
-#undef ISA
-#undef ATTR
-
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define HAVE_X86_CLONES 1
-#define ATTR __attribute__((target("avx2")))
-#define ISA avx2
-#define T float
-#define TN f32
-#include "pool.c"
-#undef T
-#undef TN
-#define T double
-#define TN f64
-#include "pool.c"
-#undef T
-#undef TN
-#undef ISA
-#undef ATTR
-#define ATTR __attribute__((target("avx512f")))
-#define ISA avx512f
-#define T float
-#define TN f32
-#include "pool.c"
-#undef T
-#undef TN
-#define T double
-#define TN f64
-#include "pool.c"
-#undef T
-#undef TN
-#undef ISA
-#undef ATTR
-#else
-#define HAVE_X86_CLONES 0
-#endif
+#define CLONE_TEMPLATE "pool.c"
+#include "isa_clones.h"
+#undef CLONE_TEMPLATE
 #undef POOL_TEMPLATE
 
 typedef void (*rows_fn)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi);
@@ -274,71 +229,15 @@ static double *scratch_alloc(size_t per_thread, int threads)
 
 /* ---- argument checking --------------------------------------------------------------------- */
 
-/* The buffers an entry point holds, released together. */
-typedef struct {
-    Py_buffer views[8];
-    int held;
-} held_t;
-
-static void release_all(held_t *h)
-{
-    for (int i = 0; i < h->held; i++) PyBuffer_Release(&h->views[i]);
-    h->held = 0;
-}
-
-/* Acquire `obj` (None allowed when `optional`: *ptr = NULL) holding `kind` elements, viewed
- * with `shape` / `strides` (ndim dims) from element offset `off_obj`; *ptr = element 0. */
-static int operand(held_t *h, PyObject *obj, PyObject *off_obj, int ndim,
-                   const long long *shape, const long long *strides, int writable, int kind,
-                   int optional, const char *what, char **ptr)
-{
-    *ptr = NULL;
-    if (obj == Py_None && optional) return 0;
-    long long offset;
-    Py_buffer *view = &h->views[h->held];
-    if (get_buffer(obj, view, writable, what) < 0) return -1;
-    h->held++;
-    int k = buffer_kind(view, what);
-    if (k < 0) return -1;
-    if (k != kind) {
-        PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
-        return -1;
-    }
-    if (off_obj == NULL) {
-        offset = 0;
-    } else if (parse_offset(off_obj, what, &offset) < 0) {
-        return -1;
-    }
-    long long numel = 1;
-    for (int d = 0; d < ndim; d++) numel *= shape[d];
-    if (numel > 0 &&
-        check_bounds(what, view->len / view->itemsize, offset, ndim, shape, strides) < 0)
-        return -1;
-    *ptr = (char *)view->buf + offset * view->itemsize;
-    return 0;
-}
-
-/* A contiguous operand of n elements. */
+/* A contiguous operand of n elements (common.h's kind_operand, which the strided ones use
+ * directly). */
 static int contiguous_operand(held_t *h, PyObject *obj, PyObject *off_obj, long long n,
                               int writable, int kind, int optional, const char *what,
                               char **ptr)
 {
     const long long shape[1] = {n}, strides[1] = {1};
-    return operand(h, obj, off_obj, 1, shape, strides, writable, kind, optional, what, ptr);
-}
-
-/* The float kind (KIND_F32 / KIND_F64) of a buffer, without keeping it. */
-static int float_kind_of(PyObject *obj, const char *what)
-{
-    Py_buffer view;
-    if (get_buffer(obj, &view, 0, what) < 0) return -1;
-    int k = buffer_kind(&view, what);
-    PyBuffer_Release(&view);
-    if (k == KIND_I64) {
-        PyErr_Format(PyExc_TypeError, "%s must hold float32 or float64 elements", what);
-        return -1;
-    }
-    return k;
+    return kind_operand(h, obj, off_obj, 1, shape, strides, writable, kind, optional, what,
+                        ptr);
 }
 
 /* `n` ints, each in [lo, MAX_EXTENT). */
@@ -374,11 +273,7 @@ static int parse_divisor(PyObject *obj, pool_t *g)
     g->has_override = obj != Py_None;
     if (!g->has_override) return 0;
     long long v;
-    PyObject *one = PyTuple_Pack(1, obj);
-    if (one == NULL) return -1;
-    const int rc = parse_dims(one, "divisor_override", 1, &v, NULL);
-    Py_DECREF(one);
-    if (rc < 0) return -1;
+    if (parse_int_entry(obj, "divisor_override", &v) < 0) return -1;
     if (v == 0) {
         PyErr_SetString(PyExc_ValueError, "divisor_override must not be zero");
         return -1;
@@ -398,6 +293,53 @@ static void set_planes(pool_t *g, const long long *shape, const long long *strid
 {
     g->A = shape[0], g->B = shape[1], g->H = shape[2], g->W = shape[3];
     g->sA = strides[0], g->sB = strides[1], g->sH = strides[2], g->sW = strides[3];
+}
+
+/* ---- running the pooling kernels ----------------------------------------------------------- */
+
+/* fn over rows [0, rows) (per_row elements of work each) in blocks, without the GIL; on the
+ * OpenMP threads when `work` elements are worth it. */
+static void run_rows(rows_fn fn, const pool_t *g, ptrdiff_t rows, ptrdiff_t per_row,
+                     double work)
+{
+    Py_BEGIN_ALLOW_THREADS
+    const int par = parallel_ok(work);
+    FOR_BLOCKS(rows, per_row, par, fn(g, lo, hi));
+    Py_END_ALLOW_THREADS
+}
+
+/* fn over units [0, units) (per_unit elements of work each) in blocks, without the GIL, each
+ * thread with its own `scratch_n` doubles of scratch. -1 with MemoryError set when the
+ * scratch cannot be had (nothing runs). */
+static int run_with_scratch(scratch_rows_fn fn, const pool_t *g, ptrdiff_t units,
+                            ptrdiff_t per_unit, double work, size_t scratch_n)
+{
+    const int par = parallel_ok(work);
+    const size_t per_thread = scratch_doubles(scratch_n);
+    double *scratch = scratch_alloc(per_thread, thread_count(par));
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    FOR_BLOCKS(units, per_unit, par, fn(g, lo, hi, scratch + per_thread * thread_id()));
+    Py_END_ALLOW_THREADS
+    free(scratch);
+    return 0;
+}
+
+/* The pooled operand (args[0], args[1]: x or grad, over shape / strides) and the contiguous
+ * result `out_obj` of n_out elements, both of `type`, held in h; into g->x and g->out. */
+static int pool_operands(held_t *h, PyObject *const *args, const char *in_name,
+                         const long long *shape, const long long *strides, int type,
+                         PyObject *out_obj, const char *out_name, long long n_out, pool_t *g)
+{
+    char *x, *out;
+    if (kind_operand(h, args[0], args[1], 4, shape, strides, 0, type, 0, in_name, &x) < 0 ||
+        contiguous_operand(h, out_obj, NULL, n_out, 1, type, 0, out_name, &out) < 0)
+        return -1;
+    g->x = x, g->out = out;
+    return 0;
 }
 
 /* ---- pooling entry points ----------------------------------------------------------------- */
@@ -427,27 +369,23 @@ static PyObject *py_max_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
     g.OH = osz[0], g.OW = osz[1];
     const ptrdiff_t planes = g.A * g.B, n_out = planes * g.OH * g.OW;
     held_t h = {.held = 0};
-    char *x, *values, *indices;
-    if (operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[6], NULL, n_out, 1, type, 0, "values", &values) < 0 ||
+    char *indices;
+    if (pool_operands(&h, args, "x", shape, strides, type, args[6], "values", n_out, &g) < 0 ||
         contiguous_operand(&h, args[7], NULL, n_out, 1, KIND_I64, 0, "indices", &indices) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
-    g.x = x, g.out = values, g.idx = (int64_t *)indices;
+    g.idx = (int64_t *)indices;
     /* Rows of fewer than 32 outputs run faster as AVX2 than as AVX-512 (one 16-lane vector
      * and a long epilogue): 2x2 pooling of 56-wide planes measured 0.18 vs 0.24 ms (112-wide:
      * 0.23 vs 0.17). Every clone computes the same bits. */
     const int isa = g_isa == ISA_AVX512F && g.OW < 32 ? ISA_AVX2 : g_isa;
     const kernels_t *k = &KERNELS_BY[isa][type];
     g_calls++;
-    if (n_out > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        const int par = parallel_ok((double)n_out * g.kh * g.kw);
-        FOR_BLOCKS(planes * g.OH, g.OW * g.kh * g.kw, par, k->max_rows(&g, lo, hi));
-        Py_END_ALLOW_THREADS
-    }
-    release_all(&h);
+    if (n_out > 0)
+        run_rows(k->max_rows, &g, planes * g.OH, g.OW * g.kh * g.kw,
+                 (double)n_out * g.kh * g.kw);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -521,11 +459,11 @@ static PyObject *py_max_pool2d_backward(PyObject *self, PyObject *const *args, P
     const ptrdiff_t planes = gshape[0] * gshape[1], n_in = planes * m.HW;
     held_t h = {.held = 0};
     char *grad, *indices, *out;
-    if (operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
-        operand(&h, args[4], args[5], 4, gshape, istrides, 0, KIND_I64, 0, "indices",
+    if (kind_operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
+        kind_operand(&h, args[4], args[5], 4, gshape, istrides, 0, KIND_I64, 0, "indices",
                 &indices) < 0 ||
         contiguous_operand(&h, args[8], NULL, n_in, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     m.g = grad, m.idx = indices, m.out = out;
@@ -544,12 +482,12 @@ static PyObject *py_max_pool2d_backward(PyObject *self, PyObject *const *args, P
                                                              (o / m.OW) * m.iH + (o % m.OW) * m.iW];
                 if (k < 0 || k >= m.HW) first = k, found = 1;
             }
-        release_all(&h);
+        release_held(&h);
         PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for dimension 1 with "
                      "size %lld", first, (long long)m.HW);
         return NULL;
     }
-    release_all(&h);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -592,22 +530,16 @@ static PyObject *py_avg_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t
     g.OH = osz[0], g.OW = osz[1];
     const ptrdiff_t planes = g.A * g.B, n_out = planes * g.OH * g.OW;
     held_t h = {.held = 0};
-    char *x, *out;
-    if (operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[8], NULL, n_out, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+    if (pool_operands(&h, args, "x", shape, strides, type, args[8], "out", n_out, &g) < 0) {
+        release_held(&h);
         return NULL;
     }
-    g.x = x, g.out = out;
     const kernels_t *k = &KERNELS_BY[g_isa][type];
     g_calls++;
-    if (n_out > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        const int par = parallel_ok((double)n_out * g.kh * g.kw);
-        FOR_BLOCKS(planes * g.OH, g.OW * g.kh * g.kw, par, k->avg_rows(&g, lo, hi));
-        Py_END_ALLOW_THREADS
-    }
-    release_all(&h);
+    if (n_out > 0)
+        run_rows(k->avg_rows, &g, planes * g.OH, g.OW * g.kh * g.kw,
+                 (double)n_out * g.kh * g.kw);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -629,31 +561,18 @@ static PyObject *py_avg_pool2d_backward(PyObject *self, PyObject *const *args, P
     set_window(&g, win, 0);
     const ptrdiff_t planes = g.A * g.B, n_in = planes * g.H * g.W;
     held_t h = {.held = 0};
-    char *grad, *out;
-    if (operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
-        contiguous_operand(&h, args[8], NULL, n_in, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+    if (pool_operands(&h, args, "grad", gshape, gstrides, type, args[8], "out", n_in, &g) < 0) {
+        release_held(&h);
         return NULL;
     }
-    g.x = grad, g.out = out;
     const kernels_t *k = &KERNELS_BY[g_isa][type];
     g_calls++;
-    if (n_in > 0) {
-        const int par = parallel_ok((double)n_in);
-        const int threads = thread_count(par);
-        const size_t per_thread = scratch_doubles((size_t)(g.W + g.OW));
-        double *scratch = scratch_alloc(per_thread, threads);
-        if (scratch == NULL) {
-            release_all(&h);
-            return PyErr_NoMemory();
-        }
-        Py_BEGIN_ALLOW_THREADS
-        FOR_BLOCKS(planes * g.H, g.W, par,
-                   k->avg_backward_rows(&g, lo, hi, scratch + per_thread * thread_id()));
-        Py_END_ALLOW_THREADS
-        free(scratch);
-    }
-    release_all(&h);
+    int failed = 0;
+    if (n_in > 0)
+        failed = run_with_scratch(k->avg_backward_rows, &g, planes * g.H, g.W, (double)n_in,
+                                  (size_t)(g.W + g.OW)) < 0;
+    release_held(&h);
+    if (failed) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -685,6 +604,34 @@ static ptrdiff_t *set_bins(pool_t *g)
     return bins;
 }
 
+/* The arguments adaptive_avg_pool2d and its backward share: args[0..3] the pooled operand's
+ * (x or grad) buffer, offset, shape and strides, args[4] the other side's spatial size.
+ * Returns the element kind, or -1 with an exception set. */
+static int parse_adaptive_args(PyObject *const *args, const char *operand_name,
+                               const char *size_name, long long shape[4], long long strides[4],
+                               long long size[2])
+{
+    if (parse_planes(args[2], args[3], shape, strides) < 0 ||
+        parse_ints(args[4], size_name, 2, 0, size) < 0)
+        return -1;
+    return float_kind_of(args[0], operand_name);
+}
+
+/* The operands (out = args[5], n_out elements) held in h, then the bins (g->bins, which the
+ * caller frees). */
+static int adaptive_operands(held_t *h, PyObject *const *args, const char *operand_name,
+                             const long long *shape, const long long *strides, int type,
+                             long long n_out, pool_t *g)
+{
+    if (pool_operands(h, args, operand_name, shape, strides, type, args[5], "out", n_out, g) < 0)
+        return -1;
+    if (set_bins(g) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_adaptive_avg_pool2d(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -694,39 +641,25 @@ static PyObject *py_adaptive_avg_pool2d(PyObject *self, PyObject *const *args, P
         return NULL;
     }
     long long shape[4], strides[4], osz[2];
-    if (parse_planes(args[2], args[3], shape, strides) < 0 ||
-        parse_ints(args[4], "out_size", 2, 0, osz) < 0)
-        return NULL;
-    int type = float_kind_of(args[0], "x");
+    const int type = parse_adaptive_args(args, "x", "out_size", shape, strides, osz);
     if (type < 0) return NULL;
     pool_t g = {0};
     set_planes(&g, shape, strides);
     g.OH = osz[0], g.OW = osz[1];
     const ptrdiff_t planes = g.A * g.B, n_out = planes * g.OH * g.OW;
     held_t h = {.held = 0};
-    char *x, *out;
-    if (operand(&h, args[0], args[1], 4, shape, strides, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[5], NULL, n_out, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+    if (adaptive_operands(&h, args, "x", shape, strides, type, n_out, &g) < 0) {
+        release_held(&h);
         return NULL;
-    }
-    g.x = x, g.out = out;
-    ptrdiff_t *bins = set_bins(&g);
-    if (bins == NULL) {
-        release_all(&h);
-        return PyErr_NoMemory();
     }
     const kernels_t *k = &KERNELS_BY[g_isa][type];
     g_calls++;
     if (n_out > 0 && g.H > 0 && g.W > 0) {
-        Py_BEGIN_ALLOW_THREADS
         const ptrdiff_t per_row = g.OW * g.max_hlen * g.max_wlen;
-        const int par = parallel_ok((double)planes * g.OH * per_row);
-        FOR_BLOCKS(planes * g.OH, per_row, par, k->adaptive_rows(&g, lo, hi));
-        Py_END_ALLOW_THREADS
+        run_rows(k->adaptive_rows, &g, planes * g.OH, per_row, (double)planes * g.OH * per_row);
     }
-    free(bins);
-    release_all(&h);
+    free((void *)g.bins);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -740,49 +673,29 @@ static PyObject *py_adaptive_avg_pool2d_backward(PyObject *self, PyObject *const
         return NULL;
     }
     long long gshape[4], gstrides[4], isz[2];
-    if (parse_planes(args[2], args[3], gshape, gstrides) < 0 ||
-        parse_ints(args[4], "in_size", 2, 0, isz) < 0)
-        return NULL;
-    int type = float_kind_of(args[0], "grad");
+    const int type = parse_adaptive_args(args, "grad", "in_size", gshape, gstrides, isz);
     if (type < 0) return NULL;
     pool_t g = {0};
     set_planes(&g, gshape, gstrides);
     g.OH = gshape[2], g.OW = gshape[3], g.H = isz[0], g.W = isz[1];
     const ptrdiff_t planes = g.A * g.B, n_in = planes * g.H * g.W;
     held_t h = {.held = 0};
-    char *grad, *out;
-    if (operand(&h, args[0], args[1], 4, gshape, gstrides, 0, type, 0, "grad", &grad) < 0 ||
-        contiguous_operand(&h, args[5], NULL, n_in, 1, type, 0, "out", &out) < 0) {
-        release_all(&h);
+    if (adaptive_operands(&h, args, "grad", gshape, gstrides, type, n_in, &g) < 0) {
+        release_held(&h);
         return NULL;
-    }
-    g.x = grad, g.out = out;
-    ptrdiff_t *bins = set_bins(&g);
-    if (bins == NULL) {
-        release_all(&h);
-        return PyErr_NoMemory();
     }
     const kernels_t *k = &KERNELS_BY[g_isa][type];
     g_calls++;
+    int failed = 0;
     if (n_in > 0) {
         const ptrdiff_t per_plane = g.H * g.W + g.OH * g.OW * g.max_hlen * g.max_wlen;
-        const int par = parallel_ok((double)planes * per_plane);
-        const int threads = thread_count(par);
-        const size_t per_thread = scratch_doubles((size_t)(g.H * g.W + g.OH * g.OW));
-        double *scratch = scratch_alloc(per_thread, threads);
-        if (scratch == NULL) {
-            free(bins);
-            release_all(&h);
-            return PyErr_NoMemory();
-        }
-        Py_BEGIN_ALLOW_THREADS
-        FOR_BLOCKS(planes, per_plane, par,
-                   k->adaptive_backward_planes(&g, lo, hi, scratch + per_thread * thread_id()));
-        Py_END_ALLOW_THREADS
-        free(scratch);
+        failed = run_with_scratch(k->adaptive_backward_planes, &g, planes, per_plane,
+                                  (double)planes * per_plane,
+                                  (size_t)(g.H * g.W + g.OH * g.OW)) < 0;
     }
-    free(bins);
-    release_all(&h);
+    free((void *)g.bins);
+    release_held(&h);
+    if (failed) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -883,6 +796,40 @@ static void normalize(const norm_t *n, const kernels_t *k, int type, ptrdiff_t s
     FOR_BLOCKS(planes, n->L, par, k->apply(n, lo, hi));
 }
 
+/* normalize() with its scratch (A * B plane sums, `stats` variances). Returns the variances
+ * (for the caller to use and free), or NULL when the scratch cannot be had (nothing is
+ * computed). Needs no GIL. */
+static double *normalize_with_scratch(norm_t *n, const kernels_t *k, int type, ptrdiff_t stats,
+                                      double count, double eps)
+{
+    const ptrdiff_t planes = n->A * n->B;
+    n->plane_sums = malloc(sizeof(double) * (size_t)(planes > 0 ? planes : 1));
+    double *var = malloc(sizeof(double) * (size_t)(stats > 0 ? stats : 1));
+    if (n->plane_sums != NULL && var != NULL) {
+        normalize(n, k, type, stats, count, eps, var);
+    } else {
+        free(var);
+        var = NULL;
+    }
+    free(n->plane_sums);
+    n->plane_sums = NULL;
+    return var;
+}
+
+/* The normalized input x (args[0], args[1]; (A, B, L) at strides xs) and the optional
+ * weight and bias (B elements each; buffer and offset at args[wb], args[wb + 1] and
+ * args[wb + 2], args[wb + 3]), held in h. */
+static int norm_inputs(held_t *h, PyObject *const *args, int wb, const long long shape[3],
+                       const long long xs[3], int type, char **x, char **w, char **bias)
+{
+    const long long B = shape[1];
+    if (kind_operand(h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", x) < 0 ||
+        contiguous_operand(h, args[wb], args[wb + 1], B, 0, type, 1, "weight", w) < 0 ||
+        contiguous_operand(h, args[wb + 2], args[wb + 3], B, 0, type, 1, "bias", bias) < 0)
+        return -1;
+    return 0;
+}
+
 /* batch_norm_backward: training-mode gradients of batch norm for channels [lo, hi). Per
  * channel c, with x_hat = (x - mean) * rstd (in the element type, as the reference) and
  * sums over the channel's N x L elements in double:
@@ -958,20 +905,20 @@ static PyObject *py_batch_norm_backward(PyObject *self, PyObject *const *args,
     const long long os[3] = {C * L, L, 1};
     held_t h = {.held = 0};
     char *g, *x, *w, *mean, *rstd, *out, *gw, *gb;
-    if (operand(&h, args[0], args[1], 3, shape, gs, 0, type, 0, "grad", &g) < 0 ||
-        operand(&h, args[3], args[4], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
+    if (kind_operand(&h, args[0], args[1], 3, shape, gs, 0, type, 0, "grad", &g) < 0 ||
+        kind_operand(&h, args[3], args[4], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
         contiguous_operand(&h, args[7], args[8], C, 0, type, 1, "weight", &w) < 0 ||
         contiguous_operand(&h, args[9], NULL, C, 0, type, 0, "mean", &mean) < 0 ||
         contiguous_operand(&h, args[10], NULL, C, 0, type, 0, "rstd", &rstd) < 0 ||
-        operand(&h, args[11], NULL, 3, shape, os, 1, type, 1, "out", &out) < 0 ||
+        kind_operand(&h, args[11], NULL, 3, shape, os, 1, type, 1, "out", &out) < 0 ||
         contiguous_operand(&h, args[12], NULL, C, 1, type, 1, "grad_weight", &gw) < 0 ||
         contiguous_operand(&h, args[13], NULL, C, 1, type, 1, "grad_bias", &gb) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     if (N * L == 0) {
         PyErr_SetString(PyExc_ValueError, "batch statistics of no elements");
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     bn_backward_t b = {.g = g, .x = x, .w = w, .mean = mean, .rstd = rstd, .N = N, .C = C,
@@ -985,7 +932,7 @@ static PyObject *py_batch_norm_backward(PyObject *self, PyObject *const *args,
     else
         FOR_BLOCKS(C, N * L, par, bn_backward_f64(&b, lo, hi));
     Py_END_ALLOW_THREADS
-    release_all(&h);
+    release_held(&h);
     Py_RETURN_NONE;
 }
 
@@ -1014,27 +961,25 @@ static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     const long long xs[3] = {pstrides[0], pstrides[1], 1}, os[3] = {ostrides[0], ostrides[1], 1};
     held_t h = {.held = 0};
     char *x, *w, *bias, *rm, *rv, *out, *save_mean, *save_rstd;
-    if (operand(&h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[4], args[5], B, 0, type, 1, "weight", &w) < 0 ||
-        contiguous_operand(&h, args[6], args[7], B, 0, type, 1, "bias", &bias) < 0 ||
+    if (norm_inputs(&h, args, 4, shape, xs, type, &x, &w, &bias) < 0 ||
         contiguous_operand(&h, args[8], args[9], B, training, type, training, "running_mean",
                            &rm) < 0 ||
         contiguous_operand(&h, args[10], args[11], B, training, type, training,
                            "running_var", &rv) < 0 ||
-        operand(&h, args[15], NULL, 3, shape, os, 1, type, 0, "out", &out) < 0 ||
+        kind_operand(&h, args[15], NULL, 3, shape, os, 1, type, 0, "out", &out) < 0 ||
         contiguous_operand(&h, args[17], NULL, B, 1, type, 0, "save_mean", &save_mean) < 0 ||
         contiguous_operand(&h, args[18], NULL, B, 1, type, 0, "save_rstd", &save_rstd) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     if ((rm == NULL) != (rv == NULL)) {
         PyErr_SetString(PyExc_ValueError, "running_mean and running_var go together");
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     if (training && A * L == 0) {
         PyErr_SetString(PyExc_ValueError, "batch statistics of no elements");
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     norm_t n = {.x = x, .A = A, .B = B, .L = L, .sA = xs[0], .sB = xs[1], .out = out,
@@ -1044,15 +989,10 @@ static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     if (training) {
-        n.plane_sums = malloc(sizeof(double) * (size_t)(A * B > 0 ? A * B : 1));
-        double *var = malloc(sizeof(double) * (size_t)(B > 0 ? B : 1));
         const double count = (double)(A * L);
         n.mean = save_mean, n.rstd = save_rstd;
-        if (n.plane_sums == NULL || var == NULL) {
-            failed = 1;
-        } else {
-            normalize(&n, k, type, B, count, eps, var);
-        }
+        double *var = normalize_with_scratch(&n, k, type, B, count, eps);
+        failed = var == NULL;
         if (!failed && rm != NULL) {
             /* the reference's update, rounded as NumPy does with Python-float scalars: each
              * scalar is first rounded to the element type */
@@ -1072,7 +1012,6 @@ static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t
                 }
             }
         }
-        free(n.plane_sums);
         free(var);
     } else {
         /* evaluation: the running statistics, rstd = 1 / sqrt(var + eps) in the type */
@@ -1090,7 +1029,7 @@ static PyObject *py_batch_norm(PyObject *self, PyObject *const *args, Py_ssize_t
         FOR_BLOCKS(A * B, L, par, k->apply(&n, lo, hi));
     }
     Py_END_ALLOW_THREADS
-    release_all(&h);
+    release_held(&h);
     if (failed) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
@@ -1123,13 +1062,11 @@ static PyObject *py_group_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     const long long xs[3] = {pstrides[0], pstrides[1], 1}, os[3] = {ostrides[0], ostrides[1], 1};
     held_t h = {.held = 0};
     char *x, *w, *bias, *out, *mean, *rstd;
-    if (operand(&h, args[0], args[1], 3, shape, xs, 0, type, 0, "x", &x) < 0 ||
-        contiguous_operand(&h, args[5], args[6], B, 0, type, 1, "weight", &w) < 0 ||
-        contiguous_operand(&h, args[7], args[8], B, 0, type, 1, "bias", &bias) < 0 ||
-        operand(&h, args[10], NULL, 3, shape, os, 1, type, 0, "out", &out) < 0 ||
+    if (norm_inputs(&h, args, 5, shape, xs, type, &x, &w, &bias) < 0 ||
+        kind_operand(&h, args[10], NULL, 3, shape, os, 1, type, 0, "out", &out) < 0 ||
         contiguous_operand(&h, args[12], NULL, A * groups, 1, type, 0, "mean", &mean) < 0 ||
         contiguous_operand(&h, args[13], NULL, A * groups, 1, type, 0, "rstd", &rstd) < 0) {
-        release_all(&h);
+        release_held(&h);
         return NULL;
     }
     const long long per_group = B / groups;
@@ -1140,17 +1077,12 @@ static PyObject *py_group_norm(PyObject *self, PyObject *const *args, Py_ssize_t
     g_calls++;
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    n.plane_sums = malloc(sizeof(double) * (size_t)(A * B > 0 ? A * B : 1));
-    double *var = malloc(sizeof(double) * (size_t)(A * groups > 0 ? A * groups : 1));
     n.mean = mean, n.rstd = rstd;
-    if (n.plane_sums == NULL || var == NULL)
-        failed = 1;
-    else
-        normalize(&n, k, type, A * groups, (double)(per_group * L), eps, var);
+    double *var = normalize_with_scratch(&n, k, type, A * groups, (double)(per_group * L), eps);
+    failed = var == NULL;
     free(var);
-    free(n.plane_sums);
     Py_END_ALLOW_THREADS
-    release_all(&h);
+    release_held(&h);
     if (failed) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
@@ -1212,11 +1144,11 @@ PyMODINIT_FUNC PyInit__pool(void)
 
 #else /* POOL_TEMPLATE: the kernels for element type T and one instruction set ------------ */
 
-#define FN(name) CAT3(name, TN, ISA)
+#define FN(name) NAME(name) /* max_rows_f32_avx2, ... (isa_clones.h) */
 
 /* best / idx over the outputs [lo, hi) of one row for one kernel offset: element
  * ow * step + c of `row` (element stride xs); the index stored is base + ow * step + c. */
-ATTR static inline __attribute__((always_inline)) void FN(max_update)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(max_update)(
     T *best, int64_t *idx, const T *row, ptrdiff_t xs, ptrdiff_t step, ptrdiff_t c,
     int64_t base, ptrdiff_t lo, ptrdiff_t hi)
 {
@@ -1237,7 +1169,7 @@ static inline ptrdiff_t FN(first_inside)(ptrdiff_t start, ptrdiff_t d)
 
 /* Outputs [olo, ohi) of output row oh of one plane, any geometry: one pass per kernel
  * offset in (kh, kw) order over the outputs it reaches (the reference's order). */
-ATTR static inline __attribute__((always_inline)) void FN(max_general)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(max_general)(
     const pool_t *g, const T *plane, ptrdiff_t oh, T *best, int64_t *idx, ptrdiff_t olo,
     ptrdiff_t ohi)
 {
@@ -1271,7 +1203,7 @@ ATTR static inline __attribute__((always_inline)) void FN(max_general)(
  * input: every offset's element read directly, in (kh, kw) order, vectorized over ow.
  * Starting from element (0, 0) instead of -inf changes nothing: it would win over -inf
  * unless it is -inf itself, whose index is the one kept then. */
-ATTR static inline __attribute__((always_inline)) void FN(max_inner)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(max_inner)(
     const T *top, ptrdiff_t sH, ptrdiff_t K, ptrdiff_t S, ptrdiff_t c, int64_t base,
     ptrdiff_t W, T *best, int64_t *idx, ptrdiff_t olo, ptrdiff_t ohi)
 {
@@ -1313,7 +1245,7 @@ static inline int FN(inner_columns)(const pool_t *g, ptrdiff_t oh, ptrdiff_t *a,
     return first < last;
 }
 
-ATTR static void FN(max_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(max_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t OH = g->OH, OW = g->OW, W = g->W;
     const int square = FN(square_case)(g);
@@ -1343,7 +1275,7 @@ ATTR static void FN(max_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
     }
 }
 
-ATTR static inline __attribute__((always_inline)) void FN(add_row)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(add_row)(
     T *sum, const T *row, ptrdiff_t xs, ptrdiff_t step, ptrdiff_t c, ptrdiff_t lo, ptrdiff_t hi)
 {
     for (ptrdiff_t ow = lo; ow < hi; ow++) sum[ow] += row[(ow * step + c) * xs];
@@ -1351,7 +1283,7 @@ ATTR static inline __attribute__((always_inline)) void FN(add_row)(
 
 /* Window sums of outputs [olo, ohi) of row oh, any geometry: one pass per kernel offset in
  * (kh, kw) order (the reference's), skipping padding (its zeros add nothing). */
-ATTR static inline __attribute__((always_inline)) void FN(avg_general)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(avg_general)(
     const pool_t *g, const T *plane, ptrdiff_t oh, T *sum, ptrdiff_t olo, ptrdiff_t ohi)
 {
     const ptrdiff_t W = g->W, hstart = oh * g->sh - g->ph;
@@ -1377,7 +1309,7 @@ ATTR static inline __attribute__((always_inline)) void FN(avg_general)(
 
 /* Sums of the K x K windows inside the input, in (kh, kw) order from 0 (as the reference:
  * 0 + x turns a -0 into +0). */
-ATTR static inline __attribute__((always_inline)) void FN(avg_inner)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(avg_inner)(
     const T *top, ptrdiff_t sH, ptrdiff_t K, ptrdiff_t S, ptrdiff_t c, T *sum, ptrdiff_t olo,
     ptrdiff_t ohi)
 {
@@ -1390,7 +1322,7 @@ ATTR static inline __attribute__((always_inline)) void FN(avg_inner)(
     }
 }
 
-ATTR static void FN(avg_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(avg_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t OH = g->OH, OW = g->OW, W = g->W;
     const int square = FN(square_case)(g);
@@ -1438,7 +1370,7 @@ ATTR static void FN(avg_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
     }
 }
 
-ATTR static inline __attribute__((always_inline)) void FN(scatter_row)(
+ISA_ATTR static inline __attribute__((always_inline)) void FN(scatter_row)(
     double *acc, const double *share, ptrdiff_t step, ptrdiff_t c, ptrdiff_t lo, ptrdiff_t hi)
 {
     for (ptrdiff_t ow = lo; ow < hi; ow++) acc[ow * step + c] += share[ow];
@@ -1447,7 +1379,7 @@ ATTR static inline __attribute__((always_inline)) void FN(scatter_row)(
 /* Input rows [lo, hi) of the avg-pool gradient: each element sums grad / divisor (double)
  * over the windows holding it, in (kh, kw) order as the reference adds offsets. scratch:
  * W + OW doubles. */
-ATTR static void FN(avg_backward_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi,
+ISA_ATTR static void FN(avg_backward_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi,
                                        double *scratch)
 {
     const ptrdiff_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, sW = g->sW;
@@ -1500,7 +1432,7 @@ ATTR static void FN(avg_backward_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t 
 /* Adaptive-pool outputs by units u = oh * planes + p (output row oh of plane p). Each bin
  * is summed in (kh, kw) order in the element type, one sequential sum per output as the
  * reference's; up to 8 planes run side by side so their sums overlap in time. */
-ATTR static void FN(adaptive_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(adaptive_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t OH = g->OH, OW = g->OW, P = g->A * g->B, sH = g->sH, sW = g->sW;
     const ptrdiff_t *h0 = g->bins, *hlen = g->bins + OH, *w0 = g->bins + 2 * OH,
@@ -1544,7 +1476,7 @@ ATTR static void FN(adaptive_rows)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi)
  * each offset (kh, kw) of the longest bin, the outputs row by row. scratch: H*W + OH*OW.
  * When the bins do not overlap (size a multiple of the output size, or global pooling)
  * each element gets exactly one share, 0.0 + share (a -0 share gives +0, as bincount's). */
-ATTR static void FN(adaptive_backward_planes)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi,
+ISA_ATTR static void FN(adaptive_backward_planes)(const pool_t *g, ptrdiff_t lo, ptrdiff_t hi,
                                               double *scratch)
 {
     const ptrdiff_t H = g->H, W = g->W, OH = g->OH, OW = g->OW;
@@ -1588,14 +1520,14 @@ ATTR static void FN(adaptive_backward_planes)(const pool_t *g, ptrdiff_t lo, ptr
 
 #define LANES 16
 /* 16 interleaved double lanes (element i goes to lane i % 16), combined as a fixed tree. */
-ATTR static inline __attribute__((always_inline)) double FN(combine)(const double *acc)
+ISA_ATTR static inline __attribute__((always_inline)) double FN(combine)(const double *acc)
 {
     double s[8];
     for (int j = 0; j < 8; j++) s[j] = acc[j] + acc[j + 8];
     return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
-ATTR static void FN(norm_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(norm_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t L = n->L;
     for (ptrdiff_t p = lo; p < hi; p++) {
@@ -1609,7 +1541,7 @@ ATTR static void FN(norm_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
     }
 }
 
-ATTR static void FN(norm_square_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(norm_square_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t L = n->L;
     for (ptrdiff_t p = lo; p < hi; p++) {
@@ -1634,7 +1566,7 @@ ATTR static void FN(norm_square_sums)(const norm_t *n, ptrdiff_t lo, ptrdiff_t h
     }
 }
 
-ATTR static void FN(norm_apply)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
+ISA_ATTR static void FN(norm_apply)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
 {
     const ptrdiff_t L = n->L;
     for (ptrdiff_t p = lo; p < hi; p++) {
@@ -1660,4 +1592,9 @@ ATTR static void FN(norm_apply)(const norm_t *n, ptrdiff_t lo, ptrdiff_t hi)
 
 #undef LANES
 #undef FN
+#undef T
+#undef IS_F32
+#undef ISA_ATTR
+#undef VBYTES
+#undef NAME
 #endif /* POOL_TEMPLATE */

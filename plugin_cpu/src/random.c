@@ -842,10 +842,15 @@ static int parse_double(PyObject *obj, const char *what, double *dst)
     return 0;
 }
 
-static int check_nargs(Py_ssize_t nargs, Py_ssize_t expected, const char *signature)
+/* ValueError "NAME() fills floating types, not TYPE" (the view released) unless the target
+ * is F32, F64, F16 or BF16. */
+static int floating_target(target_t *T, const char *name)
 {
-    if (nargs == expected) return 0;
-    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, got %zd", signature, expected, nargs);
+    if (T->type == T_F32 || T->type == T_F64 || T->type == T_F16 || T->type == T_BF16)
+        return 0;
+    PyBuffer_Release(&T->view);
+    PyErr_Format(PyExc_ValueError, "%s() fills floating types, not %s", name,
+                 TYPE_NAMES[T->type]);
     return -1;
 }
 
@@ -861,12 +866,7 @@ static PyObject *py_uniform(PyObject *self, PyObject *const *args, Py_ssize_t na
         parse_double(args[8], "low_value", &low_value) < 0)
         return NULL;
     target_t T;
-    if (parse_target(args, &T) < 0) return NULL;
-    if (T.type != T_F32 && T.type != T_F64 && T.type != T_F16 && T.type != T_BF16) {
-        PyBuffer_Release(&T.view);
-        return PyErr_Format(PyExc_ValueError, "uniform() fills floating types, not %s",
-                            TYPE_NAMES[T.type]);
-    }
+    if (parse_target(args, &T) < 0 || floating_target(&T, "uniform") < 0) return NULL;
     g_calls++;
     Py_BEGIN_ALLOW_THREADS
     uniform_job(&T.stream, T.type, T.data, T.count, low, span, high, low_value);
@@ -967,12 +967,7 @@ static PyObject *py_transform(PyObject *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     target_t T;
-    if (parse_target(args, &T) < 0) return NULL;
-    if (T.type != T_F32 && T.type != T_F64 && T.type != T_F16 && T.type != T_BF16) {
-        PyBuffer_Release(&T.view);
-        return PyErr_Format(PyExc_ValueError, "transform() fills floating types, not %s",
-                            TYPE_NAMES[T.type]);
-    }
+    if (parse_target(args, &T) < 0 || floating_target(&T, "transform") < 0) return NULL;
     g_calls++;
     Py_BEGIN_ALLOW_THREADS
     transform_job(&T.stream, T.type, T.data, T.count, (int)kind, a, b);
@@ -1001,12 +996,7 @@ static PyObject *py_scalar_normal(PyObject *self, PyObject *const *args, Py_ssiz
         if (cached == -1.0 && PyErr_Occurred()) return NULL;
     }
     target_t T;
-    if (parse_target(args, &T) < 0) return NULL;
-    if (T.type != T_F32 && T.type != T_F64 && T.type != T_F16 && T.type != T_BF16) {
-        PyBuffer_Release(&T.view);
-        return PyErr_Format(PyExc_ValueError, "scalar_normal() fills floating types, not %s",
-                            TYPE_NAMES[T.type]);
-    }
+    if (parse_target(args, &T) < 0 || floating_target(&T, "scalar_normal") < 0) return NULL;
     g_calls++;
     Py_BEGIN_ALLOW_THREADS
     scalar_normal_job(&T.stream, T.type, T.data, T.count, mean, std, take_exp, &has_cached,

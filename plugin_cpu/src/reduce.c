@@ -54,8 +54,8 @@
  *
  * Work is split into a fixed list of items (row x chunk, or column block) handed out by an
  * OpenMP static loop; partial results are combined in item order afterwards. The per-type,
- * per-ISA kernels live in the REDUCE_TEMPLATE part of this file, which includes itself six
- * times (float32/float64 x baseline/AVX2/AVX-512F).
+ * per-ISA kernels live in the REDUCE_TEMPLATE part of this file, which isa_clones.h includes
+ * six times (float32/float64 x baseline/AVX2/AVX-512F).
  */
 #ifndef REDUCE_TEMPLATE
 
@@ -126,63 +126,9 @@ typedef void (*cumsum_fn)(const geo_t *g, char *out, ptrdiff_t oso, ptrdiff_t os
 /* ---- the per-type, per-ISA kernels ----------------------------------------------------- */
 
 #define REDUCE_TEMPLATE
-#define T float
-#define ITYPE int32_t
-#define EXP expf
-#define IS_F32 1
-#define ISA_ATTR
-#define VBYTES 16
-#define NAME(x) x##_f32_baseline
-#include "reduce.c"
-#define T double
-#define ITYPE int64_t
-#define EXP exp
-#define IS_F32 0
-#define ISA_ATTR
-#define VBYTES 16
-#define NAME(x) x##_f64_baseline
-#include "reduce.c"
-
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define HAVE_X86_CLONES 1
-#define T float
-#define ITYPE int32_t
-#define EXP expf
-#define IS_F32 1
-#define ISA_ATTR __attribute__((target("avx2")))
-#define VBYTES 32
-#define NAME(x) x##_f32_avx2
-#include "reduce.c"
-#define T double
-#define ITYPE int64_t
-#define EXP exp
-#define IS_F32 0
-#define ISA_ATTR __attribute__((target("avx2")))
-#define VBYTES 32
-#define NAME(x) x##_f64_avx2
-#include "reduce.c"
-#define T float
-#define ITYPE int32_t
-#define EXP expf
-#define IS_F32 1
-#define ISA_ATTR __attribute__((target("avx512f")))
-#define VBYTES 64
-#define NAME(x) x##_f32_avx512f
-#include "reduce.c"
-#define T double
-#define ITYPE int64_t
-#define EXP exp
-#define IS_F32 0
-#define ISA_ATTR __attribute__((target("avx512f")))
-#define VBYTES 64
-#define NAME(x) x##_f64_avx512f
-#include "reduce.c"
-#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}, {fn##_f32_avx2, fn##_f64_avx2}, \
-                    {fn##_f32_avx512f, fn##_f64_avx512f}}
-#else
-#define HAVE_X86_CLONES 0
-#define CLONES(fn) {{fn##_f32_baseline, fn##_f64_baseline}}
-#endif
+#define CLONE_TEMPLATE "reduce.c"
+#include "isa_clones.h"
+#undef CLONE_TEMPLATE
 #undef REDUCE_TEMPLATE
 
 static const pass_fn ROW_PASS[N_ISAS][N_TYPES] = CLONES(row_pass);
@@ -388,31 +334,22 @@ static int int_kind(const Py_buffer *view, const char *what)
     return -1;
 }
 
-/* One operand: (buffer, offset, strides) over `shape`; `kind` is the element kind it must
- * have (-1: float32 or float64, returned; -2: any kind of int_kind). Sets *ptr to the
- * view's element 0. */
-static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
+/* One operand held in `h`: (buffer, offset, strides) over `shape`; `kind` is the element
+ * kind it must have (-1: float32 or float64, returned; -2: any kind of int_kind). Sets *ptr
+ * to the view's element 0. */
+static int operand(held_t *h, PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
                    const long long *shape, int writable, int kind, const char *what,
-                   Py_buffer *view, char **ptr, long long *strides, int *held)
+                   char **ptr, long long *strides)
 {
-    long long offset;
-    if (get_buffer(buf, view, writable, what) < 0) return -1;
-    (*held)++;
+    const Py_buffer *view = hold_buffer(h, buf, writable, what);
+    if (view == NULL) return -1;
     int k = kind == -2 ? int_kind(view, what) : buffer_kind(view, what);
     if (k < 0) return -1;
     if ((kind >= 0 && k != kind) || (kind == -1 && k == KIND_I64)) {
         PyErr_Format(PyExc_TypeError, "%s has the wrong element type", what);
         return -1;
     }
-    if (parse_offset(off, what, &offset) < 0 ||
-        parse_dims(strides_obj, what, ndim, strides, NULL) < 0)
-        return -1;
-    long long numel = 1;
-    for (int d = 0; d < ndim; d++) numel *= shape[d];
-    if (numel > 0 && check_bounds(what, view->len / view->itemsize, offset, ndim, shape,
-                                  strides) < 0)
-        return -1;
-    *ptr = (char *)view->buf + offset * view->itemsize;
+    if (parse_view(view, what, off, strides_obj, ndim, shape, strides, ptr) < 0) return -1;
     return k;
 }
 
@@ -428,6 +365,25 @@ static int parse_shape3(PyObject *obj, long long *shape)
         }
     }
     return 0;
+}
+
+/* The arguments prod_int and cumsum share: x (args[0..3]: buffer, offset, (O, I, R),
+ * strides) of kind x_kind (operand's codes) and out (args[4..6]: buffer, offset, strides)
+ * over the first out_ndim dims, of kind out_kind (-1: x's), both held in h; x's geometry
+ * into *g. Returns x's kind, or -1 with an exception set. */
+static int parse_x_and_out(held_t *h, PyObject *const *args, int x_kind, int out_ndim,
+                           int out_kind, geo_t *g, char **out, long long *os)
+{
+    long long shape[3], xs[3];
+    char *x;
+    if (parse_shape3(args[2], shape) < 0) return -1;
+    const int kind = operand(h, args[0], args[1], args[3], 3, shape, 0, x_kind, "x", &x, xs);
+    if (kind < 0 || operand(h, args[4], args[5], args[6], out_ndim, shape, 1,
+                            out_kind == -1 ? kind : out_kind, "out", out, os) < 0)
+        return -1;
+    const geo_t geometry = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    *g = geometry;
+    return kind;
 }
 
 /* ---- entry points ----------------------------------------------------------------------- */
@@ -469,17 +425,15 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
                         "or missing where it has one");
         return NULL;
     }
-    Py_buffer views[3];
-    int held = 0, type;
+    held_t h = {.held = 0};
     char *x, *out = NULL, *idx = NULL;
     PyObject *result = NULL;
-    type = operand(args[1], args[2], args[4], 3, shape, 0, -1, "x", &views[0], &x, xs, &held);
-    if (type < 0) goto done;
-    if (want_out && operand(args[5], args[6], args[7], 2, shape, 1, type, "out", &views[held],
-                            &out, os, &held) < 0)
-        goto done;
-    if (want_idx && operand(args[8], args[9], args[10], 2, shape, 1, 2, "idx", &views[held],
-                            &idx, is, &held) < 0)
+    const int type = operand(&h, args[1], args[2], args[4], 3, shape, 0, -1, "x", &x, xs);
+    if (type < 0 ||
+        (want_out && operand(&h, args[5], args[6], args[7], 2, shape, 1, type, "out", &out,
+                             os) < 0) ||
+        (want_idx && operand(&h, args[8], args[9], args[10], 2, shape, 1, KIND_I64, "idx",
+                             &idx, is) < 0))
         goto done;
     geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
     int rc = 0;
@@ -499,7 +453,7 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
     result = Py_None;
     Py_INCREF(result);
 done:
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    release_held(&h);
     return result;
 }
 
@@ -539,17 +493,13 @@ static PyObject *py_prod_int(PyObject *self, PyObject *const *args, Py_ssize_t n
                      "x_strides, out, out_offset, out_strides), got %zd", nargs);
         return NULL;
     }
-    long long shape[3], xs[3], os[2];
-    if (parse_shape3(args[2], shape) < 0) return NULL;
-    Py_buffer views[2];
-    int held = 0, kind;
-    char *x, *out;
+    long long os[2];
+    held_t h = {.held = 0};
+    geo_t g;
+    char *out;
     PyObject *result = NULL;
-    kind = operand(args[0], args[1], args[3], 3, shape, 0, -2, "x", &views[0], &x, xs, &held);
-    if (kind < 0 || operand(args[4], args[5], args[6], 2, shape, 1, KIND_I64, "out",
-                            &views[1], &out, os, &held) < 0)
-        goto done;
-    geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    const int kind = parse_x_and_out(&h, args, -2, 2, KIND_I64, &g, &out, os);
+    if (kind < 0) goto done;
     const ptrdiff_t rows = g.O * g.I;
     const int par = parallel_ok(rows * g.R);
     const ptrdiff_t group = g.R >= ITEM_MIN_ELEMENTS ? 1 : ITEM_MIN_ELEMENTS / (g.R ? g.R : 1);
@@ -559,7 +509,7 @@ static PyObject *py_prod_int(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    release_held(&h);
     return result;
 }
 
@@ -571,17 +521,13 @@ static PyObject *py_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nar
                      "x_strides, out, out_offset, out_strides), got %zd", nargs);
         return NULL;
     }
-    long long shape[3], xs[3], os[3];
-    if (parse_shape3(args[2], shape) < 0) return NULL;
-    Py_buffer views[2];
-    int held = 0, type;
-    char *x, *out;
+    long long os[3];
+    held_t h = {.held = 0};
+    geo_t g;
+    char *out;
     PyObject *result = NULL;
-    type = operand(args[0], args[1], args[3], 3, shape, 0, -1, "x", &views[0], &x, xs, &held);
-    if (type < 0 || operand(args[4], args[5], args[6], 3, shape, 1, type, "out", &views[1],
-                            &out, os, &held) < 0)
-        goto done;
-    geo_t g = {x, shape[0], shape[1], shape[2], xs[0], xs[1], xs[2]};
+    const int type = parse_x_and_out(&h, args, -1, 3, -1, &g, &out, os);
+    if (type < 0) goto done;
     g_calls++;
     const ptrdiff_t numel = g.O * g.I * g.R;
     if (numel > 0) {
@@ -600,7 +546,7 @@ static PyObject *py_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nar
     result = Py_None;
     Py_INCREF(result);
 done:
-    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    release_held(&h);
     return result;
 }
 
@@ -647,6 +593,15 @@ PyMODINIT_FUNC PyInit__reduce(void)
 }
 
 #else /* REDUCE_TEMPLATE: kernels for element type T and one instruction set ------------- */
+
+/* The per-type macros besides isa_clones.h's (#undef'd at the end). */
+#if IS_F32
+#define ITYPE int32_t
+#define EXP expf
+#else
+#define ITYPE int64_t
+#define EXP exp
+#endif
 
 /* Row kernels work on 64-byte vectors (GCC vector extensions: one zmm register, two ymm or
  * four xmm, so every clone adds in the same lanes and gives the same bits). */

@@ -226,25 +226,17 @@ static const select_fn SELECT[N_TYPES] = {select_rows_f32, select_rows_f64, sele
 
 /* ---- argument checking ----------------------------------------------------------------- */
 
-/* One operand (buffer, offset, strides) over `shape`: checked to lie inside its buffer.
- * Returns its element type, or -1 with an exception set. */
-static int operand(PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
-                   const long long *shape, int writable, const char *what, Py_buffer *view,
-                   int *held, char **ptr, long long *strides)
+/* One operand held in `h`: (buffer, offset, strides) over `shape`, checked to lie inside
+ * its buffer. Returns its element type, or -1 with an exception set. */
+static int operand(held_t *h, PyObject *buf, PyObject *off, PyObject *strides_obj, int ndim,
+                   const long long *shape, int writable, const char *what, char **ptr,
+                   long long *strides)
 {
-    long long offset;
-    if (get_buffer(buf, view, writable, what) < 0) return -1;
-    (*held)++;
+    const Py_buffer *view = hold_buffer(h, buf, writable, what);
+    if (view == NULL) return -1;
     int type = buffer_kind_in(view, what, 1);
-    if (type < 0 || parse_offset(off, what, &offset) < 0 ||
-        parse_dims(strides_obj, what, ndim, strides, NULL) < 0)
+    if (type < 0 || parse_view(view, what, off, strides_obj, ndim, shape, strides, ptr) < 0)
         return -1;
-    long long numel = 1;
-    for (int d = 0; d < ndim; d++) numel *= shape[d];
-    if (numel > 0 && check_bounds(what, view->len / view->itemsize, offset, ndim, shape,
-                                  strides) < 0)
-        return -1;
-    *ptr = (char *)view->buf + offset * view->itemsize;
     return type;
 }
 
@@ -307,16 +299,14 @@ static PyObject *py_select(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
 
-    Py_buffer views[3];
-    int held = 0;
+    held_t h = {.held = 0};
     char *x, *values = NULL, *indices = NULL;
     PyObject *result = NULL;
-    int type = operand(args[0], args[1], args[3], ndim, shape, 0, "x", &views[0], &held, &x,
-                       xs);
+    int type = operand(&h, args[0], args[1], args[3], ndim, shape, 0, "x", &x, xs);
     if (type < 0) goto done;
     if (args[8] != Py_None) {
-        int vtype = operand(args[8], args[9], args[10], ndim, out_shape, 1, "values",
-                            &views[held], &held, &values, vs);
+        int vtype = operand(&h, args[8], args[9], args[10], ndim, out_shape, 1, "values",
+                            &values, vs);
         if (vtype < 0) goto done;
         if (vtype != type) {
             PyErr_SetString(PyExc_TypeError, "values must have x's element type");
@@ -326,8 +316,8 @@ static PyObject *py_select(PyObject *self, PyObject *const *args, Py_ssize_t nar
         memset(vs, 0, sizeof vs);
     }
     if (args[11] != Py_None) {
-        int itype = operand(args[11], args[12], args[13], ndim, out_shape, 1, "indices",
-                            &views[held], &held, &indices, is);
+        int itype = operand(&h, args[11], args[12], args[13], ndim, out_shape, 1, "indices",
+                            &indices, is);
         if (itype < 0) goto done;
         if (itype != T_I64) {
             PyErr_SetString(PyExc_TypeError, "indices must hold int64 elements");
@@ -364,7 +354,7 @@ static PyObject *py_select(PyObject *self, PyObject *const *args, Py_ssize_t nar
     result = Py_None;
     Py_INCREF(result);
 done:
-    for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    release_held(&h);
     return result;
 }
 

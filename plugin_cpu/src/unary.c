@@ -1092,22 +1092,13 @@ static void run(const loop_t *L, ptrdiff_t numel, ptrdiff_t parallel_min)
 /* The element type a buffer holds (T_*), or -1 with TypeError set. */
 static int buffer_type(const Py_buffer *view, const char *what)
 {
-    const char *f = view->format ? view->format : "B";
-#if PY_LITTLE_ENDIAN
-    if (*f == '<') f++;
-#else
-    if (*f == '>') f++;
-#endif
-    if (*f == '@' || *f == '=') f++;
     Py_ssize_t size = view->itemsize;
-    if (f[0] != '\0' && f[1] == '\0') {
-        switch (f[0]) {
-        case 'f': if (size == 4) return T_F32; break;
-        case 'd': if (size == 8) return T_F64; break;
-        case 'q': case 'l': if (size == 8) return T_I64; break;
-        case 'i': if (size == 4) return T_I32; break;
-        case '?': if (size == 1) return T_BOOL; break;
-        }
+    switch (format_char(view)) {
+    case 'f': if (size == 4) return T_F32; break;
+    case 'd': if (size == 8) return T_F64; break;
+    case 'q': case 'l': if (size == 8) return T_I64; break;
+    case 'i': if (size == 4) return T_I32; break;
+    case '?': if (size == 1) return T_BOOL; break;
     }
     PyErr_Format(PyExc_TypeError, "%s holds elements of buffer format '%s' (itemsize %zd), "
                  "not one of float32, float64, int64, int32, bool", what,
@@ -1129,7 +1120,7 @@ static long long parse_loop_shape(loop_t *L, PyObject *shape_obj, long long *sha
 /* Operand k from (buffer, offset, strides): acquire the buffer (out writable), check its
  * element type is `want` and every visited element lies inside it. */
 static int parse_operand(loop_t *L, Py_buffer *view, int k, PyObject *buf, PyObject *off_obj,
-                         PyObject *strides_obj, int want, const char *what, long long numel,
+                         PyObject *strides_obj, int want, const char *what,
                          const long long *shape, int ndim)
 {
     long long strides[MAX_NDIM], offset;
@@ -1142,8 +1133,7 @@ static int parse_operand(loop_t *L, Py_buffer *view, int k, PyObject *buf, PyObj
     }
     if (t < 0 || parse_offset(off_obj, "offset", &offset) < 0 ||
         parse_dims(strides_obj, "strides", ndim, strides, NULL) < 0 ||
-        (numel > 0 && check_bounds(what, view->len / view->itemsize, offset, ndim, shape,
-                                   strides) < 0)) {
+        check_view(view, what, offset, ndim, shape, strides) < 0) {
         PyBuffer_Release(view);
         return -1;
     }
@@ -1229,7 +1219,7 @@ static PyObject *py_elementwise(PyObject *self, PyObject *const *args, Py_ssize_
             want = (op == OP_WHERE && k == 1) ? T_BOOL : type;
         }
         if (parse_operand(&L, &views[k], k, arg[0], arg[1], arg[2], want, OPERAND_NAMES[k],
-                          numel, shape, ndim) < 0) {
+                          shape, ndim) < 0) {
             release(views, k);
             return NULL;
         }
@@ -1272,7 +1262,7 @@ static PyObject *py_cast(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     for (int k = 0; k < 2; k++) {
         PyObject *const *arg = args + 1 + 4 * k;
         if (parse_operand(&L, &views[k], k, arg[0], arg[2], arg[3], (int)types[k], names[k],
-                          numel, shape, ndim) < 0) {
+                          shape, ndim) < 0) {
             release(views, k);
             return NULL;
         }
