@@ -183,3 +183,21 @@ def test_real_nvrtc_image_holds_only_the_expression_asked_for():
     assert both.lowered["twice<float>"].encode() not in just_double.image
     assert both.lowered["twice<float>"].encode() in both.image
     assert TEMPLATES.compile_expression("sm_80", "twice<float>", cache=cache).origin == "memory"
+
+
+@needs_nvrtc
+def test_a_kernel_file_instantiation_compiles_alone_under_its_whole_program_name():
+    """One instantiation of a real kernel file (the prelude and all), compiled as a first
+    launch compiles it: its lowered name is the one the whole-program compile gives (which the
+    emulated driver's kernel table is built from), and no other kernel is in its image."""
+    from reftorch_cuda.ops import ELEMENTWISE, copy_expression
+
+    wanted = copy_expression(4)
+    whole = ELEMENTWISE.compile("sm_90", cache=N.ProgramCache(disk=False))
+    alone = ELEMENTWISE.compile_expression("sm_90", wanted, cache=N.ProgramCache(disk=False))
+    assert alone.origin == "nvrtc" and alone.kind == "cubin" and alone.image.startswith(ELF)
+    assert alone.lowered == {wanted: whole.lowered[wanted]}
+    assert whole.lowered[wanted].encode() in alone.image
+    others = [name for e, name in whole.lowered.items() if e != wanted]
+    assert others and not any(name.encode() in alone.image for name in others)
+    assert len(alone.image) < len(whole.image)

@@ -61,9 +61,9 @@ static_assert(sizeof(ConvArgs) == 41 * 8 + 8, "ConvArgs layout");
 // the divisor's multiplier worked out once (the round-up method of Granlund and Montgomery:
 // shift = ceil(log2 d), magic = floor(2**32 * (2**shift - d) / d) + 1, which is below 2**32;
 // then n / d = (umulhi(n, magic) + n) >> shift exactly, and the sum stays below 2**32). The
-// operand sources split an index into coordinates for every element they load; a hardware-
-// less integer division is a long instruction sequence there, and NVRTC's time grew with
-// their number (ptxas: about half of conv.cu's compile time went to them).
+// operand sources split an index into coordinates for every element they load; GPUs have no
+// integer divide instruction, so each `/` by a plain int was a long inlined sequence, several
+// hundred of them per kernel, and ptxas spent about 40% of conv.cu's compile time on them.
 struct Divisor {
     int value;
     unsigned magic;
