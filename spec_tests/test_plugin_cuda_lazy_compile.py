@@ -147,9 +147,11 @@ def test_driver_compiles_one_expression_per_kernel(recording, monkeypatch):
     lowered = {RecordingNvrtc.lowered(e): e for e in CONV.name_expressions}
     emulator = EmulatedDriver(lowered)
     loads = []
-    load = emulator.cuModuleLoadData
-    monkeypatch.setattr(emulator, "cuModuleLoadData", lambda image: loads.append(image) or
-                        load(image))
+
+    def load(image):   # the made-up images are no CUBINs: recorded, not parsed
+        loads.append(image)
+        return emulator.CUresult.CUDA_SUCCESS, ("module", len(loads))
+    monkeypatch.setattr(emulator, "cuModuleLoadData", load)
     driver = cuda_device.Driver(emulator)
     driver._archs[0] = "sm_90"      # what arch() finds for the emulator's sm_90 devices
     forward = driver.function(0, CONV, FORWARD)
