@@ -5,7 +5,10 @@ issue's targets other than GEMM and convolution (those have their own files).
   * sum of 64M float32: bandwidth (4 bytes per element) >= 85% of PyTorch's;
   * softmax and layer_norm over the last dim of 8192 x 4096 float32: >= 80% of PyTorch's speed;
   * launch overhead: host time of one small op (`a + b` on 16 elements, no synchronisation
-    between calls) from Python <= 10 us.
+    between calls) from Python <= 10 us;
+  * the reduction layouts ops_reduce's size rule sends off the block path (column sums, the
+    column sum of NCHW keeping C and W, a million rows of 32, one long cumsum, few long
+    products): bandwidth against PyTorch's, reported, no target set.
 
 Two ways to run it, both skipped without a GPU (or without a CUDA build of torch):
   * under pytest-benchmark, like every bench file (`bench/report.py` prints the ratios); each
@@ -41,6 +44,12 @@ OPS = {
     "softmax 8192x4096 float32": ((ROWS,), None, lambda lib, x: lib.softmax(x, -1)),
     "layer_norm 8192x4096 float32": ((ROWS,), None,
                                      lambda lib, x: lib.nn.functional.layer_norm(x, ROWS[-1:])),
+    "sum(0) 8192x4096 float32": ((ROWS,), 4 * 8192 * 4096, lambda lib, x: x.sum(0)),
+    "sum(0, 2) 32x256x56x56 float32": (((32, 256, 56, 56),), 4 * 32 * 256 * 56 * 56,
+                                       lambda lib, x: x.sum((0, 2))),
+    "sum(1) 1Mx32 float32": (((1 << 20, 32),), 4 * 32 << 20, lambda lib, x: x.sum(1)),
+    "cumsum 1x16M float32": (((1, 1 << 24),), 8 << 24, lambda lib, x: x.cumsum(1)),
+    "prod(1) 4x4M float32": (((4, 1 << 22),), 4 << 24, lambda lib, x: x.prod(1)),
 }
 
 

@@ -1,16 +1,22 @@
-"""NumPy emulations of reftorch-cuda's kernels/reduce.cu kernels beyond the plain reductions
-(those, with the bool / integer sums and products and the norms p = 1, 2, inf, -inf, are in
-cuda_kernel_emulation): var / std (variance_kernel, deviation_chunks_kernel,
-variance_partials_kernel), argmax / argmin / max.dim / min.dim (arg_reduce_kernel,
-arg_chunks_kernel, arg_partials_kernel) and cumsum (cumsum_kernel); and kernels/reduce_more.cu's
-logsumexp (logsumexp_kernel, logsumexp_chunks_kernel, logsumexp_partials_kernel), float prod
-(prod_kernel: a sequential product per output) and the norms p = 0 and whole p >= 3
-(norm_power_kernel, norm_power_chunks_kernel, norm_power_partials_kernel). Registered with cuda_kernel_emulation's `emulates` (which imports this
-module); parameters are decoded from the raw bytes with the kernels' C layouts.
+"""NumPy emulations of reftorch-cuda's kernels/reduce.cu kernels beyond the plain block
+reductions (those, with the bool / integer sums and products and the norms p = 1, 2, inf, -inf,
+are in cuda_kernel_emulation): the column path (column_reduce_kernel: one thread per output in
+index order, also the second pass of a chunked column; column_chunks_kernel: each (chunk,
+output) task in index order), the row path (row_reduce_kernel: the block order with `lanes`
+threads), var / std (variance_kernel, deviation_chunks_kernel, variance_partials_kernel),
+argmax / argmin / max.dim / min.dim (arg_reduce_kernel, arg_chunks_kernel,
+arg_partials_kernel) and cumsum (cumsum_kernel: each (row, chunk) in index order from its
+carry; cumsum_chunk_sums_kernel; cumsum_carries_kernel: the segment order of the carries);
+and kernels/reduce_more.cu's logsumexp (logsumexp_kernel, logsumexp_chunks_kernel,
+logsumexp_partials_kernel) and the norms p = 0 and whole p >= 3 (norm_power_kernel,
+norm_power_chunks_kernel, norm_power_partials_kernel); float prod runs on the column and
+block kernels with ProdOp. Registered with cuda_kernel_emulation's `emulates` (which imports
+this module); parameters are decoded from the raw bytes with the kernels' C layouts.
 
-The sums follow the block order (cuda_kernel_emulation's _block_reduce), so on a GPU the
-device's bits can be checked against them; the arg kernels' choice does not depend on any
-order, so they are modelled by the rule itself, and cumsum by a sequential loop over the row.
+The sums follow each kernel's order (the block order: cuda_kernel_emulation's _block_reduce;
+the column, row and scan orders here), so on a GPU the device's bits can be checked against
+them; the arg kernels' choice does not depend on any order, so they are modelled by the rule
+itself.
 """
 from __future__ import annotations
 
@@ -189,27 +195,201 @@ def arg_partials(driver, match, grid, block, shared, params):
     _store_arg(driver, p, 3, 4, storage, shape, out_strides, rows, index)
 
 
+# --- reduce.cu's column and row paths -------------------------------------------------------------
+
+def _in_order(values, op, identity, lengths=None):
+    """Op's identity combined with the terms of (outer..., n) `values` over the last axis in
+    index order, one element at a time (`lengths`: per leading position, how many to take)."""
+    combine = E.REDUCERS[op][1]
+    terms = E._terms(op, values)
+    acc = np.full(values.shape[:-1], identity, values.dtype)
+    for k in range(values.shape[-1]):
+        step = combine(acc, terms[..., k])
+        acc = step if lengths is None else np.where(k < lengths, step, acc)
+    return acc
+
+
+@E.emulates(rf"column_reduce_kernel<{E.TYPED_OP}>")
+def column_reduce(driver, match, grid, block, shared, params):
+    """One thread per output: its elements (or chunk results) in index order, then finish."""
+    E.grid_stride(grid, block)
+    assert shared == 0
+    p = E.slots(params, 5)      # (outer, inner, int64 count, out, in)
+    storage, compute, out_type = E.reduce_types(match, 1)
+    op = match.group(2)
+    shape, out_strides, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[4]),
+                                                   storage, compute)
+    identity = values.dtype.type(E.REDUCERS[op][0])
+    with np.errstate(all="ignore"):
+        total = _in_order(values, op, identity)
+        value = E._finish(op, total, E.int64(p[2])).astype(out_type)
+    driver.view(E.pointer(p[3]), out_type, shape, out_strides)[...] = value
+
+
+@E.emulates(rf"column_chunks_kernel<{E.TYPED_OP}>")
+def column_chunks(driver, match, grid, block, shared, params):
+    """Each (chunk, output) task's elements in index order, into partials[c * outputs + o]."""
+    E.grid_stride(grid, block)
+    assert shared == 0 and match.group(4) is None
+    p = E.slots(params, 6)      # (outer, inner, int64 chunk, int64 chunks, partials, in)
+    storage, compute, _ = E.reduce_types(match, 1)
+    op = match.group(2)
+    shape, _, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[5]), storage, compute)
+    chunk, chunks = E.int64(p[2]), E.int64(p[3])
+    identity = values.dtype.type(E.REDUCERS[op][0])
+    pieces = E.chunked(values, chunk, chunks, identity)
+    lengths = np.minimum(values.shape[-1] - np.arange(chunks) * chunk, chunk)
+    with np.errstate(all="ignore"):
+        results = _in_order(pieces, op, identity, lengths)   # (outer..., chunks)
+    outputs = int(np.prod(shape))
+    view = driver.view(E.pointer(p[4]), compute, (chunks,) + shape,
+                       (outputs,) + E.dense_strides(shape))
+    view[...] = np.moveaxis(results, -1, 0)
+
+
+@E.emulates(rf"row_reduce_kernel<{E.TYPED_OP}>")
+def row_reduce(driver, match, grid, block, shared, params):
+    """`lanes` lanes per output: reduce.cu's block order with `lanes` threads."""
+    assert grid[1:] == (1, 1) and block == (E.REDUCE_THREADS, 1, 1) and shared == 0
+    p = E.slots(params, 5)      # (outer, inner, int lanes, out, in)
+    storage, compute, out_type = E.reduce_types(match, 1)
+    op = match.group(2)
+    lanes = E.int32(p[2])
+    assert lanes in (1, 2, 4, 8, 16, 32)
+    shape, out_strides, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[4]),
+                                                   storage, compute)
+    assert values.shape[-1] >= 1
+    assert grid[0] == min(-(-int(np.prod(shape)) // (E.REDUCE_THREADS // lanes)), 1 << 20)
+    identity, combine = E.REDUCERS[op]
+    with np.errstate(all="ignore"):
+        total = E._block_reduce(E._terms(op, values), values.dtype.type(identity), combine,
+                                lanes)
+        value = E._finish(op, total, values.shape[-1]).astype(out_type)
+    driver.view(E.pointer(p[3]), out_type, shape, out_strides)[...] = value
+
+
 # --- cumsum -----------------------------------------------------------------------------------
+# Each (row, chunk) task adds its chunk's elements in index order from its first element (and
+# for chunk c > 0 from the carry plus the first element); modelled chunk by chunk, one position
+# of every chunk at a time, positions past the row's end left out (as the kernel's loop stops).
+
+def _scan_operands(driver, params, first_step, count):
+    """(rows shape, n, row strides, (chunk, chunks)) of a scan kernel whose parameters start
+    (rows, int64 n, `count` int64 steps, int64 chunk, int64 chunks)."""
+    shape, strides = E.geometry(params[0], 2)
+    n = E.int64(params[1])
+    steps = [E.int64(params[first_step + k]) for k in range(count)]
+    chunk, chunks = (E.int64(params[first_step + count + k]) for k in range(2))
+    assert n >= 1 and 1 <= chunk and chunks == -(-n // chunk)
+    return shape, n, strides, steps, chunk, chunks
+
+
+def _scan_pieces(driver, address, storage, compute, shape, n, strides, step, chunk, chunks):
+    """The (rows..., n) input at `address` cut into (rows..., chunks, chunk), in the
+    accumulation type, with each position's validity (inside the row)."""
+    x = driver.view(address, storage, shape + (n,), strides + (step,))
+    wide = np.zeros(shape + (chunks * chunk,), compute)
+    wide[..., :n] = x.astype(compute)
+    valid = (np.arange(chunks * chunk) < n).reshape(chunks, chunk)
+    return wide.reshape(shape + (chunks, chunk)), valid
+
+
+def _walk_chunks(pieces, valid, acc, visit=None):
+    """Each chunk's running sum from its start `acc` (rows..., chunks) over its later positions
+    in order, positions past the row's end left out; visit(k, running sum) at every position.
+    Returns the chunks' totals."""
+    with np.errstate(all="ignore"):
+        for k in range(pieces.shape[-1]):
+            if k:
+                acc = np.where(valid[:, k], acc + pieces[..., k], acc)
+            if visit is not None:
+                visit(k, acc)
+    return acc
+
+
+def _scan_launch(driver, match, grid, block, shared, params, count, steps):
+    """What a scan kernel of `count` parameters (rows, int64 n, `steps` int64 steps, int64
+    chunk, int64 chunks, ..., the input last) gives: (slots, (compute, out type), rows shape, n,
+    row strides, steps, (chunk, chunks), input pieces, their validity) (see _scan_pieces)."""
+    E.grid_stride(grid, block)
+    assert shared == 0
+    p = E.slots(params, count)
+    storage, compute, out_type = E.reduce_types(match, 1)
+    assert match.group(2) in ("Sum", "WrappingSum")
+    shape, n, strides, step_values, chunk, chunks = _scan_operands(driver, p, 2, steps)
+    pieces, valid = _scan_pieces(driver, E.pointer(p[count - 1]), storage, compute, shape, n,
+                                 strides[1], step_values[-1], chunk, chunks)
+    return p, (compute, out_type), shape, n, strides, step_values, (chunk, chunks), pieces, valid
+
 
 @E.emulates(rf"cumsum_kernel<{E.TYPED_OP}>")
 def cumsum(driver, match, grid, block, shared, params):
-    """Each row summed in index order, one element at a time, in the accumulation type."""
-    E.grid_stride(grid, block)
-    assert shared == 0
-    p = E.slots(params, 6)      # (rows, int64 n, int64 out_step, int64 in_step, out, in)
-    storage, compute, out_type = E.reduce_types(match, 1)
+    # (rows, int64 n, int64 out_step, int64 in_step, int64 chunk, int64 chunks, A* carries,
+    #  out, in)
+    p, (compute, out_type), shape, n, (out_strides, _), (out_step, _), (_, chunks), pieces, \
+        valid = _scan_launch(driver, match, grid, block, shared, params, 9, 2)
+    start = pieces[..., 0]
+    if chunks > 1:   # chunk c > 0 starts from carry + its first element
+        carries = np.array(E.partials_view(driver, E.pointer(p[6]), compute, shape, chunks))
+        with np.errstate(all="ignore"):
+            start = np.concatenate([start[..., :1], carries[..., 1:] + start[..., 1:]], -1)
+    else:
+        assert E.pointer(p[6]) == 0
+    result = np.zeros(pieces.shape, out_type)
+
+    def store(k, running):
+        result[..., k] = running.astype(out_type)
+    _walk_chunks(pieces, valid, start, store)
+    out = driver.view(E.pointer(p[7]), out_type, shape + (n,), out_strides + (out_step,))
+    out[...] = result.reshape(shape + (-1,))[..., :n]
+
+
+@E.emulates(rf"cumsum_chunk_sums_kernel<{E.TYPED_OP}>")
+def cumsum_chunk_sums(driver, match, grid, block, shared, params):
+    # (rows, int64 n, int64 in_step, int64 chunk, int64 chunks, A* sums, in)
+    p, (compute, _), shape, _, _, _, (_, chunks), pieces, valid = _scan_launch(
+        driver, match, grid, block, shared, params, 7, 1)
+    assert chunks > 1
+    E.partials_view(driver, E.pointer(p[5]), compute, shape, chunks)[...] = _walk_chunks(
+        pieces, valid, pieces[..., 0])
+
+
+def scan_carries(sums, threads=E.REDUCE_THREADS):
+    """cumsum_carries_kernel's carries of (rows, chunks) chunk sums: each of `threads`
+    segments of ceil(chunks / threads) sums totalled in order, the totals before each segment
+    added in order, then each segment walked from its prefix (carry[0] is left as it is)."""
+    chunks = sums.shape[-1]
+    segment = -(-chunks // threads)
+    starts = range(0, chunks, segment)
+    totals = []
+    for begin in starts:
+        total = sums[..., begin]
+        for c in range(begin + 1, min(begin + segment, chunks)):
+            total = total + sums[..., c]
+        totals.append(total)
+    carries = sums.copy()
+    running = None
+    for begin, total in zip(starts, totals):
+        walk = running
+        for c in range(begin, min(begin + segment, chunks)):
+            if c > 0:
+                carries[..., c] = walk
+            walk = sums[..., c] if walk is None else walk + sums[..., c]
+        running = total if running is None else running + total
+    return carries
+
+
+@E.emulates(r"cumsum_carries_kernel<([\w ]+), (\w+)Op>")
+def cumsum_carries(driver, match, grid, block, shared, params):
+    assert grid[1:] == (1, 1) and block == (E.REDUCE_THREADS, 1, 1) and shared == 0
+    p = E.slots(params, 3)      # (int64 rows, int64 chunks, A* sums), in place
+    compute = E.TYPES[match.group(1)]
     assert match.group(2) in ("Sum", "WrappingSum")
-    shape, (out_strides, in_strides) = E.geometry(p[0], 2)
-    n, out_step, in_step = E.int64(p[1]), E.int64(p[2]), E.int64(p[3])
-    assert n >= 1
-    out = driver.view(E.pointer(p[4]), out_type, shape + (n,), out_strides + (out_step,))
-    x = driver.view(E.pointer(p[5]), storage, shape + (n,), in_strides + (in_step,))
+    rows, chunks = E.int64(p[0]), E.int64(p[1])
+    assert rows >= 1 and chunks > 1 and grid[0] == min(rows, 1 << 20)
+    view = driver.view(E.pointer(p[2]), compute, (rows, chunks), (chunks, 1))
     with np.errstate(all="ignore"):
-        acc = x[..., 0].astype(compute)
-        out[..., 0] = acc.astype(out_type)
-        for k in range(1, n):
-            acc = acc + x[..., k].astype(compute)
-            out[..., k] = acc.astype(out_type)
+        view[...] = scan_carries(np.array(view))
 
 
 # --- reduce_more.cu: logsumexp ----------------------------------------------------------------
@@ -257,25 +437,6 @@ def logsumexp_partials(driver, match, grid, block, shared, params):
     with np.errstate(all="ignore"):
         value = np.log(_chunk_sums(driver, E.pointer(p[4]), c, shape, E.int64(p[1]))) + shifts
         driver.view(E.pointer(p[3]), storage, shape, out_strides)[...] = value.astype(storage)
-
-
-# --- reduce_more.cu: prod ---------------------------------------------------------------------
-
-@E.emulates(r"prod_kernel<(\w+)>")
-def prod(driver, match, grid, block, shared, params):
-    """One thread per output: its elements multiplied one after another in `inner`'s order."""
-    E.grid_stride(grid, block)
-    assert shared == 0
-    p = E.slots(params, 4)      # (outer, inner, out, in)
-    storage = E.STORAGE[match.group(1)]
-    shape, out_strides, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[3]),
-                                                   storage)
-    c = values.dtype.type
-    with np.errstate(all="ignore"):
-        acc = values[..., 0] if values.shape[-1] else np.full(shape, c(1))
-        for k in range(1, values.shape[-1]):
-            acc = acc * values[..., k]
-        driver.view(E.pointer(p[2]), storage, shape, out_strides)[...] = acc.astype(storage)
 
 
 # --- reduce_more.cu: norms p = 0 and whole p >= 3 ---------------------------------------------

@@ -6,7 +6,9 @@ is bounds-checked against them. `cuLaunchKernel` decodes the kernel parameters f
 bytes the plugin hands it and does the kernel's work with NumPy, through the per-kernel
 emulations of `cuda_kernel_emulation` (written independently of the plugin's ctypes
 structs). So the emulation checks geometry packing, pointers, offsets, dispatch, fallbacks and
-memory management; only a GPU checks the device code itself.
+memory management; only a GPU checks the device code itself. Each launch must also fit what
+the loaded CUBIN says its kernel needs (registers, shared memory, `__launch_bounds__`; see
+`cubin_resources`): a launch a GPU would refuse fails here too.
 
 Streams and events: with `deferred` set, copies, memsets and event records issued on a
 created stream are queued and run later (at a synchronisation, a wait on one of its events,
@@ -27,6 +29,7 @@ import time
 import numpy as np
 
 from spec_tests import cuda_kernel_emulation
+from spec_tests.cubin_resources import kernel_resources
 
 
 class EmulatedDriver:
@@ -88,6 +91,7 @@ class EmulatedDriver:
         self.events = set()               # live (created, not destroyed) events
         self.ipc_events = {}              # exported handle bytes -> event
         self.calls = []                   # names of the memory calls made (alloc, free, ...)
+        self.resources = {}               # lowered name -> KernelResources of loaded modules
         self._ids = itertools.count(1)
 
     OK = (CUresult.CUDA_SUCCESS,)
@@ -387,6 +391,7 @@ class EmulatedDriver:
     def cuModuleLoadData(self, image):
         if not bytes(image[:4]) == b"\x7fELF":
             return (self.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+        self.resources.update(kernel_resources(image))
         return (self.CUresult.CUDA_SUCCESS, ("module", len(image)))
 
     def cuModuleGetFunction(self, module, name):
@@ -399,6 +404,9 @@ class EmulatedDriver:
         assert 1 <= gx < 2 ** 31 and 1 <= gy <= 65535 and 1 <= gz <= 65535
         assert 1 <= bx * by * bz <= 1024 and 0 <= shared <= 48 * 1024
         expression = self.lowered[f]
+        # What the compiled kernel needs must fit the block, as on a GPU (see cubin_resources)
+        problem = self.resources[f].launch_problem(bx * by * bz, shared)
+        assert problem is None, f"a GPU would refuse to launch {expression}: {problem}"
         stream = self._stream(stream)
         if stream is not None:
             stream.flush()

@@ -383,6 +383,8 @@ REDUCERS = {  # (identity, combine)
     "NormOne": (0.0, np.add), "NormTwo": (0.0, np.add),
     "NormInf": (-np.inf, lambda a, b: _maximum(a, b)),
     "NormNegInf": (np.inf, lambda a, b: _minimum(a, b)),
+    "Prod": (1.0, np.multiply),   # float products (reduce_more.cu's ProdOp)
+    "SumRoot": (0.0, np.add),     # a chunked column 2-norm's second pass: sqrt of the sum
 }
 # What the norms combine of each element (the others: the element itself).
 TERMS = {"NormOne": np.abs, "NormTwo": lambda x: x * x, "NormInf": np.abs, "NormNegInf": np.abs}
@@ -400,18 +402,19 @@ def reduce_types(match, first):
             TYPES[named[1]] if named[1] else storage)
 
 
-def _block_reduce(values, identity, combine):
+def _block_reduce(values, identity, combine, threads=REDUCE_THREADS):
     """reduce.cu's order over the last axis: thread t combines elements t, t + 256, ... in
-    turn, then the tree partial[t] = combine(partial[t], partial[t + s]), s = 128, ..., 1."""
+    turn, then the tree partial[t] = combine(partial[t], partial[t + s]), s = 128, ..., 1
+    (`threads`: another power of two, the row path's lanes, in the same shape)."""
     n = values.shape[-1]
-    padded = -(-n // REDUCE_THREADS) * REDUCE_THREADS
+    padded = -(-n // threads) * threads
     pad = np.full(values.shape[:-1] + (padded - n,), identity, values.dtype)
     chunks = np.concatenate([values, pad], axis=-1).reshape(
-        values.shape[:-1] + (-1, REDUCE_THREADS))
-    partial = np.full(values.shape[:-1] + (REDUCE_THREADS,), identity, values.dtype)
-    for k in range(chunks.shape[-2]):  # one step per 256 elements: the threads' loops
+        values.shape[:-1] + (-1, threads))
+    partial = np.full(values.shape[:-1] + (threads,), identity, values.dtype)
+    for k in range(chunks.shape[-2]):  # one step per `threads` elements: the threads' loops
         partial = combine(partial, chunks[..., k, :])
-    s = REDUCE_THREADS // 2
+    s = threads // 2
     while s:
         partial = np.concatenate([combine(partial[..., :s], partial[..., s:2 * s]),
                                   partial[..., s:]], axis=-1)
@@ -481,7 +484,7 @@ def _reduced_values(driver, outer_address, inner_address, in_address, storage, c
 def _finish(op, total, n):
     if op == "Mean":
         return total / total.dtype.type(n)
-    return np.sqrt(total) if op == "NormTwo" else total
+    return np.sqrt(total) if op in ("NormTwo", "SumRoot") else total
 
 
 def _terms(op, values):

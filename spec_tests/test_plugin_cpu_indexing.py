@@ -1,6 +1,6 @@
 """The C plugin's indexing kernels (reftorch_cpu.indexing over reftorch_cpu._index):
-index_select, embedding, gather, take, scatter (src, value, reduce), scatter_add and
-index_add give the reference kernels' results bit for bit on every layout and dtype, raise
+index_select, embedding, gather, take, scatter (src, value, reduce), scatter_add, index_add
+and put give the reference kernels' results bit for bit on every layout and dtype, raise
 the reference's errors for bad indices without touching memory, and do not depend on the
 thread count.
 
@@ -154,7 +154,7 @@ def errors_match(fn, must_raise=True):
 
 @pytest.mark.parametrize("op", ["index_select", "embedding", "gather", "take", "scatter",
                                 "scatter_value", "scatter_reduce_two_", "scatter_add",
-                                "index_add"])
+                                "index_add", "put"])
 def test_serves_indexing_ops(op):
     plugin = "cpu-untuned" if op in indexing.UNTUNED else "cpu"
     assert reftorch.plugins.serving(op, "cpu", reftorch.float32) == plugin
@@ -290,6 +290,23 @@ def test_index_add_1d_and_empty(no_threshold):
             0, empty, tensor((0, 3), dtype, 1))])
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_ids)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put(dtype, layout, accumulate, no_threshold):
+    n = int(np.prod(SHAPE))
+    for shape in [(40,), (5, 8), (), (0,)]:  # 40 picks of 210 elements: repeats, negatives
+        index = indices(shape, n, 3, low=-n, layout="transposed")
+        source = lambda: tensor(shape[::-1], dtype, 4, layout)  # same count, other shape
+        assert run_both(lambda: [tensor(SHAPE, dtype, 0, layout).put(
+            index, source(), accumulate=accumulate)])
+        assert run_both(lambda: [tensor(SHAPE, dtype, 0, layout).put_(
+            index, source(), accumulate=accumulate)])
+    zero_dim = lambda: reftorch.from_numpy(values((), dtype, 5))
+    assert run_both(lambda: [zero_dim().put(reftorch.tensor([0, -1, 0]), tensor(
+        (3,), dtype, 6), accumulate=accumulate)])
+
+
 def test_small_calls_decline(threshold):
     """Below MIN_POSITIONS the reference serves (the C loop does not run)."""
     a = tensor((4, 4), reftorch.float32, 0)
@@ -326,6 +343,12 @@ BIG_CASES = {
         0, indices((200000,), 64, 7), tensor((200000,), reftorch.float64, 8))],
     "index_add dim 1": lambda: [tensor((400, 30), reftorch.float32, 0, "transposed").index_add(
         1, indices((500,), 30, 7, dtype=np.int32), tensor((400, 500), reftorch.float32, 8))],
+    # 200,000 writes into 1,000 elements: every element is written (or added to) many times
+    "put": lambda: [tensor((40, 25), reftorch.float64, 0, "transposed").put(
+        indices((200000,), 1000, 9, low=-1000), tensor((200000,), reftorch.float64, 10))],
+    "put accumulate": lambda: [tensor((40, 25), reftorch.float32, 0).put(
+        indices((400, 500), 1000, 9, low=-1000), tensor((200000,), reftorch.float32, 10),
+        accumulate=True)],
 }
 
 
@@ -356,6 +379,7 @@ BAD = [
     ("embedding", lambda a, i: reftorch.embedding(a, i)),
     ("gather", lambda a, i: a.gather(0, i.reshape(-1, 1).expand(-1, 3))),
     ("take", lambda a, i: reftorch.take(a[:, :1], i)),  # 5 elements, read in flat order
+    ("put", lambda a, i: a[:, :1].put(i, a.new_ones(i.numel()), accumulate=True)),
     ("scatter", lambda a, i: a.scatter(0, i.reshape(-1, 1).expand(-1, 3), 1.0)),
     ("scatter_add", lambda a, i: a.scatter_add(0, i.reshape(-1, 1).expand(-1, 3),
                                                a.new_ones(i.numel(), 3))),
@@ -368,7 +392,7 @@ BAD = [
 def test_bad_indices_raise_like_the_reference(name, fn, bad, no_threshold):
     a = tensor((5, 6), reftorch.float32, 0)
     index = reftorch.tensor([0, 4, bad, 2, 9 if bad != -1 else 1])
-    errors_match(lambda: fn(a, index), must_raise=name != "take")  # take wraps -1
+    errors_match(lambda: fn(a, index), must_raise=name not in ("take", "put"))  # they wrap -1
 
 
 def kernel_of(op_name):
@@ -386,6 +410,8 @@ F32 = (reftorch.float32,) * 3
      "index 9 is out of bounds for dimension 0 with size 5"),
     ("take", lambda a, i: (a, i * 4 - 5), {}, "out of range: tried to access index 31 on "
                                               "a tensor of 30 elements."),
+    ("put", lambda a, i: (a, i * 4 - 5, a.new_ones(4)), {"accumulate": True},
+     "out of range: tried to access index 31 on a tensor of 30 elements."),
     ("scatter_add", lambda a, i: (a, i.reshape(-1, 1).expand(-1, 6),
                                   a.new_ones(4, 6)), {"dim": 0},
      "index 9 is out of bounds for dimension 0 with size 5"),

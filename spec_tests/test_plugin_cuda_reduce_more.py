@@ -3,8 +3,10 @@ and bool / integers into int64) and the vector norms p = 0 and whole p from 3 to
 
 Launch tests run on a real GPU when there is one and on the emulated driver (see
 test_plugin_cuda_kernels). What each comparison holds, in both modes:
-  - prod of floats: bit for bit (the kernel multiplies in the reference's order, the order
-    of NumPy's multiply.reduce: index order along a dim, memory order over every dim);
+  - prod of floats: bit for bit where the rule keeps one thread per output (the kernel
+    multiplies in the reference's order, the order of NumPy's multiply.reduce: index order
+    along a dim, memory order over every dim; few long products take the block tree, tested
+    in test_plugin_cuda_reduce_paths);
     bool / integer prods: exact int64, wrapping.
   - norm p = 0: bit for bit (an exact count, rounded once to the dtype as the reference's).
   - logsumexp: the block-order sum of exp against NumPy's pairwise one, CUDA's expf / logf
@@ -26,7 +28,8 @@ import reftorch
 from reftorch import plugins
 
 pytest.importorskip("reftorch_cuda", reason="reftorch-cuda is not installed")
-from reftorch_cuda.ops_reduce import MAX_WHOLE_P, _memory_order  # noqa: E402
+from reftorch_cuda.ops_reduce import (MAX_WHOLE_P, PROD_FEW_OUTPUTS, PROD_LONG,  # noqa: E402
+                                     _memory_order)
 from spec_tests import test_plugin_cuda as base  # noqa: E402
 from spec_tests.test_plugin_cuda_kernels import assert_close, finfo  # noqa: E402
 from spec_tests.test_plugin_cuda_reductions import (  # noqa: E402
@@ -162,18 +165,19 @@ def prod(x, dims, keepdim):
     return x.prod(dims[0], keepdim=keepdim)
 
 
-# (layout of a (6, 5, 300) tensor, dims (None or one dim), keepdim)
+# (layout of a (6, 5, 60) tensor, dims (None or one dim), keepdim): 1800 elements, so the
+# products over every dim are at most PROD_LONG long (one thread, the reference's order)
 PROD_CASES = {
     "all": (lambda x: x, None, False),
     "all_transposed": (lambda x: x.transpose(0, 2), None, False),   # memory order
     "all_permuted": (lambda x: x.permute(1, 2, 0), None, False),
     "all_strided": (lambda x: x[::2, 1:, ::3], None, False),
-    "all_broadcast": (lambda x: x[:, :1].expand(6, 5, 300), None, False),  # stride 0 inner
+    "all_broadcast": (lambda x: x[:, :1].expand(6, 5, x.shape[2]), None, False),  # stride 0 inner
     "last_dim": (lambda x: x, (2,), False),
     "first_dim_keepdim": (lambda x: x, (0,), True),
     "middle_dim": (lambda x: x, (1,), False),
     "transposed_dim": (lambda x: x.transpose(0, 2), (0,), False),
-    "broadcast_dim": (lambda x: x[:, :1].expand(6, 5, 300), (1,), True),
+    "broadcast_dim": (lambda x: x[:, :1].expand(6, 5, x.shape[2]), (1,), True),
     "zero_dim": (lambda x: x[1, 2, 3], None, False),
     "zero_dim_dim0": (lambda x: x[1, 2, 3], (0,), True),
     "empty_reduced": (lambda x: x[:, :0], (1,), False),   # the empty product: 1
@@ -185,16 +189,18 @@ PROD_CASES = {
 @pytest.mark.parametrize("dtype_name", FLOATS)
 def test_float_prod_is_bit_equal_to_the_reference(device_kind, dtype_name):
     """Every layout, over every dim and over one, 0-dim, empty: the reference's bits on the
-    emulator and on a GPU. Also a long row (one thread's sequential product) and more outputs
-    than one block of threads."""
-    base_x = near_one((6, 5, 300), dtype_name, 55)
+    emulator and on a GPU. Also more outputs than one block of threads, and long products
+    with PROD_FEW_OUTPUTS outputs (one thread each still). Fewer long products take the block
+    tree: test_plugin_cuda_reduce_paths."""
+    base_x = near_one((6, 5, 60), dtype_name, 55)
+    assert base_x.numel() <= PROD_LONG
     cases = [(case, arrange, base_x, dims, keepdim)
              for case, (arrange, dims, keepdim) in PROD_CASES.items()]
     long_x = near_one((3, 20000), dtype_name, 56)
-    cases += [("long row", lambda x: x, long_x, (1,), False),
-              ("long all", lambda x: x, long_x, None, False),
-              ("long column", lambda x: x.t(), long_x, (0,), False),
-              ("many outputs", lambda x: x, long_x, (0,), False)]
+    wide_x = near_one((PROD_FEW_OUTPUTS, 2100), dtype_name, 56)
+    cases += [("many outputs", lambda x: x, long_x, (0,), False),
+              ("long products, many outputs", lambda x: x, wide_x, (1,), False),
+              ("long columns, many outputs", lambda x: x.t(), wide_x, (0,), False)]
     plugins.reset_fallbacks()
     for case, arrange, source, dims, keepdim in cases:
         expected = reference(prod, arrange(source), dims, keepdim)

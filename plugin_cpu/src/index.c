@@ -11,12 +11,13 @@
  *       strides (0 where an operand does not vary along a dim of the walk).
  *
  *   scatter(shape, out, out_offset, out_strides, index_stride, index_size, src, src_offset,
- *           src_strides, index, index_offset, index_strides, mode, alpha)
- *       for every position p of `shape` (row-major):
- *           out[p + index[p] * index_stride]  =  src[p]            (mode ASSIGN)
- *                                            +=  src[p] * alpha    (mode ADD)
- *                                            *=  src[p]            (mode MULTIPLY)
- *       scatter (src and value forms), scatter_add and index_add. `out` must be a fresh
+ *           src_strides, index, index_offset, index_strides, mode, alpha[, wrap])
+ *       for every position p of `shape` (row-major), v = index[p] (+ index_size when v < 0
+ *       and wrap):
+ *           out[p + v * index_stride]  =  src[p]            (mode ASSIGN)
+ *                                     +=  src[p] * alpha    (mode ADD)
+ *                                     *=  src[p]            (mode MULTIPLY)
+ *       scatter (src and value forms), scatter_add, index_add and put (wrap). `out` must be a fresh
  *       buffer whose elements are distinct (the Python side writes into a new copy of self).
  *
  * Operands are contiguous buffers (a cpu storage's 1-D NumPy array) with an element offset
@@ -139,6 +140,8 @@ typedef struct {
 
 /* v (wrapped when asked) inside [0, K)? One unsigned compare gives both bounds. */
 #define INDEX_OK(v, K) ((unsigned long long)(v) < (unsigned long long)(K))
+/* v, counted from K when it is negative and wrap is set (take, put). */
+#define WRAPPED(v, K, wrap) ((v) < 0 && (wrap) ? (v) + (K) : (v))
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define HAVE_AVX512_PATHS 1
@@ -343,10 +346,12 @@ typedef struct {
     ptrdiff_t index_stride, index_size;
     double alpha_f;
     long long alpha_i;
+    int wrap; /* negative indices count from index_size (put) */
 } scatter_t;
 
 /* Positions [start, end) of walk W (a thread's slab), applying only indices in [vlo, vhi).
- * Every index read is checked against [0, index_size) first: at a bad one the loop returns 1
+ * Every index read (wrapped when asked) is checked against [0, index_size) first: at a bad
+ * one the loop returns 1
  * before writing through it (0: all applied). The caller then locates the first bad index in
  * row-major order (first_bad_index) to report it. */
 #define DEFINE_SCATTER(NAME, T, I, APPLY)                                                    \
@@ -362,6 +367,7 @@ typedef struct {
         const ptrdiff_t si = W->strides[OP_IDX][last], ks = S->index_stride;                 \
         const ptrdiff_t K = S->index_size;                                                   \
         const T alpha = (T)(ALPHA_OF_##T(S));                                                \
+        const int wrap = S->wrap;                                                            \
         (void)alpha;                                                                         \
         walk_seek(W, start, idx, off);                                                       \
         while (start < end) {                                                                \
@@ -371,7 +377,7 @@ typedef struct {
             const T *s = src + off[OP_SRC];                                                  \
             const I *ix = index + off[OP_IDX];                                               \
             if (si == 0) { /* one index for the run: index_add rows */                       \
-                const ptrdiff_t v = (ptrdiff_t)ix[0];                                        \
+                const ptrdiff_t v = WRAPPED((ptrdiff_t)ix[0], K, wrap);                      \
                 if (!INDEX_OK(v, K)) return 1;                                               \
                 if (v >= vlo && v < vhi) {                                                   \
                     T *row = o + v * ks;                                                     \
@@ -385,13 +391,13 @@ typedef struct {
                 /* one thread, contiguous index and src: index_add / scatter_add of a 1-D   \
                  * tensor (no range test; unit strides the compiler can see) */              \
                 for (ptrdiff_t i = 0; i < count; i++) {                                      \
-                    const ptrdiff_t v = (ptrdiff_t)ix[i];                                    \
+                    const ptrdiff_t v = WRAPPED((ptrdiff_t)ix[i], K, wrap);                  \
                     if (!INDEX_OK(v, K)) return 1;                                           \
                     APPLY(o[v * ks], s[i]);                                                  \
                 }                                                                            \
             } else {                                                                         \
                 for (ptrdiff_t i = 0; i < count; i++) {                                      \
-                    const ptrdiff_t v = (ptrdiff_t)ix[i * si];                               \
+                    const ptrdiff_t v = WRAPPED((ptrdiff_t)ix[i * si], K, wrap);             \
                     if (!INDEX_OK(v, K)) return 1;                                           \
                     if (v >= vlo && v < vhi) APPLY(o[i * so + v * ks], s[i * ss]);           \
                 }                                                                            \
@@ -446,7 +452,7 @@ static const scatter_fn SCATTERS[N_ITYPES][N_MODES][N_VTYPES] = {SCATTER_TABLE(i
 /* The first bad index of the walk in row-major order (dims where the index does not move
  * are walked once): only run after a scatter loop met one, to report it. */
 #define DEFINE_CHECK(NAME, I)                                                                \
-    static void NAME(const walk_t *W, const char *buf, ptrdiff_t K, bad_t *bad)              \
+    static void NAME(const walk_t *W, const char *buf, ptrdiff_t K, int wrap, bad_t *bad)    \
     {                                                                                        \
         const I *index = (const I *)buf;                                                     \
         ptrdiff_t numel = 1;                                                                 \
@@ -461,7 +467,7 @@ static const scatter_fn SCATTERS[N_ITYPES][N_MODES][N_VTYPES] = {SCATTER_TABLE(i
             const I *ix = index + off[OP_IDX];                                               \
             for (ptrdiff_t i = 0; i < count; i++) {                                          \
                 const long long v = (long long)ix[i * si];                                   \
-                if (v < 0 || v >= K) {                                                       \
+                if (!INDEX_OK(WRAPPED(v, K, wrap), K)) {                                     \
                     bad->position = start + i;                                               \
                     bad->value = v;                                                          \
                     return;                                                                  \
@@ -653,10 +659,11 @@ done:
 static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 14) {
-        PyErr_Format(PyExc_TypeError, "scatter() takes 14 arguments (shape, out, out_offset, "
-                     "out_strides, index_stride, index_size, src, src_offset, src_strides, "
-                     "index, index_offset, index_strides, mode, alpha), got %zd", nargs);
+    if (nargs != 14 && nargs != 15) {
+        PyErr_Format(PyExc_TypeError, "scatter() takes 14 or 15 arguments (shape, out, "
+                     "out_offset, out_strides, index_stride, index_size, src, src_offset, "
+                     "src_strides, index, index_offset, index_strides, mode, alpha[, wrap]), "
+                     "got %zd", nargs);
         return NULL;
     }
     long long shape[MAX_NDIM], ks, K, mode;
@@ -671,6 +678,8 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     scatter_t S;
     memset(&S, 0, sizeof S);
+    S.wrap = nargs == 15 ? PyObject_IsTrue(args[14]) : 0;
+    if (S.wrap < 0) return NULL;
     PyObject *alpha = args[13];
     if (PyLong_Check(alpha)) {
         int overflow = 0;
@@ -727,9 +736,9 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
         if (run_scatter(&S, fn, (ptrdiff_t)numel)) { /* locate the first bad index to report */
             walk_t check = index_only_walk(&S.W);
             if (it == I_I64)
-                check_i64(&check, S.buf[OP_IDX], (ptrdiff_t)K, &bad);
+                check_i64(&check, S.buf[OP_IDX], (ptrdiff_t)K, S.wrap, &bad);
             else
-                check_i32(&check, S.buf[OP_IDX], (ptrdiff_t)K, &bad);
+                check_i32(&check, S.buf[OP_IDX], (ptrdiff_t)K, S.wrap, &bad);
         }
         Py_END_ALLOW_THREADS
     }
@@ -749,8 +758,8 @@ static PyMethodDef METHODS[] = {
      "index_stride] over `shape`; every index checked against index_size."},
     {"scatter", (PyCFunction)(void (*)(void))py_scatter, METH_FASTCALL,
      "scatter(shape, out, out_offset, out_strides, index_stride, index_size, src, src_offset, "
-     "src_strides, index, index_offset, index_strides, mode, alpha): out[p + index[p] * "
-     "index_stride] (=, +=, *=) src[p] in row-major order; indices checked first."},
+     "src_strides, index, index_offset, index_strides, mode, alpha[, wrap]): out[p + index[p] "
+     "* index_stride] (=, +=, *=) src[p] in row-major order; every index checked."},
     COMMON_METHODS,
     {NULL, NULL, 0, NULL}};
 

@@ -17,36 +17,67 @@ empty tensors where the reference allows them):
     norm                     also p = 0 (the count of nonzeros) and whole p from 3 to
                              MAX_WHOLE_P (reduce_more.cu)
 
-The kernels reduce one output element per block in a fixed order (see reduce.cu), so results
-depend on the shapes alone, never on the launch. The numerical contract against the reference:
-  - sum, mean, norm p = 1 and 2: the block order's rounding, not NumPy's pairwise one, so
-    within both orders' rounding bounds (about (n / 256 + 8 + log2 n) eps of the sum of |x|).
+Every kernel combines in a fixed order that depends on the shapes and strides alone (the path
+and its split come from the size rule below, never from the GPU or the grid), so results
+repeat bit for bit. The paths (see reduce.cu), chosen on the host by `_path`:
+  - column: the kept dims hold the input's densest dim (outer's last dim has a smaller input
+    stride than every reduced dim) and there are at least COLUMN_MIN_OUTPUTS outputs: one
+    thread per output, neighbouring threads on neighbouring outputs (coalesced loads), each
+    combining its n elements in index order from the op's identity. When the outputs are too
+    few for COLUMN_THREADS threads, `column_split` cuts n into chunks (as many as reach
+    COLUMN_THREADS (chunk, output) tasks, each chunk at least COLUMN_MIN_CHUNK elements, at
+    most COLUMN_MAX_CHUNKS chunks): one thread per task, then a second column pass combining
+    each output's chunk results in chunk order. sum, mean, amax, amin, norm p = 1, 2, inf,
+    -inf, bool / integer sums.
+  - rows: otherwise, n from 1 to ROW_MAX: `row_lanes(n)` lanes (the power of two at or above
+    n, at most 32) per output, lane l taking elements l, l + lanes, ... then a shuffle tree.
+    The same ops.
+  - block: otherwise (and every other reduction: var, std, logsumexp, the arg reductions,
+    norm p = 0 and p >= 3, integer products): one 256-thread block per output; more than
+    CHUNK elements per output run in two launches: fixed chunks of CHUNK elements, one block
+    each, then one block per output over the chunks' results (a full sum of 64M elements
+    would otherwise be one block's work); var/std and logsumexp take four (the mean's or the
+    largest element's two, then the squared deviations' or exponentials' two).
+The numerical contract against the reference, with d a path's longest chain of roundings:
+block n / 256 + 8 (chunked CHUNK / 256 + chunks / 256 + 16), column n (chunked chunk + chunks),
+rows ceil(n / lanes) + log2(lanes):
+  - sum, mean, norm p = 1 and 2: not NumPy's pairwise order, so within both orders' rounding
+    bounds: (d + log2 n + 1) eps of the sum of |x| (divided by n for the mean), plus the
+    final rounding to the dtype.
   - var, std: the reference's two passes (the mean, then the sum of squared deviations over
     max(n - correction, 0)), each sum in the block order: within the sums' bounds.
-  - amax, amin, max, min, norm p = inf and -inf, argmax, argmin, max.dim, min.dim: exact. NaN
-    propagates and an index is the first occurrence (the first NaN when there is one), as
-    NumPy's argmax; max.dim's values are copied from the input element chosen.
-  - integer sums and cumsums: exact (int64, wrapping). Float cumsum: one thread per row adds
-    in index order, as the reference's add.accumulate does: bit for bit.
+  - amax, amin, max, min, norm p = inf and -inf, argmax, argmin, max.dim, min.dim: exact on
+    every path. NaN propagates and an index is the first occurrence (the first NaN when there
+    is one), as NumPy's argmax; max.dim's values are copied from the input element chosen.
+  - integer sums and cumsums: exact (int64, wrapping) on every path.
+  - float cumsum: `scan_split`'s rule. At least SCAN_ROWS rows, or rows of at most SCAN_LONG:
+    one thread per row adds in index order, as the reference's add.accumulate does: bit for
+    bit. Fewer, longer rows: each row cut into chunks (enough for SCAN_THREADS (row, chunk)
+    tasks, each at least SCAN_MIN_CHUNK elements), the chunk sums and then their carries
+    (exclusive prefix sums in a fixed segment order) computed first, then each chunk scanned
+    in index order from its carry: out[k] within (k + 2 chunk + 2 ceil(chunks / 256) + 256)
+    eps of the sum of |x[0..k]| of the reference's, deterministic; chunk 0 is the
+    reference's bits.
   - logsumexp: the reference's shift by the row's largest element (0 when that is not finite:
     a NaN row gives NaN, a row with +inf gives inf, a row of -inf or an empty one -inf), then
     log of the block-order sum of exp(x - shift), plus the shift. CUDA's expf / logf are within
     2 / 1 ulp of the exact value (exp / log: 1 / 1; the CUDA programming guide's table), so
     against NumPy's: within the sum's bounds plus a few ulp of the result.
-  - prod: floats multiply each output's elements one after another, one thread per output, in
-    the reference's order (NumPy's multiply.reduce: index order along the dim; over every dim
-    the order of the input's memory, dims by decreasing stride, as the reference's astype copy
-    lays them out): bit for bit. bool / integers: int64, wrapping, exact in any order.
+  - prod: floats, at least PROD_FEW_OUTPUTS outputs or at most PROD_LONG elements each: one
+    thread per output multiplies its elements one after another in the reference's order
+    (NumPy's multiply.reduce: index order along the dim; over every dim the order of the
+    input's memory, dims by decreasing stride, as the reference's astype copy lays them out):
+    bit for bit. Fewer, longer products: the block path's tree of products (CHUNK chunks as
+    the sums): n - 1 roundings in either order, so within 2 (n - 1) eps relative of the
+    reference's (before the final rounding to a 16-bit dtype), unless an intermediate product
+    over- or underflows in one order and not in the other; deterministic. bool / integers:
+    int64, wrapping, exact in any order (the block path).
   - norm p = 0: the count of nonzeros (NaN counts), exact (a double count, rounded once as
     the reference rounds its int64 count). Whole p from 3 to MAX_WHOLE_P: the block-order sum
     of |x| * ... * |x| (p - 1 roundings per term where NumPy's power rounds about once), then
     pow(sum, 1 / p) (CUDA's powf / pow: within 4 / 2 ulp): within the sums' bounds plus p + 4
     ulp per term and of the root.
-A reduction of more than CHUNK elements per output runs in two launches: fixed chunks of
-CHUNK elements, one block each, then one block per output over the chunks' results (a full
-sum of 64M elements would otherwise be one block's work); var/std and logsumexp take four
-(the mean's or the largest element's two, then the squared deviations' or exponentials' two).
-A float prod is one thread per output whatever its length (its order admits no split).
+Every index the kernels compute (outputs times chunks, element offsets) is 64-bit.
 Declined (the reference runs, through the counted fallback): a `dtype=` other than the
 input's (int64 for bool / integer sums, prods and cumsums), other norms' p (fractional,
 negative, above MAX_WHOLE_P), a correction that is not a number, and geometries with more
@@ -57,6 +88,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+from typing import NamedTuple
 
 from reftorch import _dtype as D
 from reftorch._shape import contiguous_strides
@@ -64,9 +96,10 @@ from reftorch.autograd.grad_mode import no_grad
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
+from .device import BLOCK, elementwise_grid
 from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, INT_TYPES, Program, address,
-                          geometry_struct, launch_block_rows, launch_blocks, max_dims,
-                          new_result, on_one_cuda_device, pointer)
+                          block_threads, geometry_struct, launch_block_rows, launch_blocks,
+                          max_dims, new_result, on_one_cuda_device, pointer)
 
 REDUCE_OPS = {"sum": "SumOp", "mean": "MeanOp", "amax": "AmaxOp", "amin": "AminOp",
               "max": "AmaxOp", "min": "AminOp"}
@@ -79,33 +112,70 @@ INT_DTYPES = tuple(D.by_name(name) for name in INT_TYPES)
 # Elements per chunk of a two-launch reduction: 64 per thread of a 256-thread block. A constant,
 # so the summation order depends on the reduced element count alone.
 CHUNK = 16384
-KERNELS = ("reduce_kernel", "reduce_chunks_kernel", "reduce_partials_kernel")
+
+# The path rule (see _path): every number here is a constant, so the path and its split, and
+# with them the order of every combination, depend on the shapes and strides alone.
+COLUMN_MIN_OUTPUTS = 32    # the column path needs a warp of neighbouring outputs
+COLUMN_THREADS = 1 << 17   # (chunk, output) tasks that fill a GPU (H100: 132 SMs x 2048 threads)
+COLUMN_MIN_CHUNK = 32      # the fewest elements one chunked column thread combines
+COLUMN_MAX_CHUNKS = 1024   # the most chunk results the second column pass combines per output
+ROW_MAX = 512              # reductions of up to this many along the densest dim: the row path
+WARP = 32                  # the most lanes of the row path (one warp)
+# A column's chunk results are terms already (|x|, x * x): combined by the plain op (the
+# 2-norm's square root by SumRootOp, whose term is the element itself).
+COLUMN_PARTIALS_OP = {**PARTIALS_OP, "NormTwoOp": "SumRootOp"}
+
+
+class Kernels(NamedTuple):
+    """The instantiations of one reduction: `block` (one-launch, chunks, partials) of the
+    block path; `column` (one-launch, chunks, partials) of the column path and `rows` (the row
+    kernel) where the reduction has them (else it takes the block path)."""
+    block: tuple
+    column: tuple = None
+    rows: str = None
 
 
 def reduce_expression(op_struct, dtype_name, kernel="reduce_kernel"):
     return f"{kernel}<{FLOAT_TYPES[dtype_name]}, {op_struct}>"
 
 
+def path_kernels(t, op_struct, a, out, partials_op):
+    """(column, rows) kernels of storage type `t`, op, accumulator `a` and output type `out`."""
+    column = (f"column_reduce_kernel<{t}, {op_struct}, {a}, {out}>",
+              f"column_chunks_kernel<{t}, {op_struct}, {a}>",
+              f"column_reduce_kernel<{a}, {partials_op}, {a}, {out}>")
+    return column, f"row_reduce_kernel<{t}, {op_struct}, {a}, {out}>"
+
+
 @functools.lru_cache(maxsize=None)   # bounded: op structs x dtypes
-def float_kernels(op_struct, dtype_name):
-    """(one-launch, chunks, partials) kernels of a float reduction."""
-    return (reduce_expression(op_struct, dtype_name),
-            reduce_expression(op_struct, dtype_name, "reduce_chunks_kernel"),
-            reduce_expression(PARTIALS_OP.get(op_struct, op_struct), dtype_name,
-                              "reduce_partials_kernel"))
+def float_kernels(op_struct, dtype_name, paths=True):
+    """The Kernels of a float reduction (`paths` False: the block path only)."""
+    block = (reduce_expression(op_struct, dtype_name),
+             reduce_expression(op_struct, dtype_name, "reduce_chunks_kernel"),
+             reduce_expression(PARTIALS_OP.get(op_struct, op_struct), dtype_name,
+                               "reduce_partials_kernel"))
+    if not paths:
+        return Kernels(block)
+    t = FLOAT_TYPES[dtype_name]
+    a = "double" if dtype_name == "float64" else "float"
+    return Kernels(block, *path_kernels(t, op_struct, a, t,
+                                        COLUMN_PARTIALS_OP.get(op_struct, op_struct)))
 
 
-def wrapping_kernels(dtype_name, op_struct):
-    """(one-launch, chunks, partials) kernels of a bool / integer sum or product (op_struct
-    WrappingSumOp, WrappingProdOp) into long long."""
+def wrapping_kernels(dtype_name, op_struct, paths=False):
+    """The Kernels of a bool / integer sum or product (op_struct WrappingSumOp,
+    WrappingProdOp) into long long."""
     t = INT_TYPES[dtype_name]
-    return (f"reduce_kernel<{t}, {op_struct}, long long, long long>",
-            f"reduce_chunks_kernel<{t}, {op_struct}, long long>",
-            f"reduce_partials_kernel<long long, {op_struct}>")
+    block = (f"reduce_kernel<{t}, {op_struct}, long long, long long>",
+             f"reduce_chunks_kernel<{t}, {op_struct}, long long>",
+             f"reduce_partials_kernel<long long, {op_struct}>")
+    if not paths:
+        return Kernels(block)
+    return Kernels(block, *path_kernels(t, op_struct, "long long", "long long", op_struct))
 
 
 def int_sum_kernels(dtype_name):
-    return wrapping_kernels(dtype_name, "WrappingSumOp")
+    return wrapping_kernels(dtype_name, "WrappingSumOp", paths=True)
 
 
 def arg_kernels(dtype_name, largest):
@@ -121,28 +191,51 @@ def variance_kernels(dtype_name, std):
             f"variance_partials_kernel<{t}, {flag}>")
 
 
-def cumsum_expression(dtype_name):
+def cumsum_types(dtype_name):
+    """(storage type, op, accumulator, output type) of cumsum's kernels."""
     if dtype_name in FLOAT_TYPES:
-        return f"cumsum_kernel<{FLOAT_TYPES[dtype_name]}, SumOp>"
-    return f"cumsum_kernel<{INT_TYPES[dtype_name]}, WrappingSumOp, long long, long long>"
+        a = "double" if dtype_name == "float64" else "float"
+        return FLOAT_TYPES[dtype_name], "SumOp", a, FLOAT_TYPES[dtype_name]
+    return INT_TYPES[dtype_name], "WrappingSumOp", "long long", "long long"
 
 
-# reduce.cu's instantiations, as five programs: NVRTC's time grows with the instantiations
+def cumsum_kernels(dtype_name):
+    """(scan, chunk sums, carries) kernels of cumsum."""
+    t, op, a, out = cumsum_types(dtype_name)
+    return (f"cumsum_kernel<{t}, {op}, {a}, {out}>", f"cumsum_chunk_sums_kernel<{t}, {op}, {a}>",
+            f"cumsum_carries_kernel<{a}, {op}>")
+
+
+def _programs(expressions):
+    """Name expressions, each once, in order, for a Program."""
+    return tuple(dict.fromkeys(expressions))
+
+
+PLAIN_OPS = tuple(dict.fromkeys(REDUCE_OPS.values()))
+# reduce.cu's instantiations, as several programs: NVRTC's time grows with the instantiations
 # (about 0.14 s each on a 2-core x86-64), and a program is compiled on the first launch of any
-# of its kernels, so a first `sum` does not wait for the arg, variance, norm and scan kernels.
-REDUCE = Program("reduce.cu", tuple(
-    [reduce_expression(s, name, kernel) for kernel in KERNELS
-     for s in dict.fromkeys(REDUCE_OPS.values()) for name in FLOAT_TYPES]
-    + list(dict.fromkeys(e for name in INT_TYPES for e in int_sum_kernels(name)))))
-REDUCE_NORM = Program("reduce.cu", tuple(dict.fromkeys(
-    e for op in NORM_OPS.values() for name in FLOAT_TYPES for e in float_kernels(op, name)
-    if not REDUCE.has(e))))   # the norms' partials but NormTwoOp's are the plain ops'
-REDUCE_VARIANCE = Program("reduce.cu", tuple(dict.fromkeys(
-    e for name in FLOAT_TYPES for std in (False, True) for e in variance_kernels(name, std))))
+# of its kernels, so a first `sum` does not wait for the arg, variance, norm and scan kernels,
+# nor for the paths its shapes do not take.
+REDUCE = Program("reduce.cu", _programs(
+    [e for s in PLAIN_OPS for name in FLOAT_TYPES for e in float_kernels(s, name).block]
+    + [e for name in INT_TYPES for e in int_sum_kernels(name).block]))
+REDUCE_COLUMN = Program("reduce.cu", _programs(
+    [e for s in PLAIN_OPS for name in FLOAT_TYPES for e in float_kernels(s, name).column]
+    + [e for name in INT_TYPES for e in int_sum_kernels(name).column]))
+REDUCE_ROWS = Program("reduce.cu", _programs(
+    [float_kernels(s, name).rows for s in PLAIN_OPS for name in FLOAT_TYPES]
+    + [int_sum_kernels(name).rows for name in INT_TYPES]))
+REDUCE_NORM = Program("reduce.cu", _programs(
+    e for op in NORM_OPS.values() for name in FLOAT_TYPES
+    for e in (*float_kernels(op, name).block, *float_kernels(op, name).column,
+              float_kernels(op, name).rows)
+    if not (REDUCE.has(e) or REDUCE_COLUMN.has(e))))   # the plain ops' partials
+REDUCE_VARIANCE = Program("reduce.cu", _programs(
+    e for name in FLOAT_TYPES for std in (False, True) for e in variance_kernels(name, std)))
 REDUCE_ARG = Program("reduce.cu", tuple(
     e for name in FLOAT_TYPES for largest in (True, False) for e in arg_kernels(name, largest)))
-REDUCE_SCAN = Program("reduce.cu", tuple(
-    cumsum_expression(name) for name in (*FLOAT_TYPES, *INT_TYPES)))
+REDUCE_SCAN = Program("reduce.cu", _programs(
+    e for name in (*FLOAT_TYPES, *INT_TYPES) for e in cumsum_kernels(name)))
 
 
 # reduce_more.cu (built on reduce.cu's templates): three more programs, so none of the above
@@ -157,8 +250,13 @@ def logsumexp_kernels(dtype_name):
                                                  "logsumexp_partials_kernel"))
 
 
-def prod_expression(dtype_name):
-    return f"prod_kernel<{FLOAT_TYPES[dtype_name]}>"
+def prod_kernels(dtype_name):
+    """The Kernels of a float prod: `column` its one-thread-per-output kernel (the
+    sequential order of the reference, one launch), `block` its few-long-products tree."""
+    t = FLOAT_TYPES[dtype_name]
+    a = "double" if dtype_name == "float64" else "float"
+    return Kernels(float_kernels("ProdOp", dtype_name, paths=False).block,
+                   (f"column_reduce_kernel<{t}, ProdOp, {a}, {t}>",))
 
 
 def int_prod_kernels(dtype_name):
@@ -180,13 +278,13 @@ def norm_power_kernels(dtype_name, p):
 MORE = ("reduce.cu",)   # reduce_more.cu's includes
 REDUCE_LOGSUMEXP = Program("reduce_more.cu", tuple(
     e for name in FLOAT_TYPES for e in logsumexp_kernels(name)), MORE)
-REDUCE_PROD = Program("reduce_more.cu", tuple(
-    [prod_expression(name) for name in FLOAT_TYPES]
-    + list(dict.fromkeys(e for name in INT_TYPES for e in int_prod_kernels(name)))), MORE)
+REDUCE_PROD = Program("reduce_more.cu", _programs(
+    [e for name in FLOAT_TYPES for e in (*prod_kernels(name).column, *prod_kernels(name).block)]
+    + [e for name in INT_TYPES for e in int_prod_kernels(name).block]), MORE)
 REDUCE_NORM_POWER = Program("reduce_more.cu", tuple(dict.fromkeys(
     e for p in (0, 3) for name in FLOAT_TYPES for e in norm_power_kernels(name, p))), MORE)
-PROGRAMS = (REDUCE, REDUCE_NORM, REDUCE_VARIANCE, REDUCE_ARG, REDUCE_SCAN, REDUCE_LOGSUMEXP,
-            REDUCE_PROD, REDUCE_NORM_POWER)
+PROGRAMS = (REDUCE, REDUCE_COLUMN, REDUCE_ROWS, REDUCE_NORM, REDUCE_VARIANCE, REDUCE_ARG,
+            REDUCE_SCAN, REDUCE_LOGSUMEXP, REDUCE_PROD, REDUCE_NORM_POWER)
 # the program that holds each instantiation (a chunked norm or var also launches REDUCE's)
 PROGRAM_OF = {e: program for program in PROGRAMS for e in program.name_expressions}
 
@@ -265,9 +363,91 @@ def _chunking(n):
 
 
 def _launch(kernels, t, result, geometries):
+    """The reduction by `kernels` on the path _path chooses."""
+    outer, inner = geometries
+    path = _path(outer, inner)
+    if path == "column" and kernels.column is not None:
+        _launch_column(kernels.column, t, result, outer, inner)
+    elif path == "rows" and kernels.rows is not None:
+        _launch_rows(kernels.rows, t, result, outer, inner)
+    else:
+        _launch_block(kernels.block, t, result, outer, inner)
+
+
+def _path(outer, inner):
+    """The size rule: "column" when the outputs are at least COLUMN_MIN_OUTPUTS and the
+    kept dims hold the input's densest dim (outer's last dim has a smaller input stride than
+    every reduced dim), so neighbouring threads on neighbouring outputs read neighbouring
+    addresses; else "rows" for reductions of 1 to ROW_MAX elements; else "block"."""
+    n = inner.numel
+    if n == 0:
+        return "block"
+    kept = abs(outer.strides[1][outer.ndim - 1])
+    if outer.numel >= COLUMN_MIN_OUTPUTS and kept < min(
+            abs(inner.strides[0][d]) for d in range(inner.ndim)):
+        return "column"
+    return "rows" if n <= ROW_MAX else "block"
+
+
+def column_split(outputs, n):
+    """(chunk, chunks) of a column reduction of `outputs` outputs of `n` elements: one chunk
+    when the outputs alone reach COLUMN_THREADS tasks or n is short; else enough chunks for
+    COLUMN_THREADS tasks, of at least COLUMN_MIN_CHUNK elements, at most COLUMN_MAX_CHUNKS."""
+    chunks = min(-(-COLUMN_THREADS // outputs), n // COLUMN_MIN_CHUNK, COLUMN_MAX_CHUNKS)
+    if chunks <= 1:
+        return n, 1
+    chunk = -(-n // chunks)
+    return chunk, -(-n // chunk)
+
+
+def row_lanes(n):
+    """The row path's lanes per output: the power of two at or above n, at most WARP."""
+    return min(WARP, 1 << max(0, n - 1).bit_length())
+
+
+def _launch_column(kernels, t, result, outer, inner):
+    single, chunked, combined = kernels
+    n, outputs = inner.numel, result.numel()
+    chunk, chunks = column_split(outputs, n)
+    if chunks == 1:
+        _launch_threads(single, outputs, t, (outer, inner, ctypes.c_int64(n)),
+                        (address(result), address(t)))
+        return
+    partials = Tensor._empty((chunks * outputs,), _computation_dtype(t.dtype), t.device)
+    _launch_threads(chunked, chunks * outputs, t,
+                    (outer, inner, ctypes.c_int64(chunk), ctypes.c_int64(chunks)),
+                    (address(partials), address(t)))
+    # partials[c * outputs + o]: column o of a (chunks, outputs) matrix, walked as the input
+    _launch_threads(combined, outputs, t,
+                    (_partials_outer(outer), geometry_struct([chunks], [[outputs]]),
+                     ctypes.c_int64(n)), (address(result), address(partials)))
+
+
+def _partials_outer(outer):
+    """`outer` with its input strides replaced by dense row-major ones: output o's chunk
+    results start at partials[o]."""
+    sizes = list(outer.sizes[:outer.ndim])
+    return geometry_struct(sizes, [list(outer.strides[0][:outer.ndim]),
+                                   contiguous_strides(tuple(sizes))])
+
+
+def _launch_threads(expression, tasks, t, objects, addresses):
+    """A grid-stride kernel of one thread per task (the column kernels)."""
+    storage = t._storage
+    storage._driver.launch_addresses(storage._index, PROGRAM_OF[expression], expression,
+                                     elementwise_grid(tasks), (BLOCK, 1, 1), objects, addresses)
+
+
+def _launch_rows(expression, t, result, outer, inner):
+    lanes = row_lanes(inner.numel)
+    launch_block_rows(PROGRAM_OF[expression], expression,
+                      -(-result.numel() // (block_threads() // lanes)), t,
+                      (outer, inner, ctypes.c_int32(lanes)), (address(result), address(t)))
+
+
+def _launch_block(kernels, t, result, outer, inner):
     """One launch, or chunks then partials when an output reduces more than CHUNK elements."""
     single, chunked, combined = kernels
-    outer, inner = geometries
     n, outputs = inner.numel, result.numel()
     if n <= CHUNK:
         launch_block_rows(PROGRAM_OF[single], single, outputs, t, (outer, inner),
@@ -427,7 +607,7 @@ def _launch_two_passes(t, result, geometries, first_ops, kernels, finish_args):
     partials = Tensor._empty((outputs * chunks,), computation, t.device)
     stats = Tensor._empty((outputs,), computation, t.device)
     chunk_args = (outer, inner, ctypes.c_int64(CHUNK), ctypes.c_int64(chunks))
-    _launch_blocks(float_kernels(first_ops[0], name)[1], outputs * chunks, t,
+    _launch_blocks(float_kernels(first_ops[0], name).block[1], outputs * chunks, t,
                    (*chunk_args, pointer(partials), pointer(t)))
     _launch_blocks(reduce_expression(first_ops[1], computation.name, "reduce_partials_kernel"),
                    outputs, t, (_dense_outer(outer), ctypes.c_int64(chunks), ctypes.c_int64(n),
@@ -517,12 +697,46 @@ def cumsum_kernel(out, inputs, dtypes, params):
     if len(rows[0]) > max_dims():
         return NotImplemented
     if result.numel():
-        storage = t._storage
-        storage._driver.launch(storage._index, REDUCE_SCAN, cumsum_expression(t.dtype.name),
-                               math.prod(rows[0]), (geometry_struct(*rows), ctypes.c_int64(n),
-                                                    *map(ctypes.c_int64, steps),
-                                                    pointer(result), pointer(t)))
+        _launch_cumsum(t, result, geometry_struct(*rows), n, steps)
     return result
+
+
+# cumsum's rule (see scan_split): few long rows are cut into chunks scanned in parallel.
+SCAN_ROWS = 4096           # at least this many rows: one thread per row (the reference's bits)
+SCAN_LONG = 2048           # fewer rows longer than this: chunked
+SCAN_THREADS = 1 << 16     # (row, chunk) tasks that fill a GPU
+SCAN_MIN_CHUNK = 64        # the fewest elements of a chunk
+
+
+def scan_split(rows, n):
+    """(chunk, chunks) of a cumsum of `rows` rows of `n`: the whole row when the rows are
+    many or short, else enough chunks for SCAN_THREADS tasks of at least SCAN_MIN_CHUNK
+    elements."""
+    if rows >= SCAN_ROWS or n <= SCAN_LONG:
+        return n, 1
+    chunks = min(-(-SCAN_THREADS // rows), n // SCAN_MIN_CHUNK)
+    chunk = -(-n // chunks)
+    return chunk, -(-n // chunk)
+
+
+def _launch_cumsum(t, result, rows, n, steps):
+    scan, sums, carries = cumsum_kernels(t.dtype.name)
+    chunk, chunks = scan_split(rows.numel, n)
+    split = (ctypes.c_int64(chunk), ctypes.c_int64(chunks))
+    carry_address = 0
+    if chunks > 1:
+        accumulator = Tensor._empty((rows.numel * chunks,), _computation_dtype(t.dtype),
+                                    t.device)
+        _launch_threads(sums, rows.numel * chunks, t,
+                        (rows, ctypes.c_int64(n), ctypes.c_int64(steps[1]), *split),
+                        (address(accumulator), address(t)))
+        launch_block_rows(REDUCE_SCAN, carries, rows.numel, t,
+                          (ctypes.c_int64(rows.numel), ctypes.c_int64(chunks)),
+                          (address(accumulator),))
+        carry_address = address(accumulator)
+    _launch_threads(scan, rows.numel * chunks, t,
+                    (rows, ctypes.c_int64(n), *map(ctypes.c_int64, steps), *split),
+                    (carry_address, address(result), address(t)))
 
 
 # --- logsumexp --------------------------------------------------------------------------------
@@ -575,10 +789,24 @@ def prod_kernel(out, inputs, dtypes, params):
     if geometries is None:
         return NotImplemented
     if result.numel():
-        storage = t._storage
-        storage._driver.launch(storage._index, REDUCE_PROD, prod_expression(t.dtype.name),
-                               result.numel(), (*geometries, pointer(result), pointer(t)))
+        _launch_prod(t, result, *geometries)
     return result
+
+
+# Float prod's rule: fewer than PROD_FEW_OUTPUTS products of more than PROD_LONG elements each
+# take the block tree (within rounding); the rest one thread each (the reference's bits).
+PROD_FEW_OUTPUTS = 1024
+PROD_LONG = 2048
+
+
+def _launch_prod(t, result, outer, inner):
+    kernels = prod_kernels(t.dtype.name)
+    n, outputs = inner.numel, result.numel()
+    if outputs < PROD_FEW_OUTPUTS and n > PROD_LONG:
+        _launch_block(kernels.block, t, result, outer, inner)
+    else:
+        _launch_threads(kernels.column[0], outputs, t, (outer, inner, ctypes.c_int64(n)),
+                        (address(result), address(t)))
 
 
 def _memory_order(t, dims):

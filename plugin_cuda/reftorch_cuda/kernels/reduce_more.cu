@@ -2,16 +2,18 @@
 // reduce_terms, for_each_output, reduce_chunks and combine_partials, and reduce_kernel /
 // reduce_chunks_kernel / reduce_partials_kernel templates these build on):
 //   logsumexp (two passes: the largest element, then the sum of exp(x - shift)), prod (floats:
-//   one thread per output multiplying in index order; bool / integers: wrapping long long
-//   products in the block order), and the vector norms p = 0 (the count of nonzeros) and whole
-//   p from 3 up (the sum of |x| * ... * |x|, then its 1/p power).
+//   one thread per output multiplying in index order, or for few long products the block
+//   order's tree; bool / integers: wrapping long long products in the block order), and the
+//   vector norms p = 0 (the count of nonzeros) and whole p from 3 up (the sum of
+//   |x| * ... * |x|, then its 1/p power).
 //
 // The block order is reduce.cu's: one block per output element, thread t takes elements t,
 // t + RT_BLOCK_THREADS, ... in turn, then block_reduce's fixed tree; an output of more than a
 // chunk of elements is cut into fixed chunks, one block each, then combined. Results depend on
 // the shapes alone.
 //
-// Name expressions: "logsumexp_kernel<float>", "prod_kernel<rt_bfloat16>",
+// Name expressions: "logsumexp_kernel<float>",
+// "column_reduce_kernel<rt_bfloat16, ProdOp, float, rt_bfloat16>", "reduce_kernel<float, ProdOp>",
 // "reduce_kernel<int, WrappingProdOp, long long, long long>", "norm_power_kernel<double,
 // double>" (the input type, then the accumulation type: double for p = 0's count).
 
@@ -82,27 +84,18 @@ logsumexp_partials_kernel(const Geometry<2> outer, rt_int64 chunks,
 // --- prod ---------------------------------------------------------------------------------------
 // Floating-point products depend on their order, and the reference's (NumPy's multiply.reduce)
 // multiplies each output's elements one after another in the order of `inner` (the host puts
-// the dims in that order), starting from the first element. So one thread per output element
-// does the same, in A, rounded once when stored: bit for bit the reference's. A long product
-// with few outputs is one thread's work.
-template <typename T>
-__global__ void __launch_bounds__(256)
-prod_kernel(const Geometry<2> outer, const Geometry<1> inner, T* out, const T* in) {
-    typedef typename Arith<T>::type A;
-    RT_GRID_STRIDE_LOOP(o, outer.numel) {
-        rt_int64 offset[2];
-        element_offsets(outer, o, offset);
-        const T* base = in + offset[1];
-        A acc = A(1);   // the empty product; else replaced by the first element
-        for (rt_int64 r = 0; r < inner.numel; ++r) {
-            rt_int64 at[1];
-            element_offsets(inner, r, at);
-            const A x = load_as<A>(base[at[0]]);
-            acc = r == 0 ? x : acc * x;
-        }
-        out[offset[0]] = Arith<T>::store(acc);
-    }
-}
+// the dims in that order), starting from the first element. Where the outputs are many, one
+// thread per output does the same: reduce.cu's column_reduce_kernel with ProdOp, whose
+// identity 1 times the first element is that element exactly, in A, rounded once when stored:
+// bit for bit the reference's. Few long products would leave the GPU idle and take one thread
+// n multiplications each, so they take the block kernels (reduce_kernel, reduce_chunks_kernel,
+// reduce_partials_kernel with ProdOp): the fixed block order's tree of products, within the
+// rounding of the two orders and the same for every launch.
+struct ProdOp {
+    template <typename A> static __device__ A identity() { return A(1); }
+    template <typename A> static __device__ A combine(A a, A b) { return a * b; }
+    template <typename A> static __device__ A finish(A total, rt_int64) { return total; }
+};
 
 // Bool and integer products, in long long, wrapping as NumPy's int64 product does (multiplied
 // as unsigned words: signed overflow is undefined in C++). Exact in any order, so they use

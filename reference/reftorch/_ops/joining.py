@@ -921,14 +921,13 @@ def _take_kernel(a, index):
 TAKE = structured.declare("take", _take_kernel, family="indexing")
 
 
-def _check_flat_index(fn, self, index, values=True):
-    """index is an int64 tensor; with `values`, all of them in [-n, n) (n = self.numel())."""
+def _check_flat_index(fn, index):
+    """index is an int64 tensor (its values, in [-n, n) for n = self.numel(), are checked by
+    the kernel that runs: the reference's calls _flat_bounds)."""
     _check_tensor(index, fn, "index")
     if index.dtype is not D.int64:
         raise RuntimeError(f"{fn}(): Expected a long tensor for index, but got "
                            f"{index.dtype.scalar_name}")
-    if values:
-        _flat_bounds(index._host_array(), self.numel())
 
 
 def _flat_bounds(values, n):
@@ -940,12 +939,12 @@ def _flat_bounds(values, n):
 
 def take(input, index):
     """input viewed as 1-D, read at `index` (negative counts from the end)."""
-    # the values are checked by the kernel that runs (the reference's: _take_kernel)
-    _check_flat_index("take", input, index, values=False)
+    _check_flat_index("take", index)
     return structured.run(TAKE, (input, index), {}, dtype=input.dtype)
 
 
 def _put_kernel(a, index, source, accumulate=False):
+    _flat_bounds(index, a.size)
     out = a.copy()
     flat = out.reshape(-1)
     if accumulate:
@@ -959,7 +958,7 @@ PUT = structured.declare("put", _put_kernel, family="indexing", params={"accumul
 
 
 def _put_args(fn, self, index, source):
-    _check_flat_index(fn, self, index)
+    _check_flat_index(fn, index)
     _check_tensor(source, fn, "source")
     if source.dtype is not self.dtype:
         raise RuntimeError(f"{fn}(): self and source expected to have the same dtype, but got "
