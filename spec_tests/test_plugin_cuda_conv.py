@@ -580,21 +580,15 @@ def test_lower_dims_run_as_3d_with_unit_leading_dims(emulated):
 HOST_KINDS = {"Forward": 0, "Transposed": 1, "WeightGrad": 2}
 
 
-@pytest.fixture
-def host_addressing(emulated, tmp_path_factory, monkeypatch):
-    """The emulated driver with conv.cu's own addressing in place of the NumPy model: the
-    sources, kinds and stores of conv.cu compiled for the host (cuda_host/conv_addressing.cpp)
-    give every operand element's offset and every output's; the launch's values are then
-    those elements' products, summed (in NumPy's order). So a wrong index, stride or group
-    offset in the CUDA code shows up here without a GPU. The tile readers and the product
-    bodies (gemm.cu's, run by the gemm tests on a GPU) are not part of it."""
+@pytest.fixture(scope="module")
+def conv_host_library(tmp_path_factory):
+    """cuda_host/conv_addressing.cpp (conv.cu's sources, kinds, stores and divisors) built
+    for the host, loaded with ctypes."""
     import ctypes
-    import re
     import shutil
     import subprocess
 
     from spec_tests import cuda_kernel_emulation as E
-    from spec_tests.cuda_emulation_conv import decode
 
     compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if compiler is None:
@@ -604,6 +598,52 @@ def host_addressing(emulated, tmp_path_factory, monkeypatch):
                     f"-I{E.KERNELS_DIR}", "-o", str(library),
                     str(base.ROOT / "spec_tests/cuda_host/conv_addressing.cpp")], check=True)
     lib = ctypes.CDLL(str(library))
+    lib.divisor_mismatch.restype = ctypes.c_longlong
+    return lib
+
+
+def test_conv_cu_divisor_matches_integer_division(conv_host_library):
+    """conv.cu's multiply-high Divisor (every index split of its operand sources) gives n / d
+    exactly over the range the host allows (0 <= n, d < 2**31): every divisor below 4096 and
+    at each power of two and its neighbours, random ones, each with its multiples and their
+    neighbours, the largest n, and random n."""
+    import ctypes
+
+    rng = np.random.default_rng(7)
+    powers = np.array([1 << i for i in range(31)], np.int64)
+    divisors = np.unique(np.concatenate([
+        np.arange(1, 4096), powers, powers - 1, powers + 1,
+        rng.integers(1, 2 ** 31, 20000), [2 ** 31 - 1]]))
+    divisors = divisors[(divisors >= 1) & (divisors < 2 ** 31)]
+    d = np.repeat(divisors, 8)
+    quotient = rng.integers(0, 2 ** 31, d.size) % (2 ** 31 // d)   # n near a multiple of d
+    n = quotient * d + rng.integers(-1, 2, d.size)
+    n[::8] = 2 ** 31 - 1
+    n[1::8] = rng.integers(0, 2 ** 31, n[1::8].size)
+    n[2::8] = d[2::8] - 1
+    n = np.clip(n, 0, 2 ** 31 - 1)
+    n, d = n.astype(np.int32), d.astype(np.int32)
+    first_wrong = conv_host_library.divisor_mismatch(
+        n.ctypes.data_as(ctypes.c_void_p), d.ctypes.data_as(ctypes.c_void_p),
+        ctypes.c_longlong(d.size))
+    assert first_wrong == -1, (int(n[first_wrong]), int(d[first_wrong]))
+
+
+@pytest.fixture
+def host_addressing(emulated, conv_host_library, monkeypatch):
+    """The emulated driver with conv.cu's own addressing in place of the NumPy model: the
+    sources, kinds and stores of conv.cu compiled for the host (cuda_host/conv_addressing.cpp)
+    give every operand element's offset and every output's; the launch's values are then
+    those elements' products, summed (in NumPy's order). So a wrong index, stride or group
+    offset in the CUDA code shows up here without a GPU. The tile readers and the product
+    bodies (gemm.cu's, run by the gemm tests on a GPU) are not part of it."""
+    import ctypes
+    import re
+
+    from spec_tests import cuda_kernel_emulation as E
+    from spec_tests.cuda_emulation_conv import decode
+
+    lib = conv_host_library
     launches = []
 
     def run(driver, match, grid, block, shared, params):

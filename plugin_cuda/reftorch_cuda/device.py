@@ -301,13 +301,14 @@ class Driver:
     # --- kernels ----------------------------------------------------------------------------
     def function(self, index, program, name_expression):
         """The CUfunction for one instantiation of `program` on device `index`. The first
-        call compiles the program for the device's arch (or finds it in the cache) and loads
-        it into the device's context; later calls are a dictionary lookup."""
+        call compiles that instantiation alone for the device's arch (or finds it in the
+        cache) and loads it into the device's context; later calls are a dictionary
+        lookup."""
         key = (index, program, name_expression)
         found = self._functions.get(key)
         if found is None:
             with self._lock:
-                compiled = program.compile(self.arch(index))
+                compiled = program.compile_expression(self.arch(index), name_expression)
                 module = self._modules.get((index, compiled.key))
                 if module is None:
                     self.activate(index)

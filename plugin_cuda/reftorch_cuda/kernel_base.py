@@ -70,8 +70,20 @@ class Program:
         return expression in self._names
 
     def compile(self, arch, cache=None, options=nvrtc.DEFAULT_OPTIONS):
+        """Every instantiation in one NVRTC run (the CI compile test: about the CPU time
+        of compiling them one by one, without parsing the source once per kernel)."""
         return nvrtc.compile(self.source(), self.filename, arch=arch, options=options,
                              name_expressions=self.name_expressions, cache=cache)
+
+    def compile_expression(self, arch, expression, cache=None, options=nvrtc.DEFAULT_OPTIONS):
+        """Only `expression`'s instantiation, cached (memory and disk) under a key that
+        names it: what a kernel's first launch compiles, so a first convolution waits for
+        one kernel, not for every kind and dtype of conv.cu. An earlier compile of the
+        whole program in this process serves it too (nvrtc.ProgramCache.get)."""
+        if not self.has(expression):
+            raise KeyError(f"{self.filename} has no instantiation {expression!r}")
+        return nvrtc.compile(self.source(), self.filename, arch=arch, options=options,
+                             name_expressions=(expression,), cache=cache)
 
 
 @functools.lru_cache(maxsize=None)

@@ -15,6 +15,10 @@ typedef long long rt_int64;
 struct uint4 { unsigned x, y, z, w; };
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 static struct { unsigned x; } threadIdx;
+inline unsigned __umulhi(unsigned a, unsigned b) {
+    return (unsigned)(((unsigned long long)a * b) >> 32);
+}
+inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
 struct rt_float16 { unsigned short bits; };
 struct rt_bfloat16 { unsigned short bits; };
 template <typename T> struct Arith {
@@ -22,6 +26,8 @@ template <typename T> struct Arith {
     static T store(T v) { return v; }
 };
 template <int R, int BK> void tile_coords(int, bool, int&, int&) {}
+template <int BK> void chunk_along_k(int, int&, int&) {}
+inline uint4 pack_chunk(const unsigned (&)[8]) { return {}; }
 template <typename T, typename P> void simt_product(const P&) {}
 template <typename T, typename P> void mma_product(const P&) {}
 
@@ -52,7 +58,7 @@ static int maps(const ConvArgs& p, long long* a, long long* b, double* out) {
             edges_ok &= as.offset(as.row(p.m), k) == -1 && bs.offset(bs.row(p.n), k) == -1;
         for (rt_int64 r = 0; r < p.m; ++r)
             for (rt_int64 c = 0; c < p.n; ++c)
-                Kind::store(p, out, (const double*)zero_bias, bi, r, c,
+                Kind::store(p, Kind::columns(p), out, (const double*)zero_bias, bi, r, c,
                             (double)((bi * p.m + r) * p.n + c));
     }
     return edges_ok ? 0 : 2;
@@ -64,4 +70,12 @@ extern "C" int conv_maps(int kind, const ConvArgs* p, long long* a, long long* b
         case 1: return maps<ConvTransposed>(*p, a, b, out);
         default: return maps<ConvWeightGrad>(*p, a, b, out);
     }
+}
+
+// conv.cu's Divisor against the division operator: the first n of `count` (n, d) pairs where
+// they differ, or -1.
+extern "C" long long divisor_mismatch(const int* n, const int* d, long long count) {
+    for (long long i = 0; i < count; ++i)
+        if (n[i] / divisor(d[i]) != n[i] / d[i]) return i;
+    return -1;
 }

@@ -57,41 +57,69 @@ struct ConvArgs {
 };
 static_assert(sizeof(ConvArgs) == 41 * 8 + 8, "ConvArgs layout");
 
+// n / d for 0 <= n < 2**31 and 1 <= d < 2**31 as a multiply-high, an add and a shift, with
+// the divisor's multiplier worked out once (the round-up method of Granlund and Montgomery:
+// shift = ceil(log2 d), magic = floor(2**32 * (2**shift - d) / d) + 1, which is below 2**32;
+// then n / d = (umulhi(n, magic) + n) >> shift exactly, and the sum stays below 2**32). The
+// operand sources split an index into coordinates for every element they load; GPUs have no
+// integer divide instruction, so each `/` by a plain int was a long inlined sequence, several
+// hundred of them per kernel, and ptxas spent about 40% of conv.cu's compile time on them.
+struct Divisor {
+    int value;
+    unsigned magic;
+    int shift;
+};
+
+__device__ __forceinline__ Divisor divisor(int d) {
+    const unsigned long long u = d > 1 ? d : 1;   // an empty dim's 0: nothing is split by it
+    const int shift = d > 1 ? 32 - __clz(d - 1) : 0;
+    const unsigned long long magic = ((1ull << 32) * ((1ull << shift) - u)) / u + 1;
+    return Divisor{d, (unsigned)magic, shift};
+}
+
+__device__ __forceinline__ int operator/(int n, const Divisor& d) {
+    return (int)((__umulhi((unsigned)n, d.magic) + (unsigned)n) >> d.shift);
+}
+
 // The sizes (Z, Y, X) of a row-major (z, y, x) index, as the products the splits divide by.
 struct Extent3 {
-    int zyx, yx, x;
+    Divisor zyx, yx, x;
 };
 
 __device__ __forceinline__ Extent3 extent3(const rt_int64 (&size)[3]) {
-    return Extent3{(int)(size[0] * size[1] * size[2]), (int)(size[1] * size[2]), (int)size[2]};
+    return Extent3{divisor((int)(size[0] * size[1] * size[2])), divisor((int)(size[1] * size[2])),
+                   divisor((int)size[2])};
 }
 
 // An index t below e.zyx -> (z, y, x). A unit Z (every 1-D and 2-D problem) skips its
 // division: z is 0 and t already below Y*X.
 __device__ __forceinline__ void split3(int t, const Extent3& e, int& z, int& y, int& x) {
     z = 0;
-    if (e.zyx != e.yx) {
+    if (e.zyx.value != e.yx.value) {
         z = t / e.yx;
-        t -= z * e.yx;
+        t -= z * e.yx.value;
     }
     y = t / e.x;
-    x = t - y * e.x;
+    x = t - y * e.x.value;
 }
 
 // Any index t -> (slow, z, y, x), slow the count of whole (Z, Y, X) blocks.
 __device__ __forceinline__ void split4(int t, const Extent3& e, int& slow, int& z, int& y,
                                        int& x) {
     slow = t / e.zyx;
-    split3(t - slow * e.zyx, e, z, y, x);
+    split3(t - slow * e.zyx.value, e, z, y, x);
 }
 
-// One spatial dim of the image side of a problem (32-bit: the host checks the bounds).
+// One spatial dim of the image side of a problem (32-bit: the host checks the bounds);
+// `step` divides by the stride (a transposed convolution's gather).
 struct Axis {
     int in, stride, pad, dil;
+    Divisor step;
 };
 
 __device__ __forceinline__ Axis axis(const ConvArgs& p, int d) {
-    return Axis{(int)p.in_size[d], (int)p.stride[d], (int)p.pad[d], (int)p.dil[d]};
+    return Axis{(int)p.in_size[d], (int)p.stride[d], (int)p.pad[d], (int)p.dil[d],
+                divisor((int)p.stride[d])};
 }
 
 // --- operand sources: (row, depth) -> element offset, or -1 for a zero ------------------------
@@ -99,29 +127,61 @@ __device__ __forceinline__ Axis axis(const ConvArgs& p, int d) {
 // the rest (once per tile). K_FAST: whether consecutive depths are the nearer addresses (the
 // SIMT readers then give consecutive threads consecutive depths).
 
-// A filter operand: rows are output channels, depth (c, kd, kh, kw) (the weight, either way
-// round).
-struct FilterRows {
+// A tensor read as strided rows whose depth is a row-major (slow, z, y, x) index over four of
+// its dims, `inner` the (z, y, x) extent. The filter operand: rows are output channels, depth
+// (c, kd, kh, kw) (the weight, either way round). The output gradient of a weight gradient:
+// rows are output channels, depth (n, oz, oy, ox).
+struct StridedRows {
     enum { K_FAST = 1 };
     struct Row { rt_int64 base; bool in; };
-    rt_int64 base, s_row, s_c, s_d, s_h, s_w;
+    rt_int64 base, s_row, s_slow, s_d, s_h, s_w;
     int rows, depth;
-    Extent3 taps;
+    Extent3 inner;
 
     __device__ __forceinline__ Row row(rt_int64 r) const { return Row{base + r * s_row, r < rows}; }
     __device__ __forceinline__ rt_int64 offset(const Row& row, rt_int64 k) const {
         if (!row.in || k >= depth) return -1;
-        int c, kd, kh, kw;
-        split4((int)k, taps, c, kd, kh, kw);
-        return row.base + c * s_c + kd * s_d + kh * s_h + kw * s_w;
+        int slow, z, y, x;
+        split4((int)k, inner, slow, z, y, x);
+        return row.base + slow * s_slow + z * s_d + y * s_h + x * s_w;
+    }
+};
+typedef StridedRows FilterRows;
+typedef StridedRows GradRows;
+
+// How the window of output position o meets the image along one axis: start(o) is what a
+// row keeps (once per product), input(start, t) the input index tap t reads, or -1 for a zero.
+// A convolution reads input o * stride - pad + t * dil (-1 in the zero padding).
+struct DirectWindow {
+    static __device__ __forceinline__ int start(const Axis& a, int o) {
+        return o * a.stride - a.pad;
+    }
+    static __device__ __forceinline__ int input(const Axis& a, int start, int t) {
+        const int i = start + t * a.dil;
+        return i >= 0 && i < a.in ? i : -1;
     }
 };
 
-// The image's window elements of the output positions (an implicit im2col): rows are output
-// positions (oz, oy, ox), depth (c, kd, kh, kw).
-struct ImageColumns {
+// A transposed convolution's output position o gathers, through tap t, the input i with
+// i * stride == o + pad - t * dil (-1 when there is none in [0, in): a stride gap or past the
+// border).
+struct GatherWindow {
+    static __device__ __forceinline__ int start(const Axis& a, int o) { return o + a.pad; }
+    static __device__ __forceinline__ int input(const Axis& a, int start, int t) {
+        const int u = start - t * a.dil;
+        if (u < 0) return -1;
+        const int i = u / a.step;
+        return i * a.stride == u && i < a.in ? i : -1;
+    }
+};
+
+// The image elements the output positions' windows read (an implicit im2col; Window: a
+// convolution's or a transposed one's): rows are output positions (oz, oy, ox), depth
+// (c, kd, kh, kw).
+template <typename Window>
+struct WindowColumns {
     enum { K_FAST = 0 };
-    struct Row { int z0, y0, x0; bool in; };
+    struct Row { int z, y, x; bool in; };   // each axis's Window::start
     rt_int64 base, s_c, s_d, s_h, s_w;
     int positions, depth;
     Extent3 out, taps;
@@ -131,72 +191,20 @@ struct ImageColumns {
         const bool in = r < positions;
         int oz, oy, ox;
         split3(in ? (int)r : 0, out, oz, oy, ox);
-        return Row{oz * d.stride - d.pad, oy * h.stride - h.pad, ox * w.stride - w.pad, in};
+        return Row{Window::start(d, oz), Window::start(h, oy), Window::start(w, ox), in};
     }
     __device__ __forceinline__ rt_int64 offset(const Row& row, rt_int64 k) const {
         if (!row.in || k >= depth) return -1;
         int c, kd, kh, kw;
         split4((int)k, taps, c, kd, kh, kw);
-        const int z = row.z0 + kd * d.dil, y = row.y0 + kh * h.dil, x = row.x0 + kw * w.dil;
-        if (z < 0 || z >= d.in || y < 0 || y >= h.in || x < 0 || x >= w.in)
-            return -1;                                              // the zero padding
-        return base + c * s_c + z * s_d + y * s_h + x * s_w;
-    }
-};
-
-// The input index i with i * stride == t, or -1 when there is none in [0, size). A unit
-// stride (every 1-D/2-D problem's depth, and most input gradients) skips the division.
-__device__ __forceinline__ int gathered_index(int t, const Axis& a) {
-    if (t < 0) return -1;
-    const int i = a.stride == 1 ? t : t / a.stride;
-    return i * a.stride == t && i < a.in ? i : -1;
-}
-
-// The input elements a transposed convolution's output positions gather: rows are output
-// positions (z, y, x), depth (c, kd, kh, kw); tap (kd, kh, kw) reaches input row iy when
-// iy * stride_h == y + pad_h - kh * dil_h (depth and width alike).
-struct TransposedColumns {
-    enum { K_FAST = 0 };
-    struct Row { int tz, ty, tx; bool in; };
-    rt_int64 base, s_c, s_d, s_h, s_w;
-    int positions, depth;
-    Extent3 out, taps;
-    Axis d, h, w;
-
-    __device__ __forceinline__ Row row(rt_int64 r) const {
-        const bool in = r < positions;
-        int z, y, x;
-        split3(in ? (int)r : 0, out, z, y, x);
-        return Row{z + d.pad, y + h.pad, x + w.pad, in};
-    }
-    __device__ __forceinline__ rt_int64 offset(const Row& row, rt_int64 k) const {
-        if (!row.in || k >= depth) return -1;
-        int c, kd, kh, kw;
-        split4((int)k, taps, c, kd, kh, kw);
-        const int iz = gathered_index(row.tz - kd * d.dil, d);
-        const int iy = gathered_index(row.ty - kh * h.dil, h);
-        const int ix = gathered_index(row.tx - kw * w.dil, w);
+        const int iz = Window::input(d, row.z, kd), iy = Window::input(h, row.y, kh),
+                  ix = Window::input(w, row.x, kw);
         if (iz < 0 || iy < 0 || ix < 0) return -1;
         return base + c * s_c + iz * s_d + iy * s_h + ix * s_w;
     }
 };
-
-// The output gradient of a weight gradient: rows are output channels, depth (n, oz, oy, ox).
-struct GradRows {
-    enum { K_FAST = 1 };
-    struct Row { rt_int64 base; bool in; };
-    rt_int64 base, s_row, s_n, s_d, s_h, s_w;
-    int rows, depth;
-    Extent3 out;
-
-    __device__ __forceinline__ Row row(rt_int64 r) const { return Row{base + r * s_row, r < rows}; }
-    __device__ __forceinline__ rt_int64 offset(const Row& row, rt_int64 k) const {
-        if (!row.in || k >= depth) return -1;
-        int n, oz, oy, ox;
-        split4((int)k, out, n, oz, oy, ox);
-        return row.base + n * s_n + oz * s_d + oy * s_h + ox * s_w;
-    }
-};
+typedef WindowColumns<DirectWindow> ImageColumns;
+typedef WindowColumns<GatherWindow> TransposedColumns;
 
 // The image's elements under tap (c, kd, kh, kw) of every window: rows are the taps (the
 // weight gradient's columns), depth the windows (n, oz, oy, ox).
@@ -273,9 +281,7 @@ struct GatherChunkReader {
         : base(base_), src(src_) {
 #pragma unroll
         for (int q = 0; q < P; ++q) {
-            const int c = threadIdx.x + q * RT_GEMM_THREADS;
-            r[q] = c / (BK / 8);
-            kk[q] = (c % (BK / 8)) * 8;
+            chunk_along_k<BK>(threadIdx.x + q * RT_GEMM_THREADS, r[q], kk[q]);
             row[q] = src.row(r0 + r[q]);
         }
     }
@@ -289,8 +295,7 @@ struct GatherChunkReader {
                 const rt_int64 at = src.offset(row[q], k0 + kk[q] + j);
                 half[j] = at >= 0 ? base[at] : 0u;  // 0: +0.0 in both formats
             }
-            reg[q] = make_uint4(half[0] | half[1] << 16, half[2] | half[3] << 16,
-                                half[4] | half[5] << 16, half[6] | half[7] << 16);
+            reg[q] = pack_chunk(half);
         }
     }
 
@@ -305,15 +310,15 @@ struct GatherChunkReader {
 // --- the three convolutions -------------------------------------------------------------------
 
 // An activation output element (forward and transposed): channel g*Og + row of image n, at
-// output position col = (oz, oy, ox); the bias added to the chain's value, one rounding when
-// stored.
+// output position col = (oz, oy, ox) (`cols`: the output's extent); the bias added to the
+// chain's value, one rounding when stored.
 template <typename T, typename A>
-__device__ __forceinline__ void store_activation(const ConvArgs& p, T* out, const T* bias,
-                                                 rt_int64 bi, rt_int64 row, rt_int64 col,
-                                                 A acc) {
+__device__ __forceinline__ void store_activation(const ConvArgs& p, const Extent3& cols, T* out,
+                                                 const T* bias, rt_int64 bi, rt_int64 row,
+                                                 rt_int64 col, A acc) {
     const rt_int64 n = bi / p.groups, channel = (bi - n * p.groups) * p.group_out + row;
     int oz, oy, ox;
-    split3((int)col, extent3(p.out_size), oz, oy, ox);
+    split3((int)col, cols, oz, oy, ox);
     A v = acc;
     if (p.has_bias) v = v + (A)Arith<T>::load(bias[channel * p.bias_stride]);
     const rt_int64* s = p.out_strides;
@@ -339,12 +344,17 @@ __device__ __forceinline__ FilterRows filter_rows(const ConvArgs& p, rt_int64 fi
                       extent3(p.kernel)};
 }
 
-// What the forward and the transposed problem share: their output is an activation.
+// What the forward and the transposed problem share: their output is an activation, whose
+// columns are the output positions.
 struct ActivationOutput {
+    static __device__ __forceinline__ Extent3 columns(const ConvArgs& p) {
+        return extent3(p.out_size);
+    }
     template <typename T, typename A>
-    static __device__ __forceinline__ void store(const ConvArgs& p, T* out, const T* bias,
-                                                 rt_int64 bi, rt_int64 row, rt_int64 col, A acc) {
-        store_activation(p, out, bias, bi, row, col, acc);
+    static __device__ __forceinline__ void store(const ConvArgs& p, const Extent3& cols, T* out,
+                                                 const T* bias, rt_int64 bi, rt_int64 row,
+                                                 rt_int64 col, A acc) {
+        store_activation(p, cols, out, bias, bi, row, col, acc);
     }
 };
 
@@ -387,12 +397,16 @@ struct ConvWeightGrad {
                          (int)p.k, extent3(p.out_size), extent3(p.kernel), axis(p, 0),
                          axis(p, 1), axis(p, 2)};
     }
+    static __device__ __forceinline__ Extent3 columns(const ConvArgs& p) {
+        return extent3(p.kernel);
+    }
     // Weight-gradient element (g*Og + row, c, kd, kh, kw), col = (c, kd, kh, kw); no bias.
     template <typename T, typename A>
-    static __device__ __forceinline__ void store(const ConvArgs& p, T* out, const T*,
-                                                 rt_int64 g, rt_int64 row, rt_int64 col, A acc) {
+    static __device__ __forceinline__ void store(const ConvArgs& p, const Extent3& cols, T* out,
+                                                 const T*, rt_int64 g, rt_int64 row,
+                                                 rt_int64 col, A acc) {
         int c, kd, kh, kw;
-        split4((int)col, extent3(p.kernel), c, kd, kh, kw);
+        split4((int)col, cols, c, kd, kh, kw);
         const rt_int64* s = p.out_strides;
         out[(g * p.group_out + row) * s[0] + c * s[1] + kd * s[2] + kh * s[3] + kw * s[4]] =
             Arith<T>::store(acc);
@@ -406,6 +420,7 @@ struct ConvProblem {
     ConvArgs p;   // a copy: with a reference, as MatrixProduct has, mma kernels take more registers
     T* out;
     const T *x, *f, *bias;
+    Extent3 cols;   // what a column index splits by (worked out once, not per stored element)
 
     __device__ __forceinline__ rt_int64 batch() const { return p.batch; }
     __device__ __forceinline__ rt_int64 m() const { return p.m; }
@@ -437,30 +452,21 @@ struct ConvProblem {
     }
     template <typename A>
     __device__ __forceinline__ void store(rt_int64 bi, rt_int64 row, rt_int64 col, A acc) const {
-        Kind::store(p, out, bias, bi, row, col, acc);
+        Kind::store(p, cols, out, bias, bi, row, col, acc);
     }
 };
 
 // float and double on the CUDA cores, the 16-bit types on the tensor cores.
-template <typename T> struct ProductPath {
-    template <typename Problem>
-    static __device__ __forceinline__ void run(const Problem& prob) { simt_product<T>(prob); }
-};
-template <> struct ProductPath<rt_float16> {
-    template <typename Problem>
-    static __device__ __forceinline__ void run(const Problem& prob) {
-        mma_product<rt_float16>(prob);
-    }
-};
-template <> struct ProductPath<rt_bfloat16> {
-    template <typename Problem>
-    static __device__ __forceinline__ void run(const Problem& prob) {
-        mma_product<rt_bfloat16>(prob);
-    }
-};
+template <typename T> struct OnTensorCores { enum { value = 0 }; };
+template <> struct OnTensorCores<rt_float16> { enum { value = 1 }; };
+template <> struct OnTensorCores<rt_bfloat16> { enum { value = 1 }; };
 
 template <typename T, typename Kind>
 __global__ void __launch_bounds__(RT_GEMM_THREADS)
 conv_kernel(const ConvArgs p, T* out, const T* x, const T* f, const T* bias) {
-    ProductPath<T>::run(ConvProblem<T, Kind>{p, out, x, f, bias});
+    const ConvProblem<T, Kind> prob{p, out, x, f, bias, Kind::columns(p)};
+    if constexpr (OnTensorCores<T>::value)
+        mma_product<T>(prob);
+    else
+        simt_product<T>(prob);
 }

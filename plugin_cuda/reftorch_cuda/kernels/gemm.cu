@@ -291,6 +291,21 @@ __device__ __forceinline__ unsigned shared_word(const unsigned short* p) {
     return *reinterpret_cast<const unsigned*>(p);
 }
 
+// Eight 16-bit elements, each the low half of its `half[j]`, as one 16-byte word in order
+// (the first in the low half of x): a chunk as the tensor-core readers keep it in registers.
+__device__ __forceinline__ uint4 pack_chunk(const unsigned (&half)[8]) {
+    return make_uint4(half[0] | half[1] << 16, half[2] | half[3] << 16,
+                      half[4] | half[5] << 16, half[6] | half[7] << 16);
+}
+
+// Tile coordinates (r, kk) of chunk c when chunks run along k (8 depths each): consecutive
+// chunks cover a row's BK depths, then the next row.
+template <int BK>
+__device__ __forceinline__ void chunk_along_k(int c, int& r, int& kk) {
+    r = c / (BK / 8);
+    kk = (c % (BK / 8)) * 8;
+}
+
 // One thread's share of the loads of a 16-bit operand's R x BK tiles, in chunks of 8
 // elements along the operand's stride-1 dim (k or r; r when neither has stride 1), as one
 // 16-byte word: 8 elements in order, the first in the low half of word x. A chunk is one
@@ -319,8 +334,7 @@ struct ChunkReader {
         for (int q = 0; q < P; ++q) {
             const int c = threadIdx.x + q * RT_GEMM_THREADS;
             if (along_k) {
-                r[q] = c / (BK / 8);
-                kk[q] = (c % (BK / 8)) * 8;
+                chunk_along_k<BK>(c, r[q], kk[q]);
             } else {
                 r[q] = (c / BK) * 8;
                 kk[q] = c % BK;
@@ -348,8 +362,7 @@ struct ChunkReader {
                                         : gk < depth && gr + j < rows;
                 half[j] = in ? at[j * step] : 0u;  // 0: +0.0 in both formats
             }
-            reg[q] = make_uint4(half[0] | half[1] << 16, half[2] | half[3] << 16,
-                                half[4] | half[5] << 16, half[6] | half[7] << 16);
+            reg[q] = pack_chunk(half);
         }
     }
 
