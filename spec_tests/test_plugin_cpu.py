@@ -732,19 +732,45 @@ def test_nll_loss_backward_total_weight_needs_one_grad_value():
     assert out.tolist() == [-1.0, 0.0, 0.0, -1.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("preset", [None, "ACTIVE"])
+@pytest.mark.parametrize("preset", [None, ("OMP_WAIT_POLICY", "ACTIVE"),
+                                    ("GOMP_SPINCOUNT", "5")])
 def test_loading_leaves_the_openmp_environment_as_it_was(preset):
-    """The plugin loads libgomp with a passive wait policy but restores the environment (and
-    never overrides a policy the user chose)."""
+    """The plugin loads libgomp with a short spin count but restores the environment (and
+    never overrides a policy or spin count the user chose)."""
+    import subprocess
+    import sys
+    names = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    if preset:
+        env[preset[0]] = preset[1]
+    code = ("import os, reftorch_cpu; print(os.environ.get('OMP_WAIT_POLICY'), "
+            "os.environ.get('GOMP_SPINCOUNT'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()[-2:]
+    assert out == [env.get(name, "None") for name in names]
+
+
+def test_libgomp_is_loaded_spinning_briefly():
+    """While the extension loads libgomp, GOMP_SPINCOUNT holds the plugin's short count (read
+    by libgomp then), and no wait policy is forced."""
     import subprocess
     import sys
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    if preset:
-        env["OMP_WAIT_POLICY"] = preset
-    code = "import os, reftorch_cpu; print(os.environ.get('OMP_WAIT_POLICY'))"
+    code = """
+import importlib, os
+seen = []
+real = importlib.import_module
+def spy(name, *args):
+    if name.endswith("._C"):
+        seen.append((os.environ.get("GOMP_SPINCOUNT"), os.environ.get("OMP_WAIT_POLICY")))
+    return real(name, *args)
+importlib.import_module = spy
+import reftorch_cpu
+print(seen[0][0], seen[0][1], reftorch_cpu.SPIN_COUNT)
+"""
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True).stdout.split()[-1]
-    assert out == str(preset)
+                         text=True, check=True).stdout.split()[-3:]
+    assert out == ["1000", "None", "1000"]
 
 
 _MALLINFO_PROBE = """
