@@ -732,3 +732,23 @@ def test_sizes_whose_product_overflows_are_still_bounds_checked():
         _gemm.gemm((big, big, 4, 1), out, 0, (0, 4, 1), a, 0, (0, 0, 0), b, 0, (0, 0, 1), 1.0,
                    0.0, None, 0, (0, 0, 0))
     assert out.tolist() == [0.0] * 4
+
+
+def test_convolution_sizes_whose_products_overflow_are_refused():
+    """A batch of 2**32 images of 2**32 output channels: the output's numel wraps 64 bits
+    to 0. conv2d once read that as an empty output and skipped its bounds check (x and the
+    weight pass theirs with all-zero strides), then wrote far past `out` (a segfault). Now
+    the sizes are refused before any memory is touched; so is a dilation whose span
+    overflows."""
+    big = 1 << 32
+    out = np.zeros(8, np.float32)
+    x = np.ones(8, np.float32)
+    args = [out, 0, x, 0, (big, 1, 1, 1), (0, 0, 0, 0), x, 0, (0, 0), big, (1, 1), (1, 1),
+            (1, 1), (0, 0), (1, 1), None, 0, 0]
+    with pytest.raises(ValueError, match="overflow"):
+        _gemm.conv2d(*args)
+    wide = list(args)
+    wide[4], wide[9], wide[10], wide[14] = (1, 1, 1, 1), 1, (1 << 20, 1), (1 << 58, 1)
+    with pytest.raises(ValueError, match="overflow"):
+        _gemm.conv2d(*wide)
+    assert out.tolist() == [0.0] * 8

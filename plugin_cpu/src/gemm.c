@@ -603,11 +603,33 @@ static int parse_conv(PyObject *const *args, long long xshape[4], long long xst[
                             "padding or dilation");
             return -1;
         }
-        long long expect = (xshape[2 + d] + 2 * pad[d] - dil[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
+        long long span, padded, expect;
+        if (__builtin_mul_overflow(dil[d], kernel[d] - 1, &span) ||
+            __builtin_mul_overflow(pad[d], 2, &padded) ||
+            __builtin_add_overflow(xshape[2 + d], padded, &padded)) {
+            PyErr_SetString(PyExc_ValueError, "conv2d(): sizes overflow");
+            return -1;
+        }
+        expect = (padded - span - 1) / stride[d] + 1;
         if (expect < 0) expect = 0;
         if (osize[d] != expect) {
             PyErr_SetString(PyExc_ValueError, "conv2d(): out_size does not match the input");
             return -1;
+        }
+    }
+    /* The callers multiply sizes (the output's and the columns' numel, the weight's, their
+     * partial products, strides made of them): every such product must fit in 64 bits, or a
+     * wrapped one would make a view look empty or small and skip its bounds check. */
+    const long long products[3][4] = {{xshape[0], xshape[1], xshape[2], xshape[3]},
+                                      {xshape[0], *oc, osize[0], osize[1]},
+                                      {*oc, xshape[1], kernel[0], kernel[1]}};
+    for (int i = 0; i < 3; i++) {
+        long long p = 1;
+        for (int j = 0; j < 4; j++) {   /* (a zero factor is 1 here: the partials count) */
+            if (__builtin_mul_overflow(p, products[i][j] > 0 ? products[i][j] : 1, &p)) {
+                PyErr_SetString(PyExc_ValueError, "conv2d(): sizes overflow");
+                return -1;
+            }
         }
     }
     const conv_geometry geometry = {xshape[2], xshape[3], kernel[0], kernel[1], osize[0],
