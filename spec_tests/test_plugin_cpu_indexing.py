@@ -33,20 +33,6 @@ def plugin_loaded():
         reftorch.plugins.unload("cpu")
 
 
-def _register_untuned(registrar):
-    for name, kernel in indexing.UNTUNED.items():
-        registrar.kernel(name, "cpu", indexing.VALUE_DTYPES, kernel)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def untuned_loaded(plugin_loaded):
-    """index_select is not registered by default (np.take wins on mid-sized calls); its
-    kernel is still checked here, registered as a plugin of its own."""
-    assert reftorch.plugins.load("cpu-untuned", _register_untuned) is not None
-    yield
-    reftorch.plugins.unload("cpu-untuned")
-
-
 @pytest.fixture(params=["threshold", "no-threshold"])
 def threshold(request, monkeypatch):
     """Run with the real decline threshold, and with none so small cases reach C too."""
@@ -156,17 +142,9 @@ def errors_match(fn, must_raise=True):
                                 "scatter_value", "scatter_reduce_two_", "scatter_add",
                                 "index_add", "put"])
 def test_serves_indexing_ops(op):
-    plugin = "cpu-untuned" if op in indexing.UNTUNED else "cpu"
-    assert reftorch.plugins.serving(op, "cpu", reftorch.float32) == plugin
+    assert reftorch.plugins.serving(op, "cpu", reftorch.float32) == "cpu"
     if op != "embedding":
-        assert reftorch.plugins.serving(op, "cpu", reftorch.int32) == plugin
-
-
-def test_untuned_kernels_are_not_registered_by_default():
-    registered = []
-    indexing.register(type("Registrar", (), {
-        "kernel": lambda self, name, *rest: registered.append(name)})())
-    assert not set(indexing.UNTUNED) & set(registered)
+        assert reftorch.plugins.serving(op, "cpu", reftorch.int32) == "cpu"
 
 
 def test_other_dtypes_go_to_the_reference(no_threshold):

@@ -53,14 +53,16 @@ def register(registrar):
     """Register every indexing kernel with reftorch (called by reftorch_cpu.register)."""
     # take is served since the gather loop went vector (AVX-512 index runs): 2-core x86-64,
     # float32 op times, plugin vs reference (np.take): 512 of 1,000 elements 9.8 vs 11.8 us,
-    # 65,536 of 100,000 85 vs 243 us, 262,144 of 1M 0.54 vs 1.8 ms. index_select is not:
-    # large calls win (1M x 16 rows 22 vs 38 ms, 10k x 1024 9.4 vs 13 ms) but mid-sized ones
-    # from a cache-resident source lose to np.take (4,096 x 16 rows of 1,000: 78 vs 48 us),
-    # so it waits in UNTUNED (tested there) for a size rule. put: the C loop wraps negative
+    # 65,536 of 100,000 85 vs 243 us, 262,144 of 1M 0.54 vs 1.8 ms. index_select, float32
+    # rows, 2 threads, plugin vs reference: 1,024 x 16 of 1,000 13 vs 19 us, 4,096 x 16 36 vs
+    # 56 us, 1,024 x 64 32 vs 44 us, 65,536 x 1 74 vs 269 us, 1M x 16 13.8 vs 30.7 ms (it
+    # lost mid-sized calls while OpenMP threads slept between kernels: see
+    # reftorch_cpu.SPIN_COUNT). put: the C loop wraps negative
     # indices and checks them as it goes, where the reference makes NumPy passes for both;
     # op times, float32, one thread, plugin vs reference: 512 writes into 1,000 elements
     # 9.0 vs 17.6 us, 65,536 into 100,000 385 vs 537 us, 1M into 1M 6.8 vs 9.2 ms (the
     # random writes themselves cost about as much in either).
+    registrar.kernel("index_select", "cpu", VALUE_DTYPES, index_select_kernel)
     registrar.kernel("take", "cpu", VALUE_DTYPES, take_kernel)
     registrar.kernel("embedding", "cpu", (D.float32, D.float64), embedding_kernel)
     registrar.kernel("gather", "cpu", VALUE_DTYPES, gather_kernel)
@@ -287,7 +289,3 @@ def _alpha(alpha, dtype):
     info = np.iinfo(dtype.numpy_dtype)
     return alpha if info.min <= alpha <= info.max else None
 
-
-# Kernels that work but lose to the reference on some sizes (see register); tests still
-# exercise them.
-UNTUNED = {"index_select": index_select_kernel}
