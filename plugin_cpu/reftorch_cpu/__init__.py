@@ -37,9 +37,10 @@ def _load_openmp_briefly_spinning():
     (measured on this 2-core one, where an empty region between busy ones costs ~1.5 us):
     float32 sum of 64 Ki elements took 14 us on 2 threads and 4 us on one. GOMP_SPINCOUNT=1000
     keeps a thread spinning about 20-50 us: long enough to catch the next kernel of a step,
-    short enough to hand the core back. Ours alone, best of 3-4 runs each, sleeping vs this:
-    MLP step 9.1 vs 7.2 ms, LeNet step 9.6 vs 8.2 ms, cross_entropy forward+backward (256,
-    1000) 479 vs 417 us, exp of 64 Ki elements 40 vs 30 us; 4M-element reductions unchanged.
+    short enough to hand the core back. Ours alone, sleeping vs this, the best of 3-4 runs
+    in each of two alternating series: MLP step 9.1-9.6 vs 7.2-8.9 ms, LeNet step 9.6-11.1
+    vs 8.2-9.9 ms, cross_entropy forward+backward (256, 1000) 479-582 vs 417-452 us, exp of
+    64 Ki elements 40-53 vs 30-32 us; 4M-element reductions unchanged.
     The setting applies only while our extension loads libgomp: the environment is restored
     (and a libgomp some other library loaded earlier keeps its own settings)."""
     chosen = "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ
