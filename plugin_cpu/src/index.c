@@ -212,8 +212,8 @@ AVX512 static inline void copy_row(char *out, const char *src, ptrdiff_t bytes)
     {                                                                                        \
         const ptrdiff_t bytes = count * (ptrdiff_t)sizeof(U);                                \
         for (ptrdiff_t r = 0; r < rows; r++) {                                               \
-            long long v = (long long)*(const I *)(index + r * index_row * (ptrdiff_t)sizeof(I)); \
-            if (v < 0 && wrap) v += K;                                                       \
+            const long long v = WRAPPED(                                                     \
+                (long long)*(const I *)(index + r * index_row * (ptrdiff_t)sizeof(I)), K, wrap); \
             if (!INDEX_OK(v, K)) return r;                                                   \
             copy_row(out + r * out_row * (ptrdiff_t)sizeof(U),                               \
                      src + (r * src_row + (ptrdiff_t)v * ks) * (ptrdiff_t)sizeof(U), bytes); \
@@ -264,8 +264,7 @@ DEFINE_VECTOR_ROWS(vector_rows_u64_i32, uint64_t, int32_t)
             const U *s = src + off[OP_SRC];                                                  \
             const I *ix = index + off[OP_IDX];                                               \
             if (si == 0) { /* one index for the whole run: index_select, embedding rows */   \
-                long long v = (long long)ix[0];                                              \
-                if (v < 0 && wrap) v += K;                                                   \
+                const long long v = WRAPPED((long long)ix[0], K, wrap);                      \
                 if (!INDEX_OK(v, K)) {                                                       \
                     bad->position = start;                                                   \
                     bad->value = (long long)ix[0];                                           \
@@ -281,8 +280,7 @@ DEFINE_VECTOR_ROWS(vector_rows_u64_i32, uint64_t, int32_t)
                 if (G->vector_run && so == 1 && si == 1)                                     \
                     i = G->vector_run(o, s, ix, count, ss, ks, K, wrap);                     \
                 for (; i < count; i++) {                                                     \
-                    long long v = (long long)ix[i * si];                                     \
-                    if (v < 0 && wrap) v += K;                                               \
+                    const long long v = WRAPPED((long long)ix[i * si], K, wrap);             \
                     if (!INDEX_OK(v, K)) {                                                   \
                         bad->position = start + i;                                           \
                         bad->value = (long long)ix[i * si];                                  \
