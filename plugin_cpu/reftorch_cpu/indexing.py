@@ -57,11 +57,11 @@ def register(registrar):
     # rows, 2 threads, plugin vs reference: 1,024 x 16 of 1,000 13 vs 19 us, 4,096 x 16 36 vs
     # 56 us, 1,024 x 64 32 vs 44 us, 65,536 x 1 74 vs 269 us, 1M x 16 13.8 vs 30.7 ms (it
     # lost mid-sized calls while OpenMP threads slept between kernels: see
-    # reftorch_cpu.SPIN_COUNT). put: the C loop wraps negative
-    # indices and checks them as it goes, where the reference makes NumPy passes for both;
-    # op times, float32, one thread, plugin vs reference: 512 writes into 1,000 elements
-    # 9.0 vs 17.6 us, 65,536 into 100,000 385 vs 537 us, 1M into 1M 6.8 vs 9.2 ms (the
-    # random writes themselves cost about as much in either).
+    # reftorch_cpu.SPIN_COUNT). put: the C loop wraps negative indices and checks them as it
+    # goes, where the reference makes NumPy passes for both; op times, float32, one thread,
+    # plugin vs reference: 512 writes into 1,000 elements 9.0 vs 17.6 us, 65,536 into
+    # 100,000 385 vs 537 us, 1M into 1M 6.8 vs 9.2 ms (the random writes themselves cost
+    # about as much in either).
     registrar.kernel("index_select", "cpu", VALUE_DTYPES, index_select_kernel)
     registrar.kernel("take", "cpu", VALUE_DTYPES, take_kernel)
     registrar.kernel("embedding", "cpu", (D.float32, D.float64), embedding_kernel)

@@ -922,8 +922,8 @@ TAKE = structured.declare("take", _take_kernel, family="indexing")
 
 
 def _check_flat_index(fn, index):
-    """index is an int64 tensor (its values, in [-n, n) for n = self.numel(), are checked by
-    the kernel that runs: the reference's calls _flat_bounds)."""
+    """index is an int64 tensor. Its values must lie in [-n, n) for the n elements of the
+    tensor it indexes: the kernel that runs checks them (the reference's with _flat_bounds)."""
     _check_tensor(index, fn, "index")
     if index.dtype is not D.int64:
         raise RuntimeError(f"{fn}(): Expected a long tensor for index, but got "
