@@ -342,9 +342,14 @@ static inline void release_held(held_t *h)
     h->held = 0;
 }
 
-/* get_buffer into the next free view of `h` (the caller holds at most MAX_HELD). */
+/* get_buffer into the next free view of `h` (an entry point holds at most MAX_HELD: one
+ * more is a bug of ours, refused rather than written past the array). */
 static inline Py_buffer *hold_buffer(held_t *h, PyObject *obj, int writable, const char *what)
 {
+    if (h->held >= MAX_HELD) {
+        PyErr_Format(PyExc_RuntimeError, "%s: more than %d buffers held", what, MAX_HELD);
+        return NULL;
+    }
     Py_buffer *view = &h->views[h->held];
     if (get_buffer(obj, view, writable, what) < 0) return NULL;
     h->held++;
