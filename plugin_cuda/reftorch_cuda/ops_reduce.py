@@ -135,6 +135,12 @@ class Kernels(NamedTuple):
     rows: str = None
 
 
+def float_accumulator(dtype_name):
+    """The C++ type a float reduction accumulates in: double for float64, float for float32
+    and the 16-bit types (rounded once at the end), as the reference computes."""
+    return "double" if dtype_name == "float64" else "float"
+
+
 def reduce_expression(op_struct, dtype_name, kernel="reduce_kernel"):
     return f"{kernel}<{FLOAT_TYPES[dtype_name]}, {op_struct}>"
 
@@ -157,8 +163,7 @@ def float_kernels(op_struct, dtype_name, paths=True):
     if not paths:
         return Kernels(block)
     t = FLOAT_TYPES[dtype_name]
-    a = "double" if dtype_name == "float64" else "float"
-    return Kernels(block, *path_kernels(t, op_struct, a, t,
+    return Kernels(block, *path_kernels(t, op_struct, float_accumulator(dtype_name), t,
                                         COLUMN_PARTIALS_OP.get(op_struct, op_struct)))
 
 
@@ -194,8 +199,8 @@ def variance_kernels(dtype_name, std):
 def cumsum_types(dtype_name):
     """(storage type, op, accumulator, output type) of cumsum's kernels."""
     if dtype_name in FLOAT_TYPES:
-        a = "double" if dtype_name == "float64" else "float"
-        return FLOAT_TYPES[dtype_name], "SumOp", a, FLOAT_TYPES[dtype_name]
+        t = FLOAT_TYPES[dtype_name]
+        return t, "SumOp", float_accumulator(dtype_name), t
     return INT_TYPES[dtype_name], "WrappingSumOp", "long long", "long long"
 
 
@@ -253,8 +258,7 @@ def logsumexp_kernels(dtype_name):
 def prod_kernels(dtype_name):
     """The Kernels of a float prod: `column` its one-thread-per-output kernel (the
     sequential order of the reference, one launch), `block` its few-long-products tree."""
-    t = FLOAT_TYPES[dtype_name]
-    a = "double" if dtype_name == "float64" else "float"
+    t, a = FLOAT_TYPES[dtype_name], float_accumulator(dtype_name)
     return Kernels(float_kernels("ProdOp", dtype_name, paths=False).block,
                    (f"column_reduce_kernel<{t}, ProdOp, {a}, {t}>",))
 
@@ -265,7 +269,7 @@ def int_prod_kernels(dtype_name):
 
 def norm_power_accumulator(dtype_name, p):
     """p = 0 counts in double (exact); other p sum in the computation type."""
-    return "double" if p == 0 or dtype_name == "float64" else "float"
+    return "double" if p == 0 else float_accumulator(dtype_name)
 
 
 def norm_power_kernels(dtype_name, p):
