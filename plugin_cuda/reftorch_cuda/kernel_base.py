@@ -94,16 +94,23 @@ def _read_source(filename):
 # --- the kernel geometry, laid out as the C struct Geometry<N> -------------------------------
 
 @functools.lru_cache(maxsize=None)
+def source_constant(name, filename=PRELUDE):
+    """The whole number a kernel source #defines as `name`: read from the source itself, so
+    the host and the kernels cannot disagree."""
+    return int(re.search(rf"#define {name} (\d+)", _read_source(filename)).group(1))
+
+
+@functools.lru_cache(maxsize=None)   # (on launch paths: one lookup, no arguments)
 def max_dims():
-    """RT_MAX_DIMS, read from the kernel prelude so the two sides cannot disagree."""
-    return int(re.search(r"#define RT_MAX_DIMS (\d+)", _read_source(PRELUDE)).group(1))
+    """RT_MAX_DIMS: the most dims a kernel Geometry holds."""
+    return source_constant("RT_MAX_DIMS")
 
 
 @functools.lru_cache(maxsize=None)
 def block_threads():
     """RT_BLOCK_THREADS: the block size the block-reduction kernels are written for (their
     summation order depends on it, so they are always launched with exactly this many)."""
-    return int(re.search(r"#define RT_BLOCK_THREADS (\d+)", _read_source(PRELUDE)).group(1))
+    return source_constant("RT_BLOCK_THREADS")
 
 
 @functools.lru_cache(maxsize=None)

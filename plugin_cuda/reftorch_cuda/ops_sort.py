@@ -37,7 +37,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import re
 from dataclasses import dataclass
 
 from reftorch import _dtype as D
@@ -45,8 +44,8 @@ from reftorch._shape import contiguous_strides
 from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
-from .kernel_base import (FLOAT_TYPES, INT_TYPES, MAX_GRID, Program, _read_source,
-                          geometry_struct, max_dims, on_one_cuda_device, pointer)
+from .kernel_base import (FLOAT_TYPES, INT_TYPES, MAX_GRID, Program, geometry_struct,
+                          max_dims, on_one_cuda_device, pointer, source_constant)
 
 # Storage type per dtype. bool sorts as its bytes (0 < 1), so it shares uint8's kernel.
 SORT_TYPES = {**FLOAT_TYPES, **{name: INT_TYPES[name] for name in
@@ -83,9 +82,9 @@ PROGRAMS = (SORT,)
 
 @functools.lru_cache(maxsize=None)
 def tile():
-    """RT_SORT_TILE, read from the kernel so the two sides cannot disagree: the longest row
-    one block sorts in shared memory (and the tile of the long-row passes)."""
-    return int(re.search(r"#define RT_SORT_TILE (\d+)", _read_source("sort.cu")).group(1))
+    """RT_SORT_TILE: the longest row one block sorts in shared memory (and the tile of the
+    long-row passes)."""
+    return source_constant("RT_SORT_TILE", "sort.cu")
 
 
 def launch_shape(n, dtype_name):
@@ -102,8 +101,8 @@ def key_bytes(dtype_name):
 
 @functools.lru_cache(maxsize=None)
 def select_threads():
-    """RT_SELECT_THREADS, read from the kernel: select_rows_kernel's block size."""
-    return int(re.search(r"#define RT_SELECT_THREADS (\d+)", _read_source("sort.cu")).group(1))
+    """RT_SELECT_THREADS: select_rows_kernel's block size."""
+    return source_constant("RT_SELECT_THREADS", "sort.cu")
 
 
 SELECT_FRACTION = 8   # topk selects when k <= n / SELECT_FRACTION (see selects)
