@@ -191,14 +191,12 @@ def test_disk_cache_hits_on_second_compile(tmp_path):
     assert N.compile(TINY, "tiny.cu", arch="sm_80", cache=second).origin == "memory"
 
 
-@needs_nvrtc
-@pytest.mark.parametrize("damage", ["flip_payload_byte", "truncate", "garbage", "empty"])
-def test_corrupt_disk_entry_is_recompiled(tmp_path, damage):
-    good = N.compile(TINY, "tiny.cu", arch="sm_80", cache=N.ProgramCache(directory=tmp_path))
-    path = tmp_path / f"{good.key}.bin"
+def damage_entry(path, damage):
+    """Damage the disk cache entry at `path` one way: flip_payload_byte, truncate, garbage
+    or empty (the payload is last in an entry, so its last bytes are the payload's)."""
     blob = bytearray(path.read_bytes())
     if damage == "flip_payload_byte":
-        blob[-100] ^= 0x01
+        blob[-3] ^= 0x01
     elif damage == "truncate":
         del blob[len(blob) // 2:]
     elif damage == "garbage":
@@ -206,6 +204,13 @@ def test_corrupt_disk_entry_is_recompiled(tmp_path, damage):
     else:
         blob = bytearray()
     path.write_bytes(bytes(blob))
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("damage", ["flip_payload_byte", "truncate", "garbage", "empty"])
+def test_corrupt_disk_entry_is_recompiled(tmp_path, damage):
+    good = N.compile(TINY, "tiny.cu", arch="sm_80", cache=N.ProgramCache(directory=tmp_path))
+    damage_entry(tmp_path / f"{good.key}.bin", damage)
     cache = N.ProgramCache(directory=tmp_path)
     again = N.compile(TINY, "tiny.cu", arch="sm_80", cache=cache)
     assert again.origin == "nvrtc" and cache.stats.corrupt == 1

@@ -23,13 +23,7 @@ from reftorch_cuda import nvrtc as N  # noqa: E402
 from reftorch_cuda.ops_conv import CONV  # noqa: E402
 
 from spec_tests.cuda_emulator import EmulatedDriver  # noqa: E402
-
-try:
-    from cuda.bindings import nvrtc as _bindings_nvrtc  # noqa: F401
-    NO_BINDINGS = None
-except ImportError as exc:
-    NO_BINDINGS = f"cuda.bindings is not importable ({exc}), so NVRTC cannot run"
-needs_nvrtc = pytest.mark.skipif(NO_BINDINGS is not None, reason=NO_BINDINGS or "")
+from spec_tests.test_plugin_cuda import damage_entry, needs_nvrtc  # noqa: E402
 
 ELF = b"\x7fELF"
 
@@ -108,15 +102,7 @@ def test_disk_entry_is_reused_by_a_new_cache(recording, tmp_path):
 @pytest.mark.parametrize("damage", ["flip_payload_byte", "truncate", "empty"])
 def test_damaged_entry_is_compiled_again_and_rewritten(recording, tmp_path, damage):
     good = CONV.compile_expression("sm_90", FORWARD, cache=N.ProgramCache(directory=tmp_path))
-    path = tmp_path / f"{good.key}.bin"
-    blob = bytearray(path.read_bytes())
-    if damage == "flip_payload_byte":
-        blob[-3] ^= 0x01
-    elif damage == "truncate":
-        del blob[len(blob) // 2:]
-    else:
-        blob = bytearray()
-    path.write_bytes(bytes(blob))
+    damage_entry(tmp_path / f"{good.key}.bin", damage)
     cache = N.ProgramCache(directory=tmp_path)
     again = CONV.compile_expression("sm_90", FORWARD, cache=cache)
     assert again.origin == "nvrtc" and cache.stats.corrupt == 1
