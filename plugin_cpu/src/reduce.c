@@ -930,7 +930,8 @@ DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k
 /* The extreme of VX / SX of each of x's n elements: the fast vector pass, and the exact one
  * again for a row whose fast pass met a NaN (which the result must be). */
 #define DEFINE_EXTREME_RUN(FN, CMP, LARGEST, VX, SX, FAST_STEP, EXACT_STEP)                  \
-    DEFINE_EXTREME_VECTORS(FN##_fast, inline __attribute__((always_inline)), FAST_STEP, VX, NAN_BITS)                       \
+    DEFINE_EXTREME_VECTORS(FN##_fast, inline __attribute__((always_inline)), FAST_STEP, VX, \
+                           NAN_BITS)                                                         \
     /* (rare: kept out of line so the common path stays short) */                            \
     DEFINE_EXTREME_VECTORS(FN##_exact, __attribute__((noinline)), EXACT_STEP, VX, NO_NANS)   \
     ISA_ATTR static T NAME(FN##_run)(const T *x, ptrdiff_t n, ptrdiff_t s)                   \
