@@ -46,11 +46,12 @@
  *   2 eps |g| (1 + x^2) (measured: at most 1.5). (The reference's erf also gives nan for
  *   float64 |x| > 1.6e307, where trunc(16 y) overflows; we give PyTorch's x.)
  *   spec_tests/test_plugin_cpu_unary.py checks all of these bounds.
- * FMA is used only in the float32 tanh/erf/gelu functions, through explicit fmaf() calls (the
- * build's -ffp-contract=off fuses nothing else): the AVX2 clone is built with FMA (a CPU with
- * AVX2 but no FMA runs the baseline clone), and the baseline clone's fmaf() is the C
- * library's, which rounds identically, so every instruction-set clone gives the same bits;
- * the loop runs elementwise, so results never depend on the thread count.
+ * FMA is used only in the float32 exp/tanh/erf/gelu functions, through explicit fmaf() calls
+ * (and their vector twins in the AVX-512F exp rows; the build's -ffp-contract=off fuses
+ * nothing else): the AVX2 clone is built with FMA (a CPU with AVX2 but no FMA runs the
+ * baseline clone), and the baseline clone's fmaf() is the C library's, which rounds
+ * identically, so every instruction-set clone gives the same bits; the loop runs
+ * elementwise, so results never depend on the thread count.
  */
 /* The math loops below have conversions (double <-> int, double -> float) on lanes whose
  * result a later select throws away (nan and out-of-range inputs). With the default
@@ -944,8 +945,74 @@ DEFINE_ROWS_FOR_ISA(baseline, )
 #define HAVE_X86_CLONES 1
 DEFINE_ROWS_FOR_ISA(avx2, __attribute__((target("avx2,fma"))))
 DEFINE_ROWS_FOR_ISA(avx512f, __attribute__((target("avx512f"))))
-static const row_fn ROWS[N_ISAS][2][N_OPS] = {ROWS_FOR_ISA(baseline), ROWS_FOR_ISA(avx2),
-                                              ROWS_FOR_ISA(avx512f)};
+
+/* float32 exp, sigmoid and silu over unit-stride rows in the AVX-512F clone: exp_fma_f32's
+ * steps on 16 lanes, with 2^n applied by one vscalefps. That rounds p 2^n once, as the
+ * scalar code's two halves do (the first half is exact), so every lane gets the scalar
+ * code's bits; and it takes n as a float, so a NaN lane needs no stand-in (it stays NaN
+ * through every step) and there is no integer work. 16 instructions a vector where GCC's
+ * vectorization of the scalar code has 26. 256 Ki elements (L2-resident, 2 threads, builds
+ * in alternating processes): exp 88-103 -> 52-55 us, sigmoid 116-127 -> 73-76 us. Same bits
+ * as the generic rows for all 2^32 inputs (checked: contiguous vs strided output). The last
+ * < 16 elements are one masked vector (masked-off lanes are not read or written). Other
+ * strides run the generic rows. */
+#define AVX512F_ATTR __attribute__((target("avx512f")))
+AVX512F_ATTR static inline __m512 vexp_f32x16(__m512 x, const limits_t *K)
+{
+    /* min/max give their second operand when one is NaN, so a NaN x passes the clamp */
+    const __m512 hi = _mm512_set1_ps((float)K->exp32_hi), lo = _mm512_set1_ps((float)K->exp32_lo);
+    const __m512 c = _mm512_max_ps(lo, _mm512_min_ps(hi, x));
+    const __m512 shifter = _mm512_set1_ps(FMA_SHIFTER);
+    const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(0x1.715476p0f), shifter),
+                                   shifter);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0x1.62e430p-1f), c);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(0x1.05c610p-29f), r);
+    __m512 q = _mm512_set1_ps(0x1.6a1a5ep-10f);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0x1.123fd2p-7f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0x1.555916p-5f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0x1.55548ap-3f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0x1.fffffcp-2f));
+    const __m512 p = _mm512_add_ps(_mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r),
+                                   _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+AVX512F_ATTR static inline __m512 vneg_f32x16(__m512 x) /* -x: the sign bit flipped */
+{
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x),
+                                                _mm512_set1_epi32(INT32_MIN)));
+}
+
+#define DEFINE_VEXP_ROW(NAME, VEXPR)                                                        \
+    AVX512F_ATTR static void row_v##NAME##_float_avx512f(ptrdiff_t n, char *const *p,       \
+                                                         const ptrdiff_t *s,                \
+                                                         const double *prm)                 \
+    {                                                                                       \
+        if (s[0] != 1 || s[1] != 1) {                                                       \
+            row_##NAME##_float_avx512f(n, p, s, prm);                                       \
+            return;                                                                         \
+        }                                                                                   \
+        float *o = (float *)p[0];                                                           \
+        const float *a = (const float *)p[1];                                               \
+        const limits_t K = make_limits();                                                   \
+        const __m512 one = _mm512_set1_ps(1.0f);                                            \
+        (void)one;                                                                          \
+        for (ptrdiff_t i = 0; i < n; i += 16) {                                             \
+            const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);    \
+            const __m512 x = _mm512_maskz_loadu_ps(m, a + i);                               \
+            _mm512_mask_storeu_ps(o + i, m, VEXPR);                                         \
+        }                                                                                   \
+    }
+DEFINE_VEXP_ROW(exp, vexp_f32x16(x, &K))
+DEFINE_VEXP_ROW(sigmoid, _mm512_div_ps(one, _mm512_add_ps(one, vexp_f32x16(vneg_f32x16(x), &K))))
+DEFINE_VEXP_ROW(silu, _mm512_div_ps(x, _mm512_add_ps(one, vexp_f32x16(vneg_f32x16(x), &K))))
+
+/* (the designators after the generic tables replace the AVX-512F float32 exp family) */
+static const row_fn ROWS[N_ISAS][2][N_OPS] = {
+    ROWS_FOR_ISA(baseline), ROWS_FOR_ISA(avx2), ROWS_FOR_ISA(avx512f),
+    [ISA_AVX512F][T_F32][OP_EXP] = row_vexp_float_avx512f,
+    [ISA_AVX512F][T_F32][OP_SIGMOID] = row_vsigmoid_float_avx512f,
+    [ISA_AVX512F][T_F32][OP_SILU] = row_vsilu_float_avx512f};
 #else
 #define HAVE_X86_CLONES 0
 static const row_fn ROWS[N_ISAS][2][N_OPS] = {ROWS_FOR_ISA(baseline)};
