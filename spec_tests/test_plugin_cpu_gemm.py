@@ -266,17 +266,20 @@ def test_empty_dims(dtype, no_threshold):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_results_do_not_depend_on_thread_count(dtype):
-    """Bitwise the same with 1, 2 and 3 threads (the cuts of C change; K slices do not)."""
+    """Bitwise the same with 1 to 4 threads (the cuts of C change; K slices do not), also
+    for a product narrower than one micro-panel."""
     a, b = tensor((300, 517), dtype, 1), tensor((517, 130), dtype, 2, "transposed")
     ba, bb = tensor((3, 70, 300), dtype, 3), tensor((3, 300, 90), dtype, 4)
     input = tensor((130,), dtype, 5)
+    narrow = tensor((517, 20), dtype, 6)
     previous = _gemm.set_num_threads(1)
     try:
         results = []
-        for threads in (1, 2, 3, 1):
+        for threads in (1, 2, 3, 4, 1):
             _gemm.set_num_threads(threads)
             results.append([host(reftorch.mm(a, b)), host(reftorch.bmm(ba, bb)),
-                            host(reftorch.addmm(input, a, b, beta=0.5, alpha=3))])
+                            host(reftorch.addmm(input, a, b, beta=0.5, alpha=3)),
+                            host(reftorch.mm(a, narrow))])
     finally:
         _gemm.set_num_threads(previous)
     for r in results[1:]:
