@@ -89,6 +89,16 @@ def arrays(result):
     return [t.numpy() for t in items]
 
 
+def same_clone_bits(a, b):
+    """Bit-equal results of two instruction-set clones, except which NaN a NaN result is: where
+    two different NaNs meet (an input NaN and one made by inf - inf), the one an addition keeps
+    depends on the operand order the compiler chose (IEEE 754 and C leave it open), so clones
+    built differently (the sanitizer build) may keep a NaN of the other sign."""
+    nan = np.isnan(a)
+    return (np.array_equal(nan, np.isnan(b)) and
+            a[~nan].tobytes() == b[~nan].tobytes())
+
+
 def assert_same(got, expected):
     for g, e in zip(arrays(got), arrays(expected)):
         assert g.dtype == e.dtype and g.shape == e.shape
@@ -328,7 +338,7 @@ def test_every_isa_clone_gives_the_same_bits():
     for other in results[1:]:
         for a, b in zip(results[0], other):
             for u, v in zip(a, b):
-                assert u.tobytes() == v.tobytes()
+                assert same_clone_bits(u, v)
 
 
 def test_reduce_rejects_bad_arguments():
@@ -603,7 +613,7 @@ def test_prod_and_norm_do_not_depend_on_the_thread_count_or_isa():
         _reduce.set_isa(isa)
     for other in clones[1:]:
         for a, b in zip(clones[0], other):
-            assert a[0].tobytes() == b[0].tobytes()
+            assert same_clone_bits(a[0], b[0])
 
 
 def test_prod_and_norm_gradients_run_through_the_plugin():

@@ -24,7 +24,9 @@
  *     leaf; a leaf runs 4 interleaved vector accumulators, combined (a0 + a1) + (a2 + a3));
  *     the resulting vector's lanes are added as a tree, then the < 1 vector tail in order.
  *     The vectors are "logical" 64-byte ones (GCC vector extensions: one zmm, two ymm or
- *     four xmm), so every ISA clone adds the same numbers in the same order. Each leaf lane
+ *     four xmm), so every ISA clone adds the same numbers in the same order (which NaN a
+ *     NaN sum is, when an input NaN meets one made by inf - inf, depends on the operand
+ *     order the compiler picked: IEEE 754 leaves it open, and so do the tests). Each leaf lane
  *     adds 16 elements, then the tree: about as accurate as NumPy's pairwise sum (error ~
  *     eps * (16 + log2 n)), but not its order, so sums and means differ from the reference
  *     in the last bits.
