@@ -118,25 +118,43 @@ def copy_kernel(out, inputs, dtypes, params):
 
 
 def _geometry(out, inputs, numel):
-    """The loop geometry: (shape, [out strides, input strides...]), coalesced, in elements.
+    """The loop geometry: (shape, (out strides, input strides...)), coalesced, in elements.
 
     Built from the shared helpers (reftorch_plugins.geometry), with dims first put in the
     order of out's strides, largest outermost, so a transposed out (`a.t() + b.t()`) still
     loops over memory in order. All operands with one shape and one dense layout (the common
-    case: all contiguous) is known without work."""
+    case: all contiguous) is known without work. Other geometries are worked out once per
+    layout (the operands' shapes and strides are all they depend on) and remembered: working
+    out a broadcast one (x * 0.5, x + bias, clamp's bounds) took about as much Python as the
+    rest of the call. The answer is shared between calls: callers must not change it."""
     shape, strides = out._shape, out._strides
     same = True
     for t in inputs:
         same = same and t._shape == shape and t._strides == strides
     if same and (_is_contiguous(shape, strides) or _is_dense(shape, strides)):
-        return [numel], [[1]] * (len(inputs) + 1)  # one block of memory, walked in order
+        return (numel,), ((1,),) * (len(inputs) + 1)  # one block of memory, walked in order
+    layout = (shape, strides, *[(t._shape, t._strides) for t in inputs])
+    geometry = _GEOMETRIES.get(layout)
+    if geometry is None:
+        if len(_GEOMETRIES) >= GEOMETRIES:
+            _GEOMETRIES.clear()
+        geometry = _GEOMETRIES[layout] = _work_out_geometry(out, inputs)
+    return geometry
+
+
+_GEOMETRIES = {}    # layout (out's, then each input's shape and strides) -> loop geometry
+GEOMETRIES = 4096   # bound: cleared when full (a training loop repeats a few layouts)
+
+
+def _work_out_geometry(out, inputs):
+    shape, strides = out._shape, out._strides
     order = sorted(range(len(shape)), key=lambda d: -strides[d])
-    shape = [shape[d] for d in order]
     operand_strides = [[strides[d] for d in order]]
     for t in inputs:
-        full = broadcast_strides(out._shape, t._shape, t._strides)
+        full = broadcast_strides(shape, t._shape, t._strides)
         operand_strides.append([full[d] for d in order])
-    return coalesce(shape, operand_strides)
+    merged, merged_strides = coalesce([shape[d] for d in order], operand_strides)
+    return tuple(merged), tuple(map(tuple, merged_strides))
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -217,6 +235,8 @@ def _new_result(shape, dtype, inputs):
 
 
 def _is_contiguous(shape, strides):
+    if strides == contiguous_strides(shape):   # the common answer, from a cached table
+        return True
     expected = 1
     for size, stride in zip(reversed(shape), reversed(strides)):
         if size != 1 and stride != expected:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 
 from reftorch import _dtype as D
+from reftorch._promotion import broadcast_shapes
 from reftorch.plugins import size_threshold
 
 from . import _unary as _U
@@ -143,7 +144,7 @@ def _elementwise_kernel(name, code):
         shape = inputs[0]._shape
         for t in inputs[1:]:
             if t._shape != shape:
-                shape = _broadcast(shape, t._shape)
+                shape = broadcast_shapes(shape, t._shape)
         numel = math.prod(shape)
         if numel < min_numel or (out is not None and out._shape != shape):
             return NotImplemented
@@ -162,9 +163,6 @@ def _elementwise_kernel(name, code):
     return kernel
 
 
-def _broadcast(a, b):
-    from reftorch._promotion import broadcast_shapes
-    return broadcast_shapes(a, b)
 
 
 def cast_kernel(out, inputs, dtypes, params):
