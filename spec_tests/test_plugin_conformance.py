@@ -3,8 +3,9 @@
 For each registered (op, device, dtype) the op database's samples run twice: once normally
 (the plugin kernel serves, or declines) and once under `use_reference_kernels()`; results must
 agree exactly for integers and within the dtype's tolerance for floats. Binary pointwise ops
-run over broadcasting shape pairs and layouts (and in place); unary ones over the op
-database's shapes and layouts plus a large one; every other op over its op-database samples.
+run over broadcasting shape pairs and layouts, with Python numbers (and in place); unary ones
+over the op database's shapes and layouts plus a large one; every other op over its
+op-database samples.
 A kernel whose op has no entry of its own is reached through the entries that call it
 (`REACHED_THROUGH`: convolution through conv2d, a softmax's backward through softmax's
 gradient, ...), and the samplers (`RANDOM`) are compared bit for bit from one seed.
@@ -229,7 +230,8 @@ def _unary_with_large(entry):
 
 
 def _check_binary(entry, device_type, dtype):
-    """A binary pointwise entry over broadcasting shape pairs, both layouts, and in place."""
+    """A binary pointwise entry over broadcasting shape pairs, both layouts, with the entry's
+    Python numbers as the right operand, and in place."""
     if dtype.name not in entry.dtypes:
         pytest.skip(f"the op database has no {dtype.name} samples for {entry.name}")
     rng = np.random.default_rng(0)
@@ -247,6 +249,13 @@ def _check_binary(entry, device_type, dtype):
                 message = _differ(got, expected)
                 if message:
                     failures.append(f"{sa}{layout} {sb} {kwargs}: {message}")
+            for number in entry.scalars:   # (a Python number as the right operand)
+                got = _run(lambda: entry.call(reftorch, a, number))
+                with plugins.use_reference_kernels():
+                    expected = _run(lambda: entry.call(reftorch, a.cpu(), number))
+                message = _differ(got, expected)
+                if message:
+                    failures.append(f"{sa}{layout} {number!r}: {message}")
             inplace_target = a.clone()
             if entry.inplace and tuple(inplace_target.shape) == \
                     reftorch.broadcast_shapes(sa, sb):

@@ -99,6 +99,12 @@ EXACT = {
     "clamp-max": lambda x: x.clamp(max=-0.25),
     "clamp-nan-bound": lambda x: reftorch.clamp(x, min=float("nan")),
     "clamp-crossed": lambda x: reftorch.clamp(x, 1.0, -1.0),
+    "reciprocal": reftorch.reciprocal,
+    # pow's exponents 2 and -1 run as x * x and 1 / x (NumPy's power gives exactly these)
+    "pow-2": lambda x: x ** 2,
+    "pow-minus-1": lambda x: reftorch.pow(x, -1),
+    "square": reftorch.square,
+    "pow-0-dim-tensor": lambda x: x.pow(reftorch.tensor(2.0, dtype=x.dtype)),
 }
 # Max distance in units in the last place. The reference's float32 exp is itself up to 2
 # ulp from the correctly rounded value and its log up to 3; ours are at most 1 ulp (exp) or
@@ -663,7 +669,8 @@ def test_every_instruction_set_gives_the_same_bits():
 # ---------------------------------------------------------------------------------------------
 # Registration, declines, raw C argument checks
 
-@pytest.mark.parametrize("op", ["neg", "abs", "relu", "exp", "log", "tanh", "sigmoid", "silu",
+@pytest.mark.parametrize("op", ["neg", "abs", "relu", "reciprocal", "pow", "exp", "log", "tanh",
+                                "sigmoid", "silu",
                                 "gelu", "erf", "leaky_relu", "sqrt", "rsqrt", "clamp",
                                 "clamp_min", "clamp_max", "where", "tanh_backward",
                                 "sigmoid_backward", "threshold_backward", "gelu_backward",
@@ -671,6 +678,21 @@ def test_every_instruction_set_gives_the_same_bits():
 def test_serves_ops(op):
     assert reftorch.plugins.serving(op, "cpu", F32) == "cpu"
     assert reftorch.plugins.serving(op, "cpu", F64) == "cpu"
+
+
+def test_pow_serves_exponents_2_and_minus_1_only():
+    x = contiguous(BIG, F32, 4)
+    got, want, ran = run_both(lambda: [x.clone().pow_(2), reftorch.pow(x, -1.0, out=x.clone()),
+                                       x.t() ** 2])
+    assert ran == 3
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    exponents = [3, 0.5, 2.5, 0, 1, float("nan"), reftorch.tensor(2.0, dtype=F64),
+                 contiguous(BIG, F32, 5)]
+    got, want, ran = run_both(lambda: [x.abs() ** e for e in exponents])
+    assert ran == len(exponents)   # the abs() calls only
+    for g, w in zip(got, want):
+        assert_same(g, w)
 
 
 def test_erf_ops_run_in_c_at_any_size():

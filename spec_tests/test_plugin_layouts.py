@@ -6,7 +6,8 @@ dim. A plugin's geometry code — merging dims, choosing a fast path for contigu
 computing offsets — fails on layouts those three do not show. Here Hypothesis draws, for each
 tensor of a sample, the order its dims are stored in, a step per dim (every other element)
 and an offset into the storage; the values stay the sample's, so an op's domain (valid
-indices, positive inputs) still holds. Each example runs with the plugins and on the
+indices, positive inputs) still holds; binary pointwise ops also get the op database's
+Python numbers as right operands. Each example runs with the plugins and on the
 reference kernels, built with the same layouts, and must agree as in the kit (exactly for
 integers and bool, within the dtype's tolerance for floats, the same exception type).
 
@@ -28,10 +29,10 @@ from hypothesis import strategies as st
 
 import reftorch
 from reftorch import plugins
-from .opdb.core import TensorArg, build
-from .test_plugin_conformance import (RANDOM, _available, _differ, _gradients, _registered,
-                                      _run, counting, emulated_cuda, entries_reaching,
-                                      every_size)
+from .opdb.core import Sample, TensorArg, build, tensor
+from .test_plugin_conformance import (ENTRIES, RANDOM, _available, _differ, _gradients,
+                                      _registered, _run, counting, emulated_cuda,
+                                      entries_reaching, every_size)
 
 # Examples per row: a few in CI; REFTORCH_LAYOUT_EXAMPLES=200 searches harder.
 EXAMPLES = int(os.environ.get("REFTORCH_LAYOUT_EXAMPLES", "6"))
@@ -62,7 +63,14 @@ def test_plugin_kernel_matches_reference_in_any_layout(plugin, op, device_type, 
 
 
 def _samples(entry, dtype):
-    return [(entry, sample) for sample in entry.samples(dtype.name, np.random.default_rng(0))]
+    rng = np.random.default_rng(0)
+    samples = [(entry, sample) for sample in entry.samples(dtype.name, rng)]
+    pointwise = ENTRIES.get(entry.name)
+    if getattr(pointwise, "arity", 1) == 2:   # a binary pointwise op: also tensor (op) number
+        samples += [(entry, Sample((tensor((6, 5), dtype.name, rng, domain=pointwise.domain),
+                                    number), dict(pointwise.kwargs[0]), f"(6, 5) {number!r}"))
+                    for number in pointwise.scalars]
+    return samples
 
 
 def _check_layouts(samples, device_type, backward):

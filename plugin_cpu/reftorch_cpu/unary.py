@@ -5,6 +5,7 @@ float32 and float64 on cpu, any strides (transposed, sliced, broadcast, 0-dim):
 
     bit for bit the reference's result:  neg, abs, relu, leaky_relu, sqrt, rsqrt, clamp,
                                          clamp_min, clamp_max, where, copy_ across dtypes,
+                                         reciprocal, pow with exponent 2 or -1 (square),
                                          tanh_backward, sigmoid_backward, threshold_backward
     within a few ulp of the reference:   exp, log, tanh, sigmoid, silu, erf,
                                          gelu (approximate 'none' and 'tanh'),
@@ -77,7 +78,7 @@ CAST_TYPES = {D.float32: _U.T_F32, D.float64: _U.T_F64, D.int64: _U.T_I64,
 
 # op name -> C op code; the number parameters come from `_params` below
 CHEAP = {"neg": _U.NEG, "abs": _U.ABS, "relu": _U.RELU, "sqrt": _U.SQRT, "rsqrt": _U.RSQRT,
-         "leaky_relu": _U.LEAKY_RELU}
+         "leaky_relu": _U.LEAKY_RELU, "reciprocal": _U.RECIPROCAL}
 MATH = {"exp": _U.EXP, "log": _U.LOG, "tanh": _U.TANH, "sigmoid": _U.SIGMOID,
         "silu": _U.SILU, "gelu": _U.GELU, "erf": _U.ERF}
 BOUNDS = {"clamp_min": _U.CLAMP_MIN, "clamp_max": _U.CLAMP_MAX, "clamp": _U.CLAMP}
@@ -93,6 +94,7 @@ def register(registrar):
     """Register every kernel with reftorch (called by reftorch_cpu.register)."""
     for name, code in {**CHEAP, **MATH, **BOUNDS, **GRADS, "where": _U.WHERE}.items():
         registrar.kernel(name, "cpu", DTYPES, _elementwise_kernel(name, code))
+    registrar.kernel("pow", "cpu", DTYPES, _pow_kernel())
     registrar.kernel("copy_", "cpu", tuple(CAST_TYPES), cast_kernel)
 
 
@@ -163,6 +165,27 @@ def _elementwise_kernel(name, code):
     return kernel
 
 
+
+
+# pow's exponents with a row of their own: NumPy's power returns exactly x * x and 1 / x for
+# them (checked over every float32 and 2^27 float64 values, inf and nan included).
+POW_ROWS = {2.0: ("square", _U.SQUARE), -1.0: ("reciprocal", _U.RECIPROCAL)}
+
+
+def _pow_kernel():
+    rows = {exponent: _elementwise_kernel(*row) for exponent, row in POW_ROWS.items()}
+
+    def kernel(out, inputs, dtypes, params):
+        """input ** exponent for an exponent of 2 or -1 given as a number (or any 0-dim
+        tensor of the computation dtype); other exponents decline."""
+        if len(inputs) != 2:
+            return NotImplemented
+        base, exponent = inputs
+        if exponent._shape or not _on_cpu_as(exponent, dtypes[1]):
+            return NotImplemented
+        row = rows.get(float(exponent._storage.array[exponent._offset]))
+        return NotImplemented if row is None else row(out, (base,), dtypes, params)
+    return kernel
 
 
 def cast_kernel(out, inputs, dtypes, params):

@@ -69,7 +69,7 @@ POINTWISE = [
             nonzero_rhs=True),
     _binary("floor_divide", "floor_divide", nonzero_rhs=True, differentiable=False),
     _binary("remainder", "remainder", nonzero_rhs=True),
-    _binary("pow", "pow", small_rhs=True, scalars=(2, 0.5, True)),
+    _binary("pow", "pow", small_rhs=True, scalars=(2, 0.5, -1, True)),
     *(_binary(name, name, differentiable=False) for name in ("eq", "ne", "lt", "le", "gt", "ge")),
     _binary("bitwise_and", "bitwise_and", scalars=(3, True), differentiable=False),
     _binary("bitwise_or", "bitwise_or", scalars=(3, True), differentiable=False),
