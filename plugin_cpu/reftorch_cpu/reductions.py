@@ -214,11 +214,10 @@ def _reduce(code, x, dims, keepdim, param=0.0, in_order=False, values=True, indi
     does not fit (O, I, R). `in_order` keeps the reduced dims in logical order (needed when
     an index into them is returned); otherwise they are ordered by stride, so any dense
     layout merges. `result_dtype` int64 (code None) runs the integer product instead."""
-    geometry = _trailing_block_geometry(x, dims) or _loop_geometry(x, dims, in_order)
-    if geometry is None:
+    plan = _plan(x, dims, keepdim, in_order)
+    if plan is None:
         return NotImplemented
-    sizes, x_strides, out_strides = geometry
-    result_shape = _result_shape(x._shape, dims, keepdim)
+    (sizes, x_strides, out_strides), result_shape = plan
     if result_dtype is D.int64:
         value = Tensor._empty(result_shape, D.int64)
         _R.prod_int(x._storage.array, x._offset, sizes, x_strides, value._storage.array, 0,
@@ -235,32 +234,33 @@ def _reduce(code, x, dims, keepdim, param=0.0, in_order=False, values=True, indi
     return value if values else index
 
 
+def _plan(x, dims, keepdim, in_order):
+    """(the (O, I, R) geometry, the result's shape) of reducing x over `dims`, or None when
+    the geometry does not fit. Worked out once per (layout, dims, keepdim, in_order) and
+    remembered: the merging below took more Python than the rest of the call (sum(0) of a
+    (256, 512) tensor: 27 us of Python around a 14 us kernel)."""
+    key = (x._shape, x._strides, dims if dims is None else tuple(dims), keepdim, in_order)
+    plan = _PLANS.get(key, _MISSING)
+    if plan is _MISSING:
+        geometry = _loop_geometry(x, dims, in_order)
+        plan = None if geometry is None else (geometry, _result_shape(x._shape, dims, keepdim))
+        if len(_PLANS) >= PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+_PLANS = {}      # (shape, strides, dims, keepdim, in_order) -> _plan's answer
+PLANS = 4096     # bound: cleared when full (a training loop repeats a few calls)
+_MISSING = object()
+
+
 def _result_shape(shape, dims, keepdim):
     if dims is None:
         return (1,) * len(shape) if keepdim else ()
     if keepdim:
         return tuple(1 if d in dims else s for d, s in enumerate(shape))
     return tuple(s for d, s in enumerate(shape) if d not in dims)
-
-
-def _trailing_block_geometry(x, dims):
-    """The common case, without the general merging below: a contiguous x reduced over
-    every dim or over its last dims. The kept dims then form one run of K outputs, each
-    reducing R adjacent elements; this gives exactly what _loop_geometry gives for such a
-    call (tested), or None for any other call."""
-    shape = x._shape
-    ndim = len(shape)
-    if dims is not None and tuple(dims) != tuple(range(ndim - len(dims), ndim)):
-        return None
-    if x._strides != contiguous_strides(shape):
-        return None
-    first = 0 if dims is None else ndim - len(dims)
-    R, K = math.prod(shape[first:]), math.prod(shape[:first])
-    if R < 2:
-        return None  # a reduction of size-1 dims: the general path's corner
-    if K == 1:
-        return (1, 1, R), (0, 0, 1), (0, 0)
-    return (1, K, R), (0, R, 1), (0, 1)
 
 
 def _loop_geometry(x, dims, in_order):
