@@ -1,7 +1,8 @@
 """The C plugin's unary group (issue 11) at the issue's size, 4M float32 elements: exp, tanh,
 sigmoid, gelu (both forms), erf, silu, log, sqrt, relu, neg, clamp, where, and the float32 <->
 float64 / bool -> float32 conversions; exp and tanh also in float64; the backward ops of tanh,
-sigmoid, relu (threshold_backward), gelu (both forms) and silu.
+sigmoid, relu (threshold_backward), gelu (both forms) and silu. And at an MLP layer's size,
+(256, 512) float32: exp, sigmoid, relu, x * 0.5, x + bias, x ** 2, clamp and sum(0).
 
 Implementations: "reftorch" (plugins loaded), "reftorch-reference-only" (the same call inside
 `reftorch.plugins.use_reference_kernels()`), "torch", "numpy". gelu(approximate='none') on
@@ -138,6 +139,26 @@ CASES.update({
         lambda: _A.gelu_backward(_G_T, _X_T, approximate="tanh")),
     "silu_backward float32 n=4M": _case(
         lambda: _ours("silu_backward")(_G_R, _X_R), lambda: _A.silu_backward(_G_T, _X_T)),
+})
+
+# An MLP layer's activations, (256, 512) float32 (128 Ki elements, in L2): here the Python
+# around each call and the kernels' per-vector work count, not memory bandwidth.
+_H_R, _H_T, _H_N = float32_inputs((256, 512), _RNG)
+_B_R, _B_T, _B_N = float32_inputs((512,), _RNG)
+_H = "float32 256x512"
+CASES.update({
+    f"exp {_H}": _case(lambda: reftorch.exp(_H_R), lambda: torch.exp(_H_T),
+                       lambda: np.exp(_H_N)),
+    f"sigmoid {_H}": _case(lambda: reftorch.sigmoid(_H_R), lambda: torch.sigmoid(_H_T),
+                           lambda: 1 / (1 + np.exp(-_H_N))),
+    f"relu {_H}": _case(lambda: reftorch.relu(_H_R), lambda: torch.relu(_H_T),
+                        lambda: np.maximum(_H_N, np.float32(0))),
+    f"x * 0.5 {_H}": _case(lambda: _H_R * 0.5, lambda: _H_T * 0.5, lambda: _H_N * 0.5),
+    f"x + bias {_H}": _case(lambda: _H_R + _B_R, lambda: _H_T + _B_T, lambda: _H_N + _B_N),
+    f"x ** 2 {_H}": _case(lambda: _H_R ** 2, lambda: _H_T ** 2, lambda: _H_N ** 2),
+    f"clamp {_H}": _case(lambda: _H_R.clamp(-1, 1), lambda: _H_T.clamp(-1, 1),
+                         lambda: np.clip(_H_N, -1, 1)),
+    f"sum(0) {_H}": _case(lambda: _H_R.sum(0), lambda: _H_T.sum(0), lambda: _H_N.sum(0)),
 })
 
 test_plugin_unary = as_tests(CASES)
