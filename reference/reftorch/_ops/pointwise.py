@@ -240,6 +240,11 @@ def _check_pow(common, params, operands, inplace):
     # A bool base works only with a Python-number exponent (PyTorch's tensor-scalar path).
     if common is D.bool and all(hasattr(x, "dtype") for x in operands):
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    # An integer result with a negative Python-int exponent is refused outright; a tensor of
+    # negative exponents instead gives 0 or +-1 per element (see _integer_pow).
+    exponent = operands[1]
+    if common.category <= D.Category.INTEGER and type(exponent) is int and exponent < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
 
 
 # --- declarations: the one place each op is named --------------------------------------------
