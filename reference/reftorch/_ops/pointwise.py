@@ -9,7 +9,8 @@ import numpy as np
 
 from .. import _dtype as D
 from .._promotion import Promotion
-from .elementwise import declare
+from .._tensor import Tensor
+from .elementwise import apply, as_operand, declare
 
 INTEGRAL = {D.uint8, D.int8, D.int16, D.int32, D.int64}
 INTEGRAL_AND_BOOL = INTEGRAL | {D.bool}
@@ -786,13 +787,10 @@ WHERE = declare("where", where, check=_check_where)
 # Public forms that need argument parsing beyond `variants` (overloads, optional operands)
 # =============================================================================================
 
-def _apply(*args, **kwargs):
-    from .elementwise import apply
-    return apply(*args, **kwargs)
+_apply = apply
 
 
 def _tensor_arg(fn_name, x, name="input", position=1):
-    from .._tensor import Tensor
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn_name}(): argument '{name}' (position {position}) must be Tensor, "
                         f"not {type(x).__name__}")
@@ -800,7 +798,6 @@ def _tensor_arg(fn_name, x, name="input", position=1):
 
 
 def _number_or_tensor(fn_name, x, name):
-    from .elementwise import as_operand
     try:
         return as_operand(x, fn_name)
     except TypeError:
@@ -940,7 +937,6 @@ def _reinterpret(t, dtype, shape, strides, offset, op):
     """A view of `t`'s memory as another dtype (a new storage object over the same bytes,
     starting at the same version)."""
     from .._storage import CPUStorage
-    from .._tensor import Tensor
     from ..autograd.graph import record
     if not isinstance(t._storage, CPUStorage):
         raise RuntimeError(f"{op}: only cpu tensors can be reinterpreted")
@@ -972,7 +968,6 @@ def square_inplace(self):
 
 def float_power(input, exponent, *, out=None):
     """pow computed in double precision: float64, or complex128 if any operand is complex."""
-    from .._tensor import Tensor
     if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
         raise TypeError("float_power(): argument 'input' must be Tensor")
     dtype = _float_power_dtype(input, exponent)
@@ -1006,7 +1001,6 @@ def float_power_inplace(self, exponent):
 # --- clamp ---------------------------------------------------------------------------------
 
 def _clamp_operands(name, min, max):
-    from .._tensor import Tensor
     if min is None and max is None:
         raise RuntimeError(f"torch.{name}: At least one of 'min' or 'max' must not be None")
     given = [x for x in (min, max) if x is not None]
