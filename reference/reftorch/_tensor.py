@@ -7,6 +7,7 @@ write through it and every other view of the same storage sees the writes.
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 import weakref
 
@@ -236,10 +237,7 @@ class Tensor:
         return self._offset
 
     def numel(self):
-        n = 1
-        for s in self._shape:
-            n *= s
-        return n
+        return math.prod(self._shape)
 
     nelement = numel
 

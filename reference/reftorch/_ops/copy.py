@@ -45,7 +45,7 @@ def copy_(dst, src, non_blocking=False):
     if src._shape != dst._shape:
         shape, strides = expand_strides(src._shape, src._strides, dst._shape)
         src = Tensor._make(src._storage, src._offset, shape, strides)
-    if src.device == dst.device:
+    if src._storage.device is dst._storage.device or src.device == dst.device:
         _dispatch.call(COPY, dst, (src,), (src.dtype, src.dtype, dst.dtype), {},
                        dst.device.type)
     elif dst.device.type == "cpu":
