@@ -176,6 +176,22 @@ def test_index_select(dtype, layout, dim, no_threshold):
         dim, reftorch.tensor([], dtype=reftorch.int64))])  # no index: empty result
 
 
+def test_loop_walk_is_remembered_per_geometry(no_threshold):
+    """The gather/scatter walk is merged once per (shape, strides) and reused; calls of one
+    shape in other layouts, or at other offsets, still agree with the reference."""
+    from reftorch_cpu import indexing
+    indexing._walk.cache_clear()
+    index = indices((9,), SHAPE[1], 1)
+    calls = [lambda layout=layout: tensor(SHAPE, reftorch.float32, 0, layout).index_select(
+        1, index) for layout in LAYOUTS]
+    calls += [lambda: tensor(SHAPE, reftorch.float32, 0)[1:].index_select(1, index),
+              lambda: tensor(SHAPE, reftorch.float32, 0)[:-1].index_select(1, index)]
+    for call in calls + calls:
+        assert run_both(lambda: [call()]) == 1
+    info = indexing._walk.cache_info()
+    assert info.hits >= len(calls) and info.misses <= len(calls)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_ids)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dim", [0, 1, 2, -1])

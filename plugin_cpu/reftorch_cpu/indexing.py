@@ -24,6 +24,7 @@ collision-free thread split that keeps that order.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -149,14 +150,23 @@ def take_kernel(out, inputs, dtypes, params):
                    index._strides, True, _take_out_of_range, 0)
 
 
+@functools.lru_cache(maxsize=4096)
+def _walk(shape, operand_strides):
+    """The gather and scatter loops' merged walk: coalesce() of a shape and its operands'
+    strides (tuples), remembered per call geometry (merging was a fifth of a mid-sized
+    index_select's Python). Tuples, shared between calls."""
+    merged, strides = coalesce(list(shape), [list(s) for s in operand_strides])
+    return tuple(merged), tuple(map(tuple, strides))
+
+
 def _gather(shape, src, src_strides, index_stride, index_size, index, index_strides, wrap,
             error, dim):
     """A new contiguous tensor of `shape` filled by the C gather loop."""
     if len(shape) > _index.MAX_NDIM:
         return NotImplemented
     result = Tensor._empty(tuple(shape), src.dtype)
-    walk, (out_strides, src_strides, index_strides) = coalesce(
-        shape, [list(result._strides), list(src_strides), list(index_strides)])
+    walk, (out_strides, src_strides, index_strides) = _walk(
+        tuple(shape), (result._strides, tuple(src_strides), tuple(index_strides)))
     try:
         _index.gather(walk, result._storage.array, result._offset, out_strides,
                       src._storage.array, src._offset, src_strides, index_stride, index_size,
@@ -229,8 +239,8 @@ def _scatter(a, shape, dim, src_array, src_offset, src_strides, index, index_str
     out_strides = list(result._strides)
     index_stride = out_strides[dim]
     out_strides[dim] = 0  # along dim the output moves by the index, not by the position
-    walk, (out_strides, src_strides, index_strides) = coalesce(
-        shape, [out_strides, list(src_strides), list(index_strides)])
+    walk, (out_strides, src_strides, index_strides) = _walk(
+        tuple(shape), (tuple(out_strides), tuple(src_strides), tuple(index_strides)))
     size = a._shape[dim]
     try:
         _index.scatter(walk, result._storage.array, result._offset, out_strides, index_stride,
