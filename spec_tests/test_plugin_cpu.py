@@ -340,21 +340,23 @@ def test_declines_small_calls():
     declined(lambda: [contiguous((n,), F32, 1) + contiguous((n,), F32, 2)])
 
 
-def test_loop_geometry_is_remembered_per_layout(monkeypatch):
+def test_loop_geometry_is_remembered_per_layout():
     """A broadcast or strided geometry is worked out once per layout and reused (the same
     answer for any operand of that layout, wherever its data starts); the memory is bounded,
     and a call after it was cleared is still right."""
-    monkeypatch.setattr(kernels, "_GEOMETRIES", {})
-    monkeypatch.setattr(kernels, "GEOMETRIES", 3)
+    memory = kernels._strided_geometry
+    memory.cache_clear()
     x = contiguous((128, 96), F32, 1)
     cases = [(x, [contiguous((96,), F32, 2)]), (x, [x.t().contiguous().t()]),
              (x, [reftorch.tensor(0.5)]), (x.t(), [contiguous((128, 1), F32, 3).t()]),
              (x[:, ::2], [x[:, 1::2]])]
     for out, inputs in cases:
         first = kernels._geometry(out, inputs, out.numel())
-        assert first == kernels._work_out_geometry(out, inputs)
+        layouts = tuple((t._shape, t._strides) for t in inputs)
+        assert first == memory.__wrapped__(out._shape, out._strides, layouts)
         assert kernels._geometry(out, inputs, out.numel()) is first
-        assert len(kernels._GEOMETRIES) <= 3
+        assert memory.cache_info().currsize <= memory.cache_info().maxsize == 4096
+    memory.cache_clear()
     # (the first two: one shape, other strides; the last two: one layout, other offsets)
     assert run_both(lambda: [x[:, ::2] + x[:, 1::2], x[:, ::2] + contiguous((128, 48), F32, 4),
                              x + contiguous((96,), F32, 2), x[1:, 1:] * 0.5,

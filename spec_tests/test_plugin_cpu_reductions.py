@@ -154,22 +154,23 @@ def test_sum_reduces_to_rows_columns_and_everything_in_c():
         np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-4)
 
 
-def test_geometry_is_remembered_per_call_shape(monkeypatch):
+def test_geometry_is_remembered_per_call_shape():
     """The (O, I, R) geometry and result shape are worked out once per (layout, dims,
     keepdim, in_order) and reused: same answer as worked out afresh, bounded memory, and a
     declined geometry is remembered as declined. Calls of one layout at other offsets, and of
     one shape in other layouts, still agree with the reference."""
     from reftorch_cpu import reductions
-    monkeypatch.setattr(reductions, "_PLANS", {})
-    monkeypatch.setattr(reductions, "PLANS", 4)
+    plan = reductions._plan
+    plan.cache_clear()
     x = tensor((6, 40, 33), F32, 4)
     for dims, keepdim in [((0,), False), ((2,), True), (None, False), ((0, 2), False),
                           ((1, 2), False), ((0,), True)]:
-        first = reductions._plan(x, dims, keepdim, False)
-        fresh = reductions._loop_geometry(x, dims, False)
+        first = plan(x._shape, x._strides, dims, keepdim, False)
+        fresh = reductions._loop_geometry(x._shape, x._strides, dims, False)
         assert (first is None) == (fresh is None) and (first is None or first[0] == fresh)
-        assert reductions._plan(x, dims, keepdim, False) is first
-        assert len(reductions._PLANS) <= 4
+        assert plan(x._shape, x._strides, dims, keepdim, False) is first
+        assert plan.cache_info().currsize <= plan.cache_info().maxsize == 4096
+    plan.cache_clear()
     base = tensor((7, 300), F32, 5)
     for call in (lambda: base[1:].sum(0), lambda: base[:-1].sum(0), lambda: base.t().sum(0),
                  lambda: base.sum(0), lambda: base[:, ::2].sum(0), lambda: base[:, 1::2].sum(0)):

@@ -7,6 +7,7 @@ whose memory overlaps itself or an input in a way an elementwise loop cannot wri
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -133,25 +134,16 @@ def _geometry(out, inputs, numel):
         same = same and t._shape == shape and t._strides == strides
     if same and (_is_contiguous(shape, strides) or _is_dense(shape, strides)):
         return (numel,), ((1,),) * (len(inputs) + 1)  # one block of memory, walked in order
-    layout = (shape, strides, *[(t._shape, t._strides) for t in inputs])
-    geometry = _GEOMETRIES.get(layout)
-    if geometry is None:
-        if len(_GEOMETRIES) >= GEOMETRIES:
-            _GEOMETRIES.clear()
-        geometry = _GEOMETRIES[layout] = _work_out_geometry(out, inputs)
-    return geometry
+    return _strided_geometry(shape, strides, tuple((t._shape, t._strides) for t in inputs))
 
 
-_GEOMETRIES = {}    # layout (out's, then each input's shape and strides) -> loop geometry
-GEOMETRIES = 4096   # bound: cleared when full (a training loop repeats a few layouts)
-
-
-def _work_out_geometry(out, inputs):
-    shape, strides = out._shape, out._strides
+@functools.lru_cache(maxsize=4096)
+def _strided_geometry(shape, strides, input_layouts):
+    """_geometry for out's (shape, strides) and each input's (shape, strides)."""
     order = sorted(range(len(shape)), key=lambda d: -strides[d])
     operand_strides = [[strides[d] for d in order]]
-    for t in inputs:
-        full = broadcast_strides(shape, t._shape, t._strides)
+    for in_shape, in_strides in input_layouts:
+        full = broadcast_strides(shape, in_shape, in_strides)
         operand_strides.append([full[d] for d in order])
     merged, merged_strides = coalesce([shape[d] for d in order], operand_strides)
     return tuple(merged), tuple(map(tuple, merged_strides))
