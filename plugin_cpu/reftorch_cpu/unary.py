@@ -165,8 +165,6 @@ def _elementwise_kernel(name, code):
     return kernel
 
 
-
-
 # pow's exponents with a row of their own: NumPy's power returns exactly x * x and 1 / x for
 # them (checked over every float32 and 2^27 float64 values, inf and nan included).
 POW_ROWS = {2.0: ("square", _U.SQUARE), -1.0: ("reciprocal", _U.RECIPROCAL)}

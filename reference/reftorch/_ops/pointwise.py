@@ -787,9 +787,6 @@ WHERE = declare("where", where, check=_check_where)
 # Public forms that need argument parsing beyond `variants` (overloads, optional operands)
 # =============================================================================================
 
-_apply = apply
-
-
 def _tensor_arg(fn_name, x, name="input", position=1):
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn_name}(): argument '{name}' (position {position}) must be Tensor, "
@@ -806,20 +803,20 @@ def _number_or_tensor(fn_name, x, name):
 
 
 def logit_fn(input, eps=None, *, out=None):
-    return _apply(LOGIT, (_tensor_arg("logit", input),), out=out, params={"eps": eps})
+    return apply(LOGIT, (_tensor_arg("logit", input),), out=out, params={"eps": eps})
 
 
 def logit_method(self, eps=None):
-    return _apply(LOGIT, (self,), params={"eps": eps})
+    return apply(LOGIT, (self,), params={"eps": eps})
 
 
 def logit_inplace(self, eps=None):
-    return _apply(LOGIT, (self,), out=self, inplace=True, params={"eps": eps})
+    return apply(LOGIT, (self,), out=self, inplace=True, params={"eps": eps})
 
 
 def nan_to_num_fn(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     params = {"nan": nan, "posinf": posinf, "neginf": neginf}
-    return _apply(NAN_TO_NUM, (_tensor_arg("nan_to_num", input),), out=out, params=params)
+    return apply(NAN_TO_NUM, (_tensor_arg("nan_to_num", input),), out=out, params=params)
 
 
 def nan_to_num_method(self, nan=0.0, posinf=None, neginf=None):
@@ -828,20 +825,20 @@ def nan_to_num_method(self, nan=0.0, posinf=None, neginf=None):
 
 def nan_to_num_inplace(self, nan=0.0, posinf=None, neginf=None):
     params = {"nan": nan, "posinf": posinf, "neginf": neginf}
-    return _apply(NAN_TO_NUM, (self,), out=self, inplace=True, params=params)
+    return apply(NAN_TO_NUM, (self,), out=self, inplace=True, params=params)
 
 
 def round_fn(input, *, decimals=0, out=None):
-    return _apply(ROUND, (_tensor_arg("round", input),), out=out,
+    return apply(ROUND, (_tensor_arg("round", input),), out=out,
                   params={"decimals": decimals})
 
 
 def round_method(self, decimals=0):
-    return _apply(ROUND, (self,), params={"decimals": decimals})
+    return apply(ROUND, (self,), params={"decimals": decimals})
 
 
 def round_inplace(self, decimals=0):
-    return _apply(ROUND, (self,), out=self, inplace=True, params={"decimals": decimals})
+    return apply(ROUND, (self,), out=self, inplace=True, params={"decimals": decimals})
 
 
 def angle_fn(input, *, out=None):
@@ -850,7 +847,7 @@ def angle_fn(input, *, out=None):
     input = _tensor_arg("angle", input)
     if input.dtype.category <= D.Category.INTEGER:
         input = input.to(D.get_default_dtype())
-    return _apply(ANGLE, (input,), out=out)
+    return apply(ANGLE, (input,), out=out)
 
 
 def angle_method(self):
@@ -862,7 +859,7 @@ def conj(input):
     reftorch has no conjugate bit, so complex input gets a conjugated copy. Real input is
     returned as is (also in PyTorch)."""
     input = _tensor_arg("conj", input)
-    return _apply(CONJ_PHYSICAL, (input,)) if input.is_complex() else input
+    return apply(CONJ_PHYSICAL, (input,)) if input.is_complex() else input
 
 
 def is_conj(input):
@@ -955,15 +952,15 @@ def _reinterpret(t, dtype, shape, strides, offset, op):
 def square(input, *, out=None):
     """input ** 2 (through pow: bool input gives int64, as in PyTorch)."""
     from . import variants  # noqa: F401
-    return _apply(POW, (_tensor_arg("square", input), 2), out=out)
+    return apply(POW, (_tensor_arg("square", input), 2), out=out)
 
 
 def square_method(self):
-    return _apply(POW, (self, 2))
+    return apply(POW, (self, 2))
 
 
 def square_inplace(self):
-    return _apply(POW, (self, 2), out=self, inplace=True)
+    return apply(POW, (self, 2), out=self, inplace=True)
 
 
 def float_power(input, exponent, *, out=None):
@@ -976,7 +973,7 @@ def float_power(input, exponent, *, out=None):
                            f"but the operation's result requires dtype {dtype.scalar_name}")
     operands = [x.to(dtype) if isinstance(x, Tensor) else _number_or_tensor(
         "float_power", x, "exponent") for x in (input, exponent)]
-    return _apply(POW, tuple(operands), out=out)
+    return apply(POW, tuple(operands), out=out)
 
 
 def _float_power_dtype(*operands):
@@ -995,7 +992,7 @@ def float_power_inplace(self, exponent):
         raise RuntimeError(f"the base given to float_power_ has dtype {self.dtype.scalar_name} "
                            f"but the operation's result requires dtype {dtype.scalar_name}")
     other = exponent.to(dtype) if hasattr(exponent, "_shape") else exponent
-    return _apply(POW, (self, other), out=self, inplace=True)
+    return apply(POW, (self, other), out=self, inplace=True)
 
 
 # --- clamp ---------------------------------------------------------------------------------
@@ -1020,10 +1017,10 @@ def clamp_fn(input, min=None, max=None, *, out=None):
 
 def _clamp(input, low, high, out=None, inplace=False):
     if high is None:
-        return _apply(CLAMP_MIN, (input, low), out=out, inplace=inplace)
+        return apply(CLAMP_MIN, (input, low), out=out, inplace=inplace)
     if low is None:
-        return _apply(CLAMP_MAX, (input, high), out=out, inplace=inplace)
-    return _apply(CLAMP, (input, low, high), out=out, inplace=inplace)
+        return apply(CLAMP_MAX, (input, high), out=out, inplace=inplace)
+    return apply(CLAMP, (input, low, high), out=out, inplace=inplace)
 
 
 def clamp_method(self, min=None, max=None):
@@ -1040,7 +1037,7 @@ def clamp_inplace(self, min=None, max=None):
 def lerp_fn(input, end, weight, *, out=None):
     input = _tensor_arg("lerp", input)
     end = _tensor_arg("lerp", end, "end", 2)
-    return _apply(LERP, (input, end, _number_or_tensor("lerp", weight, "weight")), out=out)
+    return apply(LERP, (input, end, _number_or_tensor("lerp", weight, "weight")), out=out)
 
 
 def lerp_method(self, end, weight):
@@ -1049,7 +1046,7 @@ def lerp_method(self, end, weight):
 
 def lerp_inplace(self, end, weight):
     end = _tensor_arg("lerp_", end, "end", 1)
-    return _apply(LERP, (self, end, _number_or_tensor("lerp_", weight, "weight")), out=self,
+    return apply(LERP, (self, end, _number_or_tensor("lerp_", weight, "weight")), out=self,
                   inplace=True)
 
 
@@ -1059,7 +1056,7 @@ def _addc(op):
     def functional(input, tensor1, tensor2, *, value=1, out=None):
         operands = (_tensor_arg(name, input), _tensor_arg(name, tensor1, "tensor1", 2),
                     _tensor_arg(name, tensor2, "tensor2", 3))
-        return _apply(op, operands, out=out, params={"value": value})
+        return apply(op, operands, out=out, params={"value": value})
 
     def method(self, tensor1, tensor2, *, value=1):
         return functional(self, tensor1, tensor2, value=value)
@@ -1067,7 +1064,7 @@ def _addc(op):
     def inplace(self, tensor1, tensor2, *, value=1):
         operands = (self, _tensor_arg(name, tensor1, "tensor1", 1),
                     _tensor_arg(name, tensor2, "tensor2", 2))
-        return _apply(op, operands, out=self, inplace=True, params={"value": value})
+        return apply(op, operands, out=self, inplace=True, params={"value": value})
     functional.__name__, method.__name__, inplace.__name__ = name, name, name + "_"
     return functional, method, inplace
 
@@ -1088,7 +1085,7 @@ def where_fn(condition, input=None, other=None, *, out=None):
         condition = condition.to(D.bool)  # accepted (deprecated) by PyTorch; bool drives it
     operands = (condition, _number_or_tensor("where", input, "input"),
                 _number_or_tensor("where", other, "other"))
-    return _apply(WHERE, operands, out=out)
+    return apply(WHERE, operands, out=out)
 
 
 def where_method(self, condition, y):
