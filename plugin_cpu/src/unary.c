@@ -78,6 +78,7 @@
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 #define X86_INTRINSICS 1
+#define AVX512F_ATTR __attribute__((target("avx512f")))
 #endif
 
 /* Loops over fewer elements than these run on one thread (starting a parallel region costs
@@ -354,22 +355,31 @@ AI float log_f32(float x, const limits_t *K)
  * fma), e^r = 1 + r + r^2 Q(r) with Q a degree-4 fit (relative error 3.3e-9 on the range).
  * No clamping: y must lie in [-87, 88] (tanh's and erf's callers guarantee it). */
 #define FMA_SHIFTER 0x1.8p23f /* adding it rounds to an integer kept in the low bits */
+/* its constants, shared with the AVX-512F twin vexp_f32x16 */
+#define EXPM_LOG2E 0x1.715476p0f
+#define EXPM_LN2_UP 0x1.62e430p-1f    /* ln2 rounded up to float ... */
+#define EXPM_LN2_OVER 0x1.05c610p-29f /* ... and what that overshoots */
+#define EXPM_Q4 0x1.6a1a5ep-10f       /* Q(r) = Q0 + Q1 r + ... + Q4 r^4 */
+#define EXPM_Q3 0x1.123fd2p-7f
+#define EXPM_Q2 0x1.555916p-5f
+#define EXPM_Q1 0x1.55548ap-3f
+#define EXPM_Q0 0x1.fffffcp-2f
 
 AI float expm_core_f32(float y, float *n_out, int32_t *ni_out)
 {
-    const float t = fmaf(y, 0x1.715476p0f, FMA_SHIFTER); /* y / ln2 + shifter */
+    const float t = fmaf(y, EXPM_LOG2E, FMA_SHIFTER); /* y / ln2 + shifter */
     const float n = t - FMA_SHIFTER;
     int32_t tb;
     memcpy(&tb, &t, sizeof tb);
     *ni_out = tb - 0x4b400000; /* the integer n, from the shifter's low bits */
     *n_out = n;
-    float r = fmaf(n, -0x1.62e430p-1f, y); /* ln2 rounded up to float ... */
-    r = fmaf(n, 0x1.05c610p-29f, r);        /* ... and what that overshoots */
-    float q = 0x1.6a1a5ep-10f;
-    q = fmaf(q, r, 0x1.123fd2p-7f);
-    q = fmaf(q, r, 0x1.555916p-5f);
-    q = fmaf(q, r, 0x1.55548ap-3f);
-    q = fmaf(q, r, 0x1.fffffcp-2f);
+    float r = fmaf(n, -EXPM_LN2_UP, y);
+    r = fmaf(n, EXPM_LN2_OVER, r);
+    float q = EXPM_Q4;
+    q = fmaf(q, r, EXPM_Q3);
+    q = fmaf(q, r, EXPM_Q2);
+    q = fmaf(q, r, EXPM_Q1);
+    q = fmaf(q, r, EXPM_Q0);
     return fmaf(q, r * r, r) + 1.0f; /* e^r */
 }
 
@@ -900,7 +910,7 @@ AI double gelu_tanh_f64(double x, const limits_t *K)
                      P##div_pd(P##set1_pd(1.0), P##sqrt_pd(v)), 1.0 / sqrt1d(x))
 DEFINE_VSQRT_ROWS(_mm_, 4, 2, baseline, )
 DEFINE_VSQRT_ROWS(_mm256_, 8, 4, avx2, __attribute__((target("avx2"))))
-DEFINE_VSQRT_ROWS(_mm512_, 16, 8, avx512f, __attribute__((target("avx512f"))))
+DEFINE_VSQRT_ROWS(_mm512_, 16, 8, avx512f, AVX512F_ATTR)
 #define SQRT_ROW(NAME, T, ISA) row_v##NAME##_##T##_##ISA
 #else
 #define SQRT_ROW(NAME, T, ISA) row_##NAME##_##T##_##ISA
@@ -954,7 +964,7 @@ DEFINE_ROWS_FOR_ISA(baseline, )
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define HAVE_X86_CLONES 1
 DEFINE_ROWS_FOR_ISA(avx2, __attribute__((target("avx2,fma"))))
-DEFINE_ROWS_FOR_ISA(avx512f, __attribute__((target("avx512f"))))
+DEFINE_ROWS_FOR_ISA(avx512f, AVX512F_ATTR)
 
 /* float32 exp, sigmoid and silu over unit-stride rows in the AVX-512F clone: exp_fma_f32's
  * steps on 16 lanes, with 2^n applied by one vscalefps. That rounds p 2^n once, as the
@@ -966,22 +976,21 @@ DEFINE_ROWS_FOR_ISA(avx512f, __attribute__((target("avx512f"))))
  * as the generic rows for all 2^32 inputs (checked: contiguous vs strided output). The last
  * < 16 elements are one masked vector (masked-off lanes are not read or written). Other
  * strides run the generic rows. */
-#define AVX512F_ATTR __attribute__((target("avx512f")))
 AVX512F_ATTR static inline __m512 vexp_f32x16(__m512 x, const limits_t *K)
 {
     /* min/max give their second operand when one is NaN, so a NaN x passes the clamp */
     const __m512 hi = _mm512_set1_ps((float)K->exp32_hi), lo = _mm512_set1_ps((float)K->exp32_lo);
     const __m512 c = _mm512_max_ps(lo, _mm512_min_ps(hi, x));
     const __m512 shifter = _mm512_set1_ps(FMA_SHIFTER);
-    const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(0x1.715476p0f), shifter),
+    const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(EXPM_LOG2E), shifter),
                                    shifter);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0x1.62e430p-1f), c);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(0x1.05c610p-29f), r);
-    __m512 q = _mm512_set1_ps(0x1.6a1a5ep-10f);
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0x1.123fd2p-7f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0x1.555916p-5f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0x1.55548ap-3f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0x1.fffffcp-2f));
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EXPM_LN2_UP), c);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(EXPM_LN2_OVER), r);
+    __m512 q = _mm512_set1_ps(EXPM_Q4);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EXPM_Q3));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EXPM_Q2));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EXPM_Q1));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EXPM_Q0));
     const __m512 p = _mm512_add_ps(_mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r),
                                    _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
