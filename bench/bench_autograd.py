@@ -2,7 +2,7 @@
 
 The chain `x = x * 1.0001 + 0.0001` (2,000 recorded nodes on a 10-element tensor) measures
 per-node cost, not arithmetic. "backward/forward ratio" cases time forward+backward against
-forward alone, so report.py's ratios show what backward adds. Nothing here asserts a time.
+forward alone, so report.py's torch/ours column reads forward / (forward+backward). Nothing here asserts a time.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ CASES = {
         {"reftorch": _R_FWD, "torch": _T_FWD, "numpy": _NP_FWD},
     f"autograd chain forward+backward float32 n={N} steps={STEPS}":
         {"reftorch": _R_FWD_BWD, "torch": _T_FWD_BWD},
-    # Same callables side by side: report.py's ratio is (forward+backward) / forward.
+    # Same library in both columns: report.py's torch/ours is forward / (forward+backward).
     f"backward/forward ratio (fwd+bwd vs fwd) reftorch n={N} steps={STEPS}":
         {"reftorch": _R_FWD_BWD, "torch": _R_FWD},
     f"backward/forward ratio (fwd+bwd vs fwd) torch n={N} steps={STEPS}":

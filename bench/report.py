@@ -1,15 +1,24 @@
-"""Print time ratios, reftorch vs PyTorch and vs NumPy, for every bench case.
+"""Print speed ratios, reftorch against PyTorch and NumPy, for every bench case.
 
 Each bench/bench_<group>.py may define `CASES = {case: {"reftorch": fn, "torch": fn,
-"numpy": fn}}` of zero-argument callables; this script times each with the same method in
-one run and prints µs per call and the ratios. Nothing here asserts a time.
+"numpy": fn}}` of zero-argument callables. This script times them interleaved: in each of
+ROUNDS rounds every implementation of a case runs one timed block, so a ratio compares
+blocks taken seconds apart. Nothing here asserts a time.
+
+Why interleaved: on a shared machine the speed drifts (up to 2x within minutes here), and
+timing one library after the other turned 20% differences around. The printed ratio is the
+median over rounds of (peer's time / reftorch's time) within a round: above 1, reftorch is
+the faster, as the issues' speed goals are written. Before each timed block the same
+callable runs untimed for SETTLE seconds, so the other library's OpenMP threads, which spin
+a while after their last parallel region, have gone idle and do not take a core.
 """
 from __future__ import annotations
 
 import importlib.util
 import pathlib
+import statistics
 import sys
-import timeit
+import time
 
 import numpy as np
 import torch
@@ -17,17 +26,53 @@ import torch
 import reftorch
 
 HERE = pathlib.Path(__file__).parent
+ROUNDS = 7
+SETTLE = 2e-3       # seconds of untimed calls before each timed block (at least 3 calls)
+SHOWN = ("reftorch", "torch", "numpy")   # the implementations timed and printed
 
 
-def best_of(fn, budget=0.2):
-    """µs per call: best of 5 repeats, each sized to take about budget/5 seconds."""
+def calls_per_block(fn, seconds):
+    """How many calls of fn take about `seconds` (at least 1)."""
     fn()  # warm up (plugin compilation, caches)
-    number, elapsed = 1, 0.0
-    while elapsed < budget / 5 and number < 1_000_000:
-        elapsed = timeit.timeit(fn, number=number)
+    number = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds or number >= 1_000_000:
+            return max(1, int(number * seconds / max(elapsed, 1e-9)))
         number *= 4
-    number = max(1, number // 4)
-    return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6
+
+
+def settle(fn):
+    start, calls = time.perf_counter(), 0
+    while calls < 3 or time.perf_counter() - start < SETTLE:
+        fn()
+        calls += 1
+
+
+def interleaved(impls, budget=0.5):
+    """{implementation: [seconds per call in each round]}: ROUNDS rounds, each running every
+    implementation once (settled, then one timed block); the order rotates every round."""
+    names = list(impls)
+    number = {name: calls_per_block(fn, budget / ROUNDS / len(names))
+              for name, fn in impls.items()}
+    times = {name: [] for name in names}
+    for r in range(ROUNDS):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = impls[name]
+            settle(fn)
+            start = time.perf_counter()
+            for _ in range(number[name]):
+                fn()
+            times[name].append((time.perf_counter() - start) / number[name])
+    return times
+
+
+def speed_ratio(times, peer, ours="reftorch"):
+    """Median over rounds of peer's time / ours (above 1: ours is faster)."""
+    return statistics.median(p / o for p, o in zip(times[peer], times[ours]))
 
 
 def overhead_cases():
@@ -65,22 +110,23 @@ def bench_modules(selected=()):
 
 def main(selected=()):
     """Print every group's table (`python bench/report.py [word ...]`: only the bench files
-    whose name contains one of the words, e.g. `plugin_reductions nn_mlp`)."""
-    print(f"{'case':44s} {'reftorch':>10s} {'torch':>10s} {'numpy':>10s} {'vs torch':>9s} "
-          f"{'vs numpy':>9s}")
+    whose name contains one of the words, e.g. `plugin_reductions nn_mlp`). Times are the
+    median µs per call over the rounds; torch/ours and numpy/ours are speed ratios."""
+    print(f"{'case':44s} {'reftorch':>10s} {'torch':>10s} {'numpy':>10s} {'torch/ours':>10s} "
+          f"{'numpy/ours':>10s}")
     groups = [] if selected else [("overhead", overhead_cases())]
     groups += list(bench_modules(selected))
     for group, cases in groups:
         print(f"# {group}")
         for case, impls in cases.items():
-            times = {name: best_of(fn) for name, fn in impls.items()}
-            ours = times.get("reftorch")
-            row = f"{case:44s} {ours:9.1f}µ"
+            times = interleaved({name: fn for name, fn in impls.items() if name in SHOWN})
+            row = f"{case:44s} {statistics.median(times['reftorch']) * 1e6:9.1f}µ"
             for peer in ("torch", "numpy"):
-                row += f" {times[peer]:9.1f}µ" if peer in times else f" {'-':>10s}"
+                row += (f" {statistics.median(times[peer]) * 1e6:9.1f}µ" if peer in times
+                        else f" {'-':>10s}")
             for peer in ("torch", "numpy"):
-                row += f" {ours / times[peer]:8.2f}x" if peer in times else f" {'-':>9s}"
-            print(row)
+                row += f" {speed_ratio(times, peer):9.2f}x" if peer in times else f" {'-':>10s}"
+            print(row, flush=True)
 
 
 if __name__ == "__main__":
