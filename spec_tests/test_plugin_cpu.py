@@ -793,7 +793,7 @@ print(seen[0][0], seen[0][1], reftorch_cpu.SPIN_COUNT)
 """
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.split()[-3:]
-    assert out == ["1000", "None", "1000"]
+    assert out == ["30000", "None", "30000"]
 
 
 _MALLINFO_PROBE = """

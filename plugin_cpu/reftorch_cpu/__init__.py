@@ -21,26 +21,32 @@ import os
 
 
 # Spins of libgomp's idle threads before they sleep (see _load_openmp_briefly_spinning).
-SPIN_COUNT = "1000"
+SPIN_COUNT = "30000"
 
 
 def _load_openmp_briefly_spinning():
     """Load the C extensions' OpenMP runtime (libgomp, which reads its settings when it
-    loads) with idle threads that spin only briefly, then sleep, unless the user chose a wait
-    policy or spin count.
+    loads) with idle threads that spin about half a millisecond, then sleep, unless the user
+    chose a wait policy or spin count.
 
-    libgomp's default spins for milliseconds after each parallel region: in a training step
-    our kernels alternate with NumPy's OpenBLAS (its own thread pool) and often PyTorch in the
-    same process, and spinning threads take the cores those pools need (2-core x86-64, MLP
-    784-512-512-10 training step, batch 256: 145 ms spinning, 18 ms sleeping). Threads that
-    sleep at once, though, must be woken for every region, which costs 7-30 us in a VM
-    (measured on this 2-core one, where an empty region between busy ones costs ~1.5 us):
-    float32 sum of 64 Ki elements took 14 us on 2 threads and 4 us on one. GOMP_SPINCOUNT=1000
-    keeps a thread spinning about 20-50 us: long enough to catch the next kernel of a step,
-    short enough to hand the core back. Ours alone, sleeping vs this, the best of 3-4 runs
-    in each of two alternating series: MLP step 9.1-9.6 vs 7.2-8.9 ms, LeNet step 9.6-11.1
-    vs 8.2-9.9 ms, cross_entropy forward+backward (256, 1000) 479-582 vs 417-452 us, exp of
-    64 Ki elements 40-53 vs 30-32 us; 4M-element reductions unchanged.
+    Between two kernels of a training step runs Python: tens to hundreds of microseconds.
+    A worker that has gone to sleep by then must be woken for the next parallel region, and
+    in a VM its idle virtual CPU halts: waking it costs tens of microseconds, and the busy
+    one ran our Python slower while the other was halted (2-core x86-64 VM, no torch in the
+    process, cross_entropy forward+backward on (256, 1000) float32: C kernels 53 + 3 + 16 +
+    42 us and 129 us of Python with the worker spinning; 2x the kernels' time and 185-290 us
+    of Python with it asleep).
+    libgomp's own default, 300000 spins (3.6 ms here, about 13 ns a spin), is what PyTorch
+    runs with; but NumPy's OpenBLAS pool, and PyTorch's libgomp when it is loaded too, share
+    the cores, and a thread spinning for milliseconds takes a core they need. 30000 spins
+    (0.46 ms here) cover the gaps of a step and hand the core back soon after. Measured in
+    processes without torch, best of 5 blocks, two alternating series:
+        spins              1000 (0.025 ms)   30000 (0.46 ms)   100000 (1.3 ms)
+        MLP step           5.9-6.2 ms        4.6-4.7 ms        4.8 ms
+        LeNet step         5.3 ms            4.6 ms            4.4-4.6 ms
+        cross_entropy      470-480 us        237-239 us        240-242 us
+    (the MLP 784-512-512-10 step at batch 256 and the LeNet step at batch 64 of bench/
+    bench_nn_mlp.py, the cross_entropy step of bench/bench_plugin_loss.py at (256, 1000)).
     The setting applies only while our extension loads libgomp: the environment is restored
     (and a libgomp some other library loaded earlier keeps its own settings)."""
     chosen = "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ
