@@ -24,12 +24,12 @@
  *   within a few ulp: exp, log, tanh, erf and what is built on them. NumPy's SIMD exp/log/tanh
  *     are their own approximations (its float32 exp is up to 2 ulp from the correctly rounded
  *     value, log up to 3), which cannot be reproduced without copying them. Ours are written
- *     here. exp and log: Cody-Waite range reduction (x = n ln2 + r, |r| <= ln2/2, ln2 split
- *     so n * ln2_hi is exact) and a polynomial in r, float32 in float32 arithmetic (16 lanes
- *     per AVX-512 vector; about 1 ulp from the true value), float64 in float64 (about 1-2
- *     ulp). float32 tanh and erf use fused multiply-adds (see "float32 tanh and erf" below):
- *     faithfully rounded, at most 1 ulp from the correctly rounded value over every float32
- *     input (checked exhaustively). sigmoid, silu, gelu(approximate='tanh') and the gelu /
+ *     here. float64 exp and log: Cody-Waite range reduction (x = n ln2 + r, |r| <= ln2/2,
+ *     ln2 split so n * ln2_hi is exact) and a polynomial in r, in float64 (about 1-2 ulp).
+ *     float32 exp, log, tanh and erf are float32 arithmetic with fused multiply-adds (16
+ *     lanes per AVX-512 vector; see "float32 exp, log, tanh and erf" below): exp within 1
+ *     ulp of the true value; log, tanh and erf faithfully rounded, at most 1 ulp from the
+ *     correctly rounded value over every float32 input (checked exhaustively). sigmoid, silu, gelu(approximate='tanh') and the gelu /
  *     silu backward ops follow the reference's formula operation by operation with only
  *     exp/erf/tanh replaced. float32 gelu(approximate='none') is 0.5 x (1 + erf(x / sqrt2))
  *     in float32 with 1 + erf taken from erfc (no cancellation for x < 0): at most 2 ulp
@@ -48,7 +48,7 @@
  *   2 eps |g| (1 + x^2) (measured: at most 1.5). (The reference's erf also gives nan for
  *   float64 |x| > 1.6e307, where trunc(16 y) overflows; we give PyTorch's x.)
  *   spec_tests/test_plugin_cpu_unary.py checks all of these bounds.
- * FMA is used only in the float32 exp/tanh/erf/gelu functions, through explicit fmaf() calls
+ * FMA is used only in the float32 exp/log/tanh/erf/gelu functions, through explicit fmaf() calls
  * (and their vector twins in the AVX-512F exp rows; the build's -ffp-contract=off fuses
  * nothing else): the AVX2 clone is built with FMA (a CPU with AVX2 but no FMA runs the
  * baseline clone), and the baseline clone's fmaf() is the C library's, which rounds
@@ -288,10 +288,6 @@ AI double tanh_core(double x, int degree, const limits_t *K)
 
 /* --- float32 ops ------------------------------------------------------------------------ */
 
-/* ln2 in two parts for float32 range reduction: e * EXP32_LN2_HI is exact for |e| < 2^15. */
-#define EXP32_LN2_HI 0.693359375f
-#define EXP32_LN2_LO (-2.12194440e-4f)
-
 AI float pow2i_f32(int32_t k) /* 2^k for k in [-126, 127] */
 {
     int32_t b = (k + 127) << 23;
@@ -300,42 +296,7 @@ AI float pow2i_f32(int32_t k) /* 2^k for k in [-126, 127] */
     return f;
 }
 
-/* float32 log in float32 arithmetic: x = 2^e m with sqrt(1/2) <= m < sqrt(2) (subnormal x
- * scaled by 2^23 first), log(m) = f - f^2/2 + s (f^2/2 + R) as in log_core with R to s^8,
- * e ln2 added in two parts (e * EXP32_LN2_HI is exact). About 1 ulp from the true value. */
-AI float log_f32(float x, const limits_t *K)
-{
-    float safe = (x > 0.0f && x < INFINITY) ? x : (float)K->one;
-    int tiny = safe < 0x1p-126f;
-    safe = tiny ? safe * 0x1p23f : safe;
-    int32_t bits;
-    memcpy(&bits, &safe, sizeof bits);
-    int32_t e = (bits >> 23) - 127;
-    int32_t mbits = (bits & 0x007fffff) | 0x3f800000;
-    float m;
-    memcpy(&m, &mbits, sizeof m);
-    int big = m > 1.41421356f;
-    m = big ? m * 0.5f : m;
-    e = big ? e + 1 : e;
-    e = tiny ? e - 23 : e;
-    float f = m - 1.0f;
-    float s = f / (2.0f + f);
-    float z = s * s;
-    float R = 2.0f / 9;
-    R = R * z + 2.0f / 7;
-    R = R * z + 2.0f / 5;
-    R = R * z + 2.0f / 3;
-    R = R * z;
-    float hfsq = 0.5f * f * f;
-    float ef = (float)e;
-    float y = ef * EXP32_LN2_HI + ((f - hfsq + s * (hfsq + R)) + ef * EXP32_LN2_LO);
-    y = x == 0.0f ? -INFINITY : y;
-    y = x == INFINITY ? INFINITY : y;
-    y = x < 0.0f ? NAN : y;
-    return x != x ? x : y;
-}
-
-/* --- float32 exp, tanh and erf with fused multiply-adds -------------------------------------
+/* --- float32 exp, log, tanh and erf with fused multiply-adds --------------------------------
  *
  * float32 exp (and the sigmoid and silu built on it) is exp_fma_f32 below: within 1 ulp of
  * the correctly rounded value, and 20-25% faster than the Taylor polynomial in separate
@@ -347,8 +308,8 @@ AI float log_f32(float x, const limits_t *K)
  * gives the same bits. Polynomial coefficients are our own near-minimax fits (Lawson's
  * weighted least squares against 40-digit values), rounded to float32. Accuracy, checked
  * exhaustively over every float32 input against the correctly rounded value (libm's double
- * result rounded): tanh and erf at most 1 ulp (faithfully rounded; 99.8% and 99.3% of inputs
- * exact). gelu (from one_plus_erf_f32) on every 7th float32: at most 2 ulp for x > 0, an
+ * result rounded): log, tanh and erf at most 1 ulp (faithfully rounded; 99.4%, 99.8% and
+ * 99.3% of inputs exact). gelu (from one_plus_erf_f32) on every 7th float32: at most 2 ulp for x > 0, an
  * absolute error of at most 0.51 eps |x| for x < 0. */
 
 /* exp(y) = 2^n e^r, y = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, n * part exact in the
@@ -424,6 +385,42 @@ AI float tanh_f32(float x, const limits_t *K)
     const float big = 1.0f - 2.0f / (e + 1.0f);
     const float t = ax >= 0.55f ? big : small; /* nan: small, which is nan */
     return copysignf(t, x);
+}
+
+/* log: x = 2^e m with m in [sqrt(1/2), sqrt(2)) (subnormal x scaled by 2^23 first), found
+ * from the bits: subtracting sqrt(1/2)'s bits carries into the exponent field exactly when
+ * m must be halved. With f = m - 1 (exact), log(m) = log1p(f) = f + f^2 Q(f), Q a degree-8
+ * fit (the error it leaves is under 5.7e-9 of log1p(f) on the range); then e ln2 is added in
+ * two fused steps (ln2 as EXPM_LN2_UP - EXPM_LN2_OVER). No division: the atanh-series form it
+ * replaced (s = f / (2 + f)) spent a third of its time in the divide. */
+AI float log_f32(float x, const limits_t *K)
+{
+    float safe = (x > 0.0f && x < INFINITY) ? x : (float)K->one;
+    const int tiny = safe < 0x1p-126f;
+    safe = tiny ? safe * 0x1p23f : safe;
+    int32_t bits;
+    memcpy(&bits, &safe, sizeof bits);
+    const int32_t e = (bits - 0x3f3504f3) >> 23; /* 0x3f3504f3: sqrt(1/2) rounded down */
+    const int32_t mbits = bits - (int32_t)((uint32_t)e << 23);
+    float m;
+    memcpy(&m, &mbits, sizeof m);
+    const float f = m - 1.0f;
+    float q = -0x1.3c0874p-4f;
+    q = fmaf(q, f, 0x1.096854p-3f);
+    q = fmaf(q, f, -0x1.0efbb0p-3f);
+    q = fmaf(q, f, 0x1.223f86p-3f);
+    q = fmaf(q, f, -0x1.54288ap-3f);
+    q = fmaf(q, f, 0x1.99a6a2p-3f);
+    q = fmaf(q, f, -0x1.00042cp-2f);
+    q = fmaf(q, f, 0x1.55554ap-2f);
+    q = fmaf(q, f, -0x1.fffff8p-2f); /* -1/2 */
+    const float log_m = fmaf(f * f, q, f);
+    const float ef = (float)(tiny ? e - 23 : e);
+    float y = fmaf(ef, EXPM_LN2_UP, fmaf(ef, -EXPM_LN2_OVER, log_m));
+    y = x == 0.0f ? -INFINITY : y;
+    y = x == INFINITY ? INFINITY : y;
+    y = x < 0.0f ? NAN : y;
+    return x != x ? x : y;
 }
 
 /* erf for |x| < 0.9: x + x Q(x^2), Q a degree-6 fit (relative error 3e-10) */
