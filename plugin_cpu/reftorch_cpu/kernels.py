@@ -13,6 +13,8 @@ import math
 import numpy as np
 
 from reftorch import _dtype as D
+from reftorch._dispatch import get_op
+from reftorch._ops.elementwise import result_strides
 from reftorch._promotion import broadcast_shapes
 from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
@@ -38,11 +40,12 @@ def register(registrar):
     """Register every kernel with reftorch (called by reftorch_cpu.register)."""
     for name, code in OPS.items():
         # min_numel: reftorch skips the kernel for small results without calling it
-        registrar.kernel(name, "cpu", DTYPES, _binary_kernel(code), min_numel=MIN_NUMEL)
+        registrar.kernel(name, "cpu", DTYPES, _binary_kernel(get_op(name), code),
+                         min_numel=MIN_NUMEL)
     registrar.kernel("copy_", "cpu", DTYPES, copy_kernel)
 
 
-def _binary_kernel(code):
+def _binary_kernel(op, code):
     def kernel(out, inputs, dtypes, params):
         """out = a (op) b through the C loop, or NotImplemented to decline."""
         # Small calls are the common decline: rule them out before any other check. A
@@ -70,7 +73,7 @@ def _binary_kernel(code):
             result = Tensor._empty(a._shape, dtype)
             shape, strides = (a_numel,), _ONE_BLOCK
         else:
-            prepared = _prepare(out, a, b, dtype)
+            prepared = _prepare(op, out, a, b, dtype)
             if prepared is None:
                 return NotImplemented
             result, shape, strides = prepared
@@ -84,7 +87,7 @@ def _binary_kernel(code):
 _ONE_BLOCK = ((1,), (1,), (1,))  # unit strides of out, a and b over one dense block
 
 
-def _prepare(out, a, b, dtype):
+def _prepare(op, out, a, b, dtype):
     """(result, loop shape, loop strides) for any geometry, or None to decline: a
     broadcast result too small, too many dims after merging, or an unsafe `out`."""
     inputs = (a, b)
@@ -92,7 +95,7 @@ def _prepare(out, a, b, dtype):
     numel = math.prod(shape)
     if numel < size_threshold(MIN_NUMEL) or (out is not None and out._shape != shape):
         return None
-    result = _new_result(shape, dtype, inputs) if out is None else out
+    result = _new_result(op, shape, dtype, inputs) if out is None else out
     shape, strides = _geometry(result, inputs, numel)
     if len(shape) > _C.MAX_NDIM:
         return None
@@ -213,16 +216,13 @@ def _overlaps(offset_a, shape, strides_a, offset_b, strides_b):
     return offset_a <= offset_b + span_b and offset_b <= offset_a + span_a
 
 
-def _new_result(shape, dtype, inputs):
-    """A new result tensor. Like PyTorch, it takes the layout of the first input that has
-    the full shape and is dense (so `a.t() + b.t()` stays transposed); else it is contiguous."""
+def _new_result(op, shape, dtype, inputs):
+    """A new result of elementwise `op`, laid out as PyTorch lays it out (the reference's
+    result_strides: `a.t() + b.t()` stays transposed)."""
     result = Tensor._empty(shape, dtype)
-    if len(shape) > 1:
-        for t in inputs:
-            if t._shape == shape:
-                if not _is_contiguous(shape, t._strides) and _is_dense(shape, t._strides):
-                    result._set_geometry(result._storage, 0, shape, t._strides)
-                break
+    strides = result_strides(op, shape, inputs)
+    if strides != result._strides:
+        result._set_geometry(result._storage, 0, shape, strides)
     return result
 
 

@@ -48,6 +48,8 @@ from __future__ import annotations
 import math
 
 from reftorch import _dtype as D
+from reftorch._dispatch import get_op
+from reftorch._ops.elementwise import result_strides
 from reftorch._promotion import broadcast_shapes
 from reftorch.plugins import size_threshold
 
@@ -119,7 +121,10 @@ def _plain_number(number):
     return type(number) is float or (type(number) is int and abs(number) < 2**53)
 
 
-def _elementwise_kernel(name, code):
+def _elementwise_kernel(name, code, op=None):
+    """The kernel of `name` (op: its declaration, when `name` is a C row serving another op,
+    as square serves pow)."""
+    op = op or get_op(name)
     is_math, uses_erf = name in SINGLE_NUMPY_CALL, name in USES_ERF
     n_inputs = 3 if name in ("where", "clamp") else \
         2 if name in ("clamp_min", "clamp_max") or name in GRADS else 1
@@ -150,7 +155,7 @@ def _elementwise_kernel(name, code):
         numel = math.prod(shape)
         if numel < min_numel or (out is not None and out._shape != shape):
             return NotImplemented
-        result = _new_result(shape, dtype, inputs) if out is None else out
+        result = _new_result(op, shape, dtype, inputs) if out is None else out
         shape, strides = _geometry(result, inputs, numel)
         if len(shape) > _U.MAX_NDIM:
             return NotImplemented
@@ -171,7 +176,8 @@ POW_ROWS = {2.0: ("square", _U.SQUARE), -1.0: ("reciprocal", _U.RECIPROCAL)}
 
 
 def _pow_kernel():
-    rows = {exponent: _elementwise_kernel(*row) for exponent, row in POW_ROWS.items()}
+    pow_op = get_op("pow")
+    rows = {exponent: _elementwise_kernel(*row, op=pow_op) for exponent, row in POW_ROWS.items()}
 
     def kernel(out, inputs, dtypes, params):
         """input ** exponent for an exponent of 2 or -1 given as a number (or any 0-dim
@@ -182,7 +188,16 @@ def _pow_kernel():
         if exponent._shape or not _on_cpu_as(exponent, dtypes[1]):
             return NotImplemented
         row = rows.get(float(exponent._storage.array[exponent._offset]))
-        return NotImplemented if row is None else row(out, (base,), dtypes, params)
+        if row is None:
+            return NotImplemented
+        result = row(out, (base,), dtypes, params)
+        if out is None and result is not NotImplemented:
+            # A tensor exponent is an operand of PyTorch's loop, a number is not: with one,
+            # size-1 dims may get other strides (the memory order is base's either way).
+            strides = result_strides(pow_op, result._shape, inputs)
+            if strides != result._strides:
+                result._set_geometry(result._storage, 0, result._shape, strides)
+        return result
     return kernel
 
 

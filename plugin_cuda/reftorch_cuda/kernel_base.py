@@ -19,7 +19,7 @@ from importlib import resources
 
 from reftorch import _dtype as D
 from reftorch._promotion import broadcast_shapes
-from reftorch._shape import contiguous_strides, kept_strides
+from reftorch._shape import elementwise_strides
 from reftorch._tensor import Tensor
 from reftorch_plugins.ctypes_table import CUDA_TYPES
 from reftorch_plugins.geometry import elementwise_geometry
@@ -250,18 +250,24 @@ def scalar_pairs(dtype_name):
 
 # --- one elementwise pass ---------------------------------------------------------------------
 
-def run_elementwise(program, expression, out, inputs, result_dtype, extra_args=()):
+def run_elementwise(program, expression, out, inputs, result_dtype, extra_args=(),
+                    number_params=frozenset()):
     """Launch `expression` as `kernel(Geometry<1 + len(inputs)>, out, inputs..., extra_args...)`
-    over the broadcast of `inputs` into `out` (or a new tensor of `result_dtype`). Returns the
-    result, or NotImplemented when the tensors are not on one cuda device, the geometry has too
-    many dims, or `out` cannot be written in one pass. Dtypes are the caller's to check."""
+    over the broadcast of `inputs` into `out` (or a new tensor of `result_dtype`, laid out as
+    the reference's result_strides lays it out; `number_params`: the op's, see there). Returns
+    the result, or NotImplemented when the tensors are not on one cuda device, the geometry
+    has too many dims, or `out` cannot be written in one pass. Dtypes are the caller's to
+    check."""
     if not on_one_cuda_device(inputs if out is None else (*inputs, out)):
         return NotImplemented
     layout = [None if out is None else (out._shape, out._strides)]
     for t in inputs:
         layout += (t._shape, t._strides)
+    if number_params:    # which inputs count for a new result's layout
+        layout.append(tuple(i in number_params and getattr(t, "_wrapped_number", False)
+                            for i, t in enumerate(inputs)))
     layout = tuple(layout)
-    plan = _PASSES.get(layout) or _plan_pass(layout, out, inputs)
+    plan = _PASSES.get(layout) or _plan_pass(layout, out, inputs, number_params)
     if plan is None:
         return NotImplemented
     shape, result_strides, numel, grid, geo_shape, strides, geometry = plan
@@ -284,7 +290,7 @@ _PASSES = {}     # layout (out's and the inputs' shapes and strides) -> _plan_pa
 PASSES = 4096    # bound: cleared when full (a loop repeats a few layouts)
 
 
-def _plan_pass(layout, out, inputs):
+def _plan_pass(layout, out, inputs, number_params):
     """What one elementwise pass over these operands' layouts needs, worked out once per
     `layout` (shapes and strides are all it depends on; working it out costs ~10 us of
     Python, the cached lookup well under one): (shape, strides of a new result, numel,
@@ -299,7 +305,10 @@ def _plan_pass(layout, out, inputs):
             break
     if out is not None and out._shape != shape:
         return None
-    target = out if out is not None else _layout_of(inputs, shape)
+    target = out if out is not None else \
+        _Layout(shape, elementwise_strides(shape, tuple(
+            (t._shape, t._strides) for i, t in enumerate(inputs)
+            if not (i in number_params and getattr(t, "_wrapped_number", False)))))
     geo_shape, strides = elementwise_geometry(target, inputs)
     if len(geo_shape) > max_dims():
         return None
@@ -310,15 +319,6 @@ def _plan_pass(layout, out, inputs):
         _PASSES.clear()
     _PASSES[layout] = plan
     return plan
-
-
-def _layout_of(inputs, shape):
-    """The layout (shape and strides only) of a new result: kept from the first input of
-    the full shape (as empty_like_layout keeps it), else contiguous."""
-    for t in inputs:
-        if t._shape == shape:
-            return _Layout(shape, kept_strides(shape, t._strides))
-    return _Layout(shape, contiguous_strides(shape))
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import ctypes
 import numpy as np
 
 from reftorch import _dtype as D
+from reftorch._promotion import broadcast_shapes
 from reftorch._shape import contiguous_strides
 from reftorch._tensor import Tensor
 
@@ -96,6 +97,8 @@ def masked_fill_kernel(out, inputs, dtypes, params):
         value = value.item()
     if isinstance(value, complex) and not a.dtype.is_complex:
         return NotImplemented
+    if out is None:   # masked_fill fills a contiguous copy of the (broadcast) input
+        out = Tensor._empty(broadcast_shapes(a._shape, mask._shape), a.dtype, a.device)
     return run_elementwise(MASKED, masked_fill_expression(a.dtype.itemsize), out, (a, mask),
                            a.dtype, (_element_bits(value, a.dtype),))
 

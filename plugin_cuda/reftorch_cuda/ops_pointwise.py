@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 
 from reftorch import _dtype as D
+from reftorch._dispatch import get_op
 
 from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, HALF_TYPES, INT_TYPES, Program,
                           operand_types, run_elementwise)
@@ -61,6 +62,7 @@ PROGRAMS = (POINTWISE,)
 
 def ternary_kernel(op_name):
     """The dispatcher kernel for lerp / addcmul / addcdiv on float tensors of one dtype."""
+    number_params = get_op(op_name).number_params
     def kernel(out, inputs, dtypes, params):
         common, _computation, result = dtypes
         if len(inputs) != 3 or result is not common:
@@ -73,7 +75,7 @@ def ternary_kernel(op_name):
         if not POINTWISE.has(expression) or isinstance(value, complex):
             return NotImplemented
         return run_elementwise(POINTWISE, expression, out, inputs, result,
-                               (ctypes.c_double(float(value)),))
+                               (ctypes.c_double(float(value)),), number_params)
     kernel.__name__ = kernel.__qualname__ = f"cuda_{op_name}"
     return kernel
 
@@ -91,7 +93,8 @@ def pow_kernel(out, inputs, dtypes, params):
     if not POINTWISE.has(expression):
         return NotImplemented
     scalar_exponent = ctypes.c_int(inputs[1].ndim == 0)
-    return run_elementwise(POINTWISE, expression, out, inputs, result, (scalar_exponent,))
+    return run_elementwise(POINTWISE, expression, out, inputs, result, (scalar_exponent,),
+                           get_op("pow").number_params)
 
 
 pow_kernel.__name__ = "cuda_pow"

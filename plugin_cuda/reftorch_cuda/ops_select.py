@@ -15,6 +15,7 @@ float64 0-dim bound) declines: the reference converts it first.
 from __future__ import annotations
 
 from reftorch import _dtype as D
+from reftorch._dispatch import get_op
 
 from .kernel_base import (FLOAT_TYPES, HALF_TYPES, INT_TYPES, WORDS, Program, all_of_dtype,
                           operand_types, run_elementwise, scalar_pairs)
@@ -104,6 +105,7 @@ where_kernel.__name__ = "cuda_where"
 
 def clamp_kernel(op_name):
     arity = 3 if op_name == "clamp" else 2
+    number_params = get_op(op_name).number_params
 
     def kernel(out, inputs, dtypes, params):
         common, _computation, result = dtypes
@@ -116,7 +118,8 @@ def clamp_kernel(op_name):
             if types is None or not _is_scalar_form(types, common.name):
                 return NotImplemented
             expression = clamp_expression(op_name, common.name, scalar=True)
-        return run_elementwise(SELECT, expression, out, inputs, result)
+        return run_elementwise(SELECT, expression, out, inputs, result,
+                               number_params=number_params)
     kernel.__name__ = kernel.__qualname__ = f"cuda_{op_name}"
     return kernel
 

@@ -195,7 +195,7 @@ def _make_fallback(op):
     def fallback(out, inputs, dtypes, params):
         device = next((t.device for t in inputs if hasattr(t, "_storage")), None) or out.device
         _fallback_counts[(op.name, device.type, dtypes[0])] += 1
-        cpu_inputs = tuple(t.cpu() if hasattr(t, "_storage") else t for t in inputs)
+        cpu_inputs = tuple(_host_copy(t) if hasattr(t, "_storage") else t for t in inputs)
         cpu_out = None if out is None else out.cpu()
         result = op.reference(cpu_out, cpu_inputs, dtypes, params)
         if out is None:
@@ -204,6 +204,24 @@ def _make_fallback(op):
         return out
     fallback.__name__ = f"{op.name}_fallback"
     return fallback
+
+
+def _host_copy(t):
+    """t on the cpu, with t's own strides (its storage span is read as it lies), so that the
+    reference decides a result's layout from the operands' true layouts; a Python number's
+    0-dim tensor stays marked as one (the reference does not round a wrapped number to the
+    common dtype first, nor count it for the layout where the op takes it as a parameter)."""
+    from ._storage import CPUStorage
+    from ._tensor import Tensor
+    if t.numel() == 0:
+        host = t.cpu()
+    else:
+        span = 1 + sum((n - 1) * s for n, s in zip(t._shape, t._strides))
+        host = Tensor._make(CPUStorage(t._storage.read(t._offset, span), t.dtype), 0,
+                            t._shape, t._strides)
+    if getattr(t, "_wrapped_number", False):
+        host._wrapped_number = True
+    return host
 
 
 def _to_device(result, device):

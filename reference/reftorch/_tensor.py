@@ -14,10 +14,10 @@ import weakref
 import numpy as np
 
 from . import _dtype as D
-from ._device import CPU, Size
+from ._device import CPU, Size, channels_last
 from ._storage import CPUStorage, allocate
-from ._shape import (contiguous_strides, expand_strides, infer_size, is_contiguous, is_dense,
-                     view_strides, wrap_dim)
+from ._shape import (contiguous_strides, expand_strides, infer_size, is_channels_last,
+                     is_contiguous, is_dense, view_strides, wrap_dim)
 
 
 # autograd.graph.AccumulateGrad; autograd imports this module, so it is looked up on first use
@@ -286,6 +286,8 @@ class Tensor:
         record(stream._handle)
 
     def is_contiguous(self, memory_format=None):
+        if memory_format is channels_last:
+            return is_channels_last(self._shape, self._strides)
         return is_contiguous(self._shape, self._strides)
 
     def is_set_to(self, other):

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _dispatch
 from .. import _dtype as D
 from .._device import CPU, as_device
-from .._shape import expand_strides, kept_strides
+from .._shape import expand_strides, is_non_overlapping_and_dense, kept_strides
 from .._storage import CPUStorage, allocate, normalize_device
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
@@ -103,9 +103,13 @@ def write_host_values(dst, values, non_blocking=False):
         dst._storage.write(dst._offset, np.ascontiguousarray(values).reshape(-1),
                            non_blocking=non_blocking)
         return
-    # Non-contiguous destination: read the covered span, update it on the host, write it back.
+    # Non-contiguous destination: read the covered span, update it on the host, write it back
+    # (a dense one, e.g. transposed, covers nothing else: nothing to read back).
     span = 1 + builtins.sum((n - 1) * s for n, s in zip(dst._shape, dst._strides))
-    flat = dst._storage.read(dst._offset, span)
+    if is_non_overlapping_and_dense(dst._shape, dst._strides):
+        flat = np.empty(span, dtype=dst.dtype.numpy_dtype)
+    else:
+        flat = dst._storage.read(dst._offset, span)
     itemsize = dst.dtype.itemsize
     view = np.ndarray(dst._shape, dtype=flat.dtype, buffer=flat,
                       strides=[s * itemsize for s in dst._strides])
@@ -139,8 +143,7 @@ def to(t, *args, **kwargs):
     dtype, device, copy = _parse_to_args(t, args, kwargs)
     if dtype is t.dtype and device == t.device and not copy:
         return t
-    result = Tensor._empty(t._shape, dtype, device) if device != t.device \
-        else empty_like_layout(t, dtype=dtype)
+    result = empty_like_layout(t, dtype=dtype, device=device)
     from ..autograd.grad_mode import no_grad
     with no_grad():
         copy_(result, t, non_blocking)

@@ -2,7 +2,8 @@
 
 This is the only place that turns an elementwise call into a kernel call. Reference kernels
 are plain NumPy functions over arrays already cast to the computation dtype; `numpy_kernel`
-adapts one into the dispatcher's kernel ABI.
+adapts one into the dispatcher's kernel ABI. `result_strides` is where a new result's layout
+is decided, for the reference and the plugins alike.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from .. import _dtype as D
 from .._device import CPU
 from .._promotion import (Promotion, broadcast_shapes2, check_inplace_shape, check_output_cast,
                           numbers_within, promoted_dtypes, result_dtype)
-from .._storage import backend_for
+from .._shape import elementwise_strides
+from .._storage import allocate, backend_for
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled
@@ -26,20 +28,51 @@ _SCALAR_TYPES = (bool, int, float, complex)
 
 
 def declare(name, reference, promotion=Promotion.DEFAULT, params=None, dtypes=None,
-            promotion_rule=None, check=None, doc=""):
-    """Declare an elementwise op whose reference is a NumPy function over arrays."""
-    op = _dispatch.Op(name=name, family="pointwise", reference=numpy_kernel(reference),
+            promotion_rule=None, check=None, number_params=(), doc=""):
+    """Declare an elementwise op whose reference is a NumPy function over arrays.
+
+    `number_params`: the input positions where PyTorch takes a Python number as a parameter
+    of the computation, not as an operand of the iteration (clamp's bounds, pow's exponent):
+    such a number does not count for the result's layout (see result_strides)."""
+    op = _dispatch.Op(name=name, family="pointwise", reference=None,
                       promotion=promotion, params=dict(params or {}),
                       dtypes=None if dtypes is None else frozenset(dtypes), doc=doc)
+    op.reference = numpy_kernel(reference, op)
     op.numpy_fn = reference
     op.promotion_rule = promotion_rule
     op.dtypes_by_common = {}  # common dtype -> (common, computation, result); see apply
     op.check = check  # extra argument rules: check(common dtype, params, operands, inplace)
+    op.number_params = frozenset(number_params)
     return _dispatch.declare(op)
 
 
-def numpy_kernel(fn):
-    """Adapt `fn(*arrays, **params) -> array` into a reference kernel (see _dispatch)."""
+def result_strides(op, shape, inputs):
+    """The strides of a new result of elementwise `op` over `inputs` (tensors; Python numbers
+    arrive as wrapped 0-dim tensors), as PyTorch lays it out (_shape.elementwise_strides):
+    every input is an operand, but a number in one of `op.number_params`."""
+    skip = op.number_params
+    if not skip:    # (most ops: a plain list, the cheapest way to build the key)
+        return elementwise_strides(shape, tuple([(t._shape, t._strides) for t in inputs]))
+    return elementwise_strides(shape, tuple(
+        (t._shape, t._strides) for i, t in enumerate(inputs)
+        if not (i in skip and getattr(t, "_wrapped_number", False))))
+
+
+def _with_strides(t, strides):
+    """t's values laid out with `strides` (dense): t itself when only dims of size 0 or 1
+    differ (they address nothing), else a copy. NumPy orders a result's memory as PyTorch
+    does but for ties (equal strides, size-1 and broadcast dims); a copy is rare."""
+    if 0 in t._shape or all(a == b or n == 1 for n, a, b in zip(t._shape, strides, t._strides)):
+        t._set_geometry(t._storage, 0, t._shape, strides)
+        return t
+    copy = Tensor._make(allocate(math.prod(t._shape), t.dtype), 0, t._shape, strides)
+    np.copyto(copy._np, t._np)
+    return copy
+
+
+def numpy_kernel(fn, op):
+    """Adapt `fn(*arrays, **params) -> array` into the reference kernel of `op` (see
+    _dispatch); a new result gets PyTorch's layout (result_strides)."""
     def reference_kernel(out, inputs, dtypes, params):
         compute = dtypes[1].numpy_dtype
         arrays = []
@@ -67,7 +100,9 @@ def numpy_kernel(fn):
                 value = value.copy()  # never hand out memory that an input owns
         finally:
             FP_STATE.reset(token)
-        return Tensor._from_array(value, result)
+        tensor = Tensor._from_array(value, result)
+        strides = result_strides(op, tensor._shape, inputs)
+        return tensor if strides == tensor._strides else _with_strides(tensor, strides)
     reference_kernel.__name__ = f"reference_{fn.__name__}"
     reference_kernel.__doc__ = fn.__doc__
     return reference_kernel
@@ -123,7 +158,9 @@ def scalar_tensor(value, dtype, device):
     # Non-blocking: the copy is queued on the device's stream instead of waiting for all the
     # work queued before it (the fresh host array is nobody else's; the device keeps it
     # alive until the copy has run).
-    return t.to(device, non_blocking=True)
+    moved = t.to(device, non_blocking=True)
+    moved._wrapped_number = True
+    return moved
 
 
 def _common_device(tensors):

@@ -257,7 +257,7 @@ DIV = declare("div", div, promotion=Promotion.INT_TO_FLOAT, params={"rounding_mo
               promotion_rule=_div_promotion, check=_check_div)
 FLOOR_DIVIDE = declare("floor_divide", floor_divide, dtypes=REAL - {D.bool})
 REMAINDER = declare("remainder", remainder, dtypes=REAL - {D.bool})
-POW = declare("pow", pow, check=_check_pow)
+POW = declare("pow", pow, check=_check_pow, number_params=(1,))
 NEG = declare("neg", neg, check=_check_neg)
 POSITIVE = declare("positive", positive, check=_check_positive)
 ABS = declare("abs", abs, promotion=Promotion.COMPLEX_TO_FLOAT, dtypes=NON_BOOL,
@@ -772,10 +772,11 @@ FMOD = declare("fmod", fmod, dtypes=REAL_NON_BOOL)
 GCD = declare("gcd", gcd, dtypes=INTEGRAL, check=_tensors_only("other"))
 LCM = declare("lcm", lcm, dtypes=INTEGRAL, check=_tensors_only("other"))
 
-CLAMP = declare("clamp", clamp, check=_check_clamp)
-CLAMP_MIN = declare("clamp_min", clamp_min, check=_check_clamp)
-CLAMP_MAX = declare("clamp_max", clamp_max, check=_check_clamp)
-LERP = declare("lerp", lerp, dtypes=FLOATING_AND_COMPLEX, check=_check_lerp)
+CLAMP = declare("clamp", clamp, check=_check_clamp, number_params=(1, 2))
+CLAMP_MIN = declare("clamp_min", clamp_min, check=_check_clamp, number_params=(1,))
+CLAMP_MAX = declare("clamp_max", clamp_max, check=_check_clamp, number_params=(1,))
+LERP = declare("lerp", lerp, dtypes=FLOATING_AND_COMPLEX, check=_check_lerp,
+               number_params=(2,))
 ADDCMUL = declare("addcmul", addcmul, params={"value": 1}, dtypes=NON_BOOL,
                   check=_check_addcmul)
 ADDCDIV = declare("addcdiv", addcdiv, params={"value": 1}, dtypes=NON_BOOL,

@@ -1,0 +1,180 @@
+"""The layout of a new elementwise result against PyTorch's.
+
+reftorch._shape.elementwise_strides is the one rule (PyTorch's TensorIterator allocation):
+the reference, the cpu plugin and the cuda plugin all lay out new results by it. Checked
+here over random layouts: broadcasts, dims of size 0 and 1 with any stride, gaps, permuted
+dims, 1 to 3 operands, and Python numbers both as operands (x * 0.5) and as parameters
+(clamp's bounds, pow's exponent).
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import reftorch
+from reftorch._shape import elementwise_strides
+from spec_tests import test_plugin_cuda as cuda_base
+
+torch = pytest.importorskip("torch")
+
+emulated, device_kind, compiled = cuda_base.emulated, cuda_base.device_kind, cuda_base.compiled
+kernel_cache_dir, plugin = cuda_base.kernel_cache_dir, cuda_base.plugin
+
+BASE_NUMEL = 1 << 16   # every random layout fits in this many elements (4^5 dims, gaps)
+
+
+def random_layout(rng, shape):
+    """(shape, strides) of an operand broadcastable to `shape`: maybe fewer dims or size-1
+    dims, dims in a random memory order, sometimes gaps, size-1 dims with any stride,
+    sometimes a broadcast (stride 0) dim."""
+    ndim = len(shape) if rng.random() < 0.7 else rng.randint(0, len(shape))
+    sizes = [shape[len(shape) - ndim + i] if rng.random() < 0.8 else 1 for i in range(ndim)]
+    order = list(range(ndim))
+    rng.shuffle(order)
+    gaps, strides, step = rng.random() < 0.2, [0] * ndim, 1
+    for d in reversed(order):
+        strides[d] = step * (2 if gaps and rng.random() < 0.3 else 1)
+        step = strides[d] * max(sizes[d], 1)
+    for d in range(ndim):
+        if sizes[d] == 1 and rng.random() < 0.6:
+            strides[d] = rng.randint(0, 9)
+        elif sizes[d] > 1 and rng.random() < 0.03:
+            strides[d] = 0
+    return tuple(sizes), tuple(strides)
+
+
+def random_case(rng):
+    """A result shape and 1-3 operand layouts that broadcast to exactly that shape."""
+    while True:
+        shape = tuple(rng.choice([0, 1, 2, 3, 4]) if rng.random() < 0.05 else
+                      rng.choice([1, 1, 2, 3, 4]) for _ in range(rng.randint(1, 5)))
+        layouts = [random_layout(rng, shape) for _ in range(rng.choice([1, 2, 2, 3]))]
+        broadcast = np.broadcast_shapes(*(s for s, _ in layouts))
+        if broadcast == shape:
+            return shape, layouts
+
+
+# The ops, each given operand tensors of one library (`lib`: reftorch or torch).
+OPS = {
+    1: {"exp": lambda lib, x: lib.exp(x),
+        "x * 0.5 (a number operand)": lambda lib, x: x * 0.5,
+        "x > 0": lambda lib, x: x > 0,
+        "clamp(x, 0, 1) (number parameters)": lambda lib, x: lib.clamp(x, 0.0, 1.0),
+        "x ** 2 (a number parameter)": lambda lib, x: x ** 2,
+        "x ** 0-dim tensor (an operand)": lambda lib, x: x ** lib.tensor(2.0),
+        "where(x > 0, x, 0.0)": lambda lib, x: lib.where(x > 0, x, 0.0)},
+    2: {"add": lambda lib, x, y: x + y,
+        "lerp(x, y, 0.3) (a number parameter)": lambda lib, x, y: lib.lerp(x, y, 0.3),
+        "maximum": lambda lib, x, y: lib.maximum(x, y)},
+    3: {"addcmul": lambda lib, x, y, z: lib.addcmul(x, y, z),
+        "where(x > 0, y, z)": lambda lib, x, y, z: lib.where(x > 0, y, z)},
+}
+
+
+def operands(lib, layouts, device=None):
+    base = lib.arange(BASE_NUMEL, dtype=lib.float32) * 0.01 - 5.0
+    if device is not None:
+        base = base.to(device)
+    return [base.as_strided(shape, strides) for shape, strides in layouts]
+
+
+def cases(seed, count):
+    rng = random.Random(seed)
+    for _ in range(count):
+        shape, layouts = random_case(rng)
+        for name, fn in OPS[len(layouts)].items():
+            yield shape, layouts, name, fn
+
+
+def test_the_rule_matches_pytorch():
+    """elementwise_strides itself, on 3,000 random layouts of PyTorch's exp, add, addcmul."""
+    rng, wrong = random.Random(11), []
+    call = {1: torch.exp, 2: torch.add, 3: torch.addcmul}
+    for _ in range(3000):
+        shape, layouts = random_case(rng)
+        want = call[len(layouts)](*operands(torch, layouts)).stride()
+        got = elementwise_strides(shape, tuple(layouts))
+        if tuple(got) != tuple(want):
+            wrong.append((shape, layouts, got, want))
+    assert not wrong, wrong[:5]
+
+
+def _mismatches(seed, count, run, device=None):
+    wrong = []
+    for shape, layouts, name, fn in cases(seed, count):
+        want = fn(torch, *operands(torch, layouts))
+        got = run(lambda: fn(reftorch, *operands(reftorch, layouts, device)))
+        if tuple(got.stride()) != tuple(want.stride()) or tuple(got.shape) != tuple(want.shape):
+            wrong.append((name, shape, layouts, got.stride(), want.stride()))
+    return wrong
+
+
+def test_reference_results_are_laid_out_as_pytorchs():
+    def reference(fn):
+        with reftorch.plugins.use_reference_kernels():
+            return fn()
+    wrong = _mismatches(12, 300, reference)
+    assert not wrong, wrong[:5]
+
+
+def test_reference_results_keep_their_values():
+    """A result whose layout differs from NumPy's memory order is a copy: same values."""
+    def pair(lib):
+        base = lib.arange(60, dtype=lib.float32) * 0.01
+        return (base.as_strided((1, 1, 3, 2, 1), (4, 8, 1, 3, 1)),
+                base.as_strided((2, 3, 3, 2, 1), (18, 1, 6, 3, 36)))
+    with reftorch.plugins.use_reference_kernels():
+        got = reftorch.add(*pair(reftorch))
+    want = torch.add(*pair(torch))
+    assert got.stride() == want.stride() == (18, 1, 3, 9, 9)   # NumPy: (18, 1, 6, 3, 1)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_copies_keep_the_layout_as_pytorch_does():
+    """clone, .to(dtype), .to(device) and empty_like (preserve_format): the same strides
+    when non-overlapping and dense (or empty), else dense strides in the same memory order
+    (reftorch._shape.kept_strides)."""
+    rng, wrong = random.Random(15), []
+    for _ in range(1500):
+        shape, layouts = random_case(rng)
+        (x_shape, x_strides), = layouts[:1]
+        t = operands(torch, [(x_shape, x_strides)])[0]
+        r = operands(reftorch, [(x_shape, x_strides)])[0]
+        for name, fr, ft in (("clone", reftorch.clone, torch.clone),
+                             ("empty_like", reftorch.empty_like, torch.empty_like),
+                             ("double", lambda v: v.double(), lambda v: v.double())):
+            if tuple(fr(r).stride()) != tuple(ft(t).stride()):
+                wrong.append((name, x_shape, x_strides, fr(r).stride(), ft(t).stride()))
+    assert not wrong, wrong[:5]
+
+
+@pytest.mark.skipif("cpu" not in reftorch.plugins.loaded(), reason="the cpu plugin is not installed")
+def test_cpu_plugin_results_are_laid_out_as_pytorchs():
+    def plugin(fn):
+        with reftorch.plugins.all_sizes():    # the layouts are small: serve them anyway
+            return fn()
+    wrong = _mismatches(13, 300, plugin)
+    assert not wrong, wrong[:5]
+
+
+def test_cuda_results_are_laid_out_as_pytorchs(device_kind):
+    """The cuda plugin's kernels, and the reference run on host copies for an op it lacks
+    (maximum): results and device transfers keep PyTorch's layout."""
+    wrong = _mismatches(14, 120, lambda fn: fn(), device="cuda")
+    assert not wrong, wrong[:5]
+
+
+def test_contiguity_is_reported_as_pytorch_reports_it():
+    """is_contiguous(), and is_contiguous(memory_format=channels_last), on random layouts
+    (empty tensors are contiguous in the row-major sense only)."""
+    rng, wrong = random.Random(16), []
+    for _ in range(2000):
+        shape, layouts = random_case(rng)
+        r, t = operands(reftorch, layouts[:1])[0], operands(torch, layouts[:1])[0]
+        got = (r.is_contiguous(), r.is_contiguous(memory_format=reftorch.channels_last))
+        want = (t.is_contiguous(), t.is_contiguous(memory_format=torch.channels_last))
+        if got != want:
+            wrong.append((layouts[0], got, want))
+    assert not wrong, wrong[:5]
