@@ -6,11 +6,15 @@ integer tensors without gradients.
 """
 from __future__ import annotations
 
+import functools
+
 from ._table import derivative, torch
 
 
+@functools.cache
 def _ops():
-    from ..._ops import nn_embedding    # imported when a formula runs (reftorch is loaded)
+    """reftorch._ops.nn_embedding, imported on first use (reftorch has loaded by then), once."""
+    from ..._ops import nn_embedding
     return nn_embedding
 
 
