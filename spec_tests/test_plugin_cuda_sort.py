@@ -125,7 +125,10 @@ def test_argsort_matches_the_reference(device_kind, dtype_name, descending):
         assert_matches_with_layout(
             lambda t: reftorch.argsort(t, dim=dim, descending=descending), x, arrange, case)
     if device_kind is not None:   # argsort launches the kernel without a values buffer
-        assert device_kind.launches[-1] == S.sort_expression(dtype_name)
+        # (then, for a layout PyTorch keeps and the kernel does not make, one copy into it)
+        last = device_kind.launches[-2:] if device_kind.launches[-1].startswith("copy_kernel") \
+            else device_kind.launches[-1:]
+        assert last[0] == S.sort_expression(dtype_name)
 
 
 def test_special_values_sort_in_the_documented_order(device_kind):

@@ -178,3 +178,49 @@ def test_contiguity_is_reported_as_pytorch_reports_it():
         if got != want:
             wrong.append((layouts[0], got, want))
     assert not wrong, wrong[:5]
+
+
+# Ops whose results PyTorch lays out by a rule of their own (structured.declare's `layout`):
+# contiguous, or like the input (preserve_format).
+DECLARED = {
+    "roll (contiguous)": lambda lib, x: lib.roll(x, 1, 0),
+    "cumsum (contiguous)": lambda lib, x: lib.cumsum(x, 0),
+    "cumprod (contiguous)": lambda lib, x: lib.cumprod(x, -1),
+    "repeat (contiguous)": lambda lib, x: x.repeat(*([1] * x.dim())),
+    "layer_norm (contiguous)": lambda lib, x: lib.nn.functional.layer_norm(x, x.shape[-1:]),
+    "flip (like the input)": lambda lib, x: lib.flip(x, [0]),
+    "sort (like the input)": lambda lib, x: lib.sort(x, -1)[1],
+    "argsort (like the input)": lambda lib, x: lib.argsort(x, 0),
+}
+
+
+def _declared_mismatches(run, device=None, count=150):
+    rng, wrong = random.Random(17), []
+    for _ in range(count):
+        shape, layouts = random_case(rng)
+        if 0 in shape or layouts[0][0] != shape:    # one operand of the whole shape
+            continue
+        for name, fn in DECLARED.items():
+            want = fn(torch, *operands(torch, layouts[:1]))
+            got = run(lambda: fn(reftorch, *operands(reftorch, layouts[:1], device)))
+            if tuple(got.stride()) != tuple(want.stride()):
+                wrong.append((name, layouts[0], got.stride(), want.stride()))
+    return wrong
+
+
+def test_declared_layouts_match_pytorch():
+    """The reference, the cpu plugin (all sizes) and the cuda plugin: the same strides."""
+    def reference(fn):
+        with reftorch.plugins.use_reference_kernels():
+            return fn()
+
+    def all_sizes(fn):
+        with reftorch.plugins.all_sizes():
+            return fn()
+    wrong = _declared_mismatches(reference) + _declared_mismatches(all_sizes)
+    assert not wrong, wrong[:5]
+
+
+def test_declared_layouts_on_cuda(device_kind):
+    wrong = _declared_mismatches(lambda fn: fn(), device="cuda", count=60)
+    assert not wrong, wrong[:5]

@@ -9,6 +9,7 @@ the copy has run (`write(..., non_blocking=True)`; the storage keeps the host bu
 from __future__ import annotations
 
 import builtins
+import math
 import warnings
 
 import numpy as np
@@ -115,6 +116,22 @@ def write_host_values(dst, values, non_blocking=False):
                       strides=[s * itemsize for s in dst._strides])
     np.copyto(view, values)
     dst._storage.write(dst._offset, flat)
+
+
+def laid_out(t, strides):
+    """A fresh result `t` with the dense `strides` PyTorch gives it: t itself when only dims
+    of size 0 or 1 differ (they address nothing), else a copy in that layout."""
+    if strides == t._strides:
+        return t
+    if 0 in t._shape or all(a == b or n == 1 for n, a, b in zip(t._shape, strides, t._strides)):
+        t._set_geometry(t._storage, t._offset, t._shape, strides)
+        return t
+    from ..autograd.grad_mode import no_grad
+    result = Tensor._make(allocate(math.prod(t._shape), t.dtype, t.device), 0, t._shape,
+                          strides)
+    with no_grad():
+        copy_(result, t)
+    return result
 
 
 def empty_like_layout(t, dtype=None, device=None):

@@ -18,10 +18,11 @@ from .._device import CPU
 from .._promotion import (Promotion, broadcast_shapes2, check_inplace_shape, check_output_cast,
                           numbers_within, promoted_dtypes, result_dtype)
 from .._shape import elementwise_strides
-from .._storage import allocate, backend_for
+from .._storage import backend_for
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled
+from .copy import laid_out
 from .._numpy_compat import FP_STATE, IGNORE_ALL
 
 _SCALAR_TYPES = (bool, int, float, complex)
@@ -58,18 +59,6 @@ def result_strides(op, shape, inputs):
         if not (i in skip and getattr(t, "_wrapped_number", False))))
 
 
-def _with_strides(t, strides):
-    """t's values laid out with `strides` (dense): t itself when only dims of size 0 or 1
-    differ (they address nothing), else a copy. NumPy orders a result's memory as PyTorch
-    does but for ties (equal strides, size-1 and broadcast dims); a copy is rare."""
-    if 0 in t._shape or all(a == b or n == 1 for n, a, b in zip(t._shape, strides, t._strides)):
-        t._set_geometry(t._storage, 0, t._shape, strides)
-        return t
-    copy = Tensor._make(allocate(math.prod(t._shape), t.dtype), 0, t._shape, strides)
-    np.copyto(copy._np, t._np)
-    return copy
-
-
 def numpy_kernel(fn, op):
     """Adapt `fn(*arrays, **params) -> array` into the reference kernel of `op` (see
     _dispatch); a new result gets PyTorch's layout (result_strides)."""
@@ -102,7 +91,7 @@ def numpy_kernel(fn, op):
             FP_STATE.reset(token)
         tensor = Tensor._from_array(value, result)
         strides = result_strides(op, tensor._shape, inputs)
-        return tensor if strides == tensor._strides else _with_strides(tensor, strides)
+        return tensor if strides == tensor._strides else laid_out(tensor, strides)
     reference_kernel.__name__ = f"reference_{fn.__name__}"
     reference_kernel.__doc__ = fn.__doc__
     return reference_kernel

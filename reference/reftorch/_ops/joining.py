@@ -1031,7 +1031,8 @@ def _repeat_kernel(a, repeats):
     return np.tile(padded, repeats)
 
 
-REPEAT = structured.declare("repeat", _repeat_kernel, family="joining", params={"repeats": ()})
+REPEAT = structured.declare("repeat", _repeat_kernel, family="joining", params={"repeats": ()},
+                            layout="contiguous")
 
 
 def repeat(self, *sizes):

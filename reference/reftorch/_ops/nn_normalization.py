@@ -172,7 +172,7 @@ def native_layer_norm_kernel(x, weight, bias, normalized_shape, eps):
 
 NATIVE_LAYER_NORM = structured.declare(
     "native_layer_norm", native_layer_norm_kernel, family="nn",
-    params={"normalized_shape": None, "eps": 1e-5}, dtypes=FLOATING)
+    params={"normalized_shape": None, "eps": 1e-5}, dtypes=FLOATING, layout="contiguous")
 
 
 def _shape_list(shape):

@@ -53,7 +53,8 @@ def _flip_kernel(a, dims):
     return np.flip(a, axis=dims).copy() if dims else a.copy()
 
 
-FLIP = structured.declare("flip", _flip_kernel, family="other", params={"dims": ()})
+FLIP = structured.declare("flip", _flip_kernel, family="other", params={"dims": ()},
+                          layout="input")
 
 
 def flip(input, dims):
@@ -87,7 +88,7 @@ def _roll_kernel(a, shifts, dims):
 
 
 ROLL = structured.declare("roll", _roll_kernel, family="other",
-                          params={"shifts": (), "dims": None})
+                          params={"shifts": (), "dims": None}, layout="contiguous")
 
 
 def roll(input, shifts, dims=None):

@@ -459,9 +459,9 @@ def _logcumsumexp_kernel(a, dim=0):
 
 
 CUMSUM = structured.declare("cumsum", _cumsum_kernel, family="reduction",
-                            params={"dim": 0, "dtype": None})
+                            params={"dim": 0, "dtype": None}, layout="contiguous")
 CUMPROD = structured.declare("cumprod", _cumprod_kernel, family="reduction",
-                             params={"dim": 0, "dtype": None})
+                             params={"dim": 0, "dtype": None}, layout="contiguous")
 LOGCUMSUMEXP = structured.declare("logcumsumexp", _logcumsumexp_kernel, family="reduction",
                                   params={"dim": 0}, dtypes=INEXACT_DTYPES)
 

@@ -241,9 +241,11 @@ def _binary_search(rows, queries, right):
 _ORDERED_NUMBERS = {d for d in D.ALL_DTYPES if not d.is_complex and d is not D.bool}
 
 SORT = structured.declare("sort", sort_kernel, family="sorting",
-                          params={"dim": -1, "descending": False, "stable": False})
+                          params={"dim": -1, "descending": False, "stable": False},
+                          layout="input")
 ARGSORT = structured.declare("argsort", argsort_kernel, family="sorting",
-                             params={"dim": -1, "descending": False, "stable": False})
+                             params={"dim": -1, "descending": False, "stable": False},
+                             layout="input")
 TOPK = structured.declare("topk", topk_kernel, family="sorting",
                           params={"k": None, "dim": -1, "largest": True, "sorted": True})
 KTHVALUE = structured.declare("kthvalue", kthvalue_kernel, family="sorting",

@@ -15,20 +15,39 @@ from .._tensor import Tensor
 from .._numpy_compat import FP_STATE, IGNORE_ALL
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled, no_grad
+from .._shape import contiguous_strides, kept_strides
+from .copy import laid_out
 from .elementwise import _common_device, _is_one_of
 
 
-def declare(name, reference, family, params=None, dtypes=None, doc=""):
+def declare(name, reference, family, params=None, dtypes=None, layout=None, doc=""):
     """Declare a structured op whose reference is `reference(*arrays, **params)`.
 
     Tensor inputs arrive as NumPy arrays; numbers and None pass through unchanged. The
     function returns an array (or a tuple of arrays); numpy dtypes map back to reftorch's.
+    `layout`: how PyTorch lays out the op's new results, whichever kernel made them:
+    "contiguous", or "input" (each result of the first input's shape laid out like it, as
+    PyTorch's preserve_format: reftorch._shape.kept_strides); None leaves them as made.
     """
     op = _dispatch.Op(name=name, family=family, reference=array_kernel(reference),
-                      params=dict(params or {}),
+                      params=dict(params or {}), layout=layout,
                       dtypes=None if dtypes is None else frozenset(dtypes), doc=doc)
     op.numpy_fn = reference
     return _dispatch.declare(op)
+
+
+def _in_declared_layout(op, result, inputs):
+    """`result` (a tensor or a tuple) laid out as `op.layout` says."""
+    if isinstance(result, tuple):
+        return type(result)(_in_declared_layout(op, r, inputs) for r in result)
+    if not isinstance(result, Tensor):
+        return result
+    if op.layout == "contiguous":
+        return laid_out(result, contiguous_strides(result._shape))
+    first = next(x for x in inputs if isinstance(x, Tensor))
+    if first._shape != result._shape:
+        return result
+    return laid_out(result, kept_strides(first._shape, first._strides))
 
 
 def array_kernel(fn):
@@ -78,6 +97,8 @@ def run(op, inputs, params=None, out=None, dtype=None):
     result = _dispatch.call(op, None, tuple(inputs), (key, key, key), params, device._type)
     if out is not None:
         return write_out(out, result)
+    if op.layout is not None:
+        result = _in_declared_layout(op, result, tensors)
     return record(op.name, inputs, result, params)
 
 
