@@ -64,7 +64,9 @@ OPS = {
         "clamp(x, 0, 1) (number parameters)": lambda lib, x: lib.clamp(x, 0.0, 1.0),
         "x ** 2 (a number parameter)": lambda lib, x: x ** 2,
         "x ** 0-dim tensor (an operand)": lambda lib, x: x ** lib.tensor(2.0),
-        "where(x > 0, x, 0.0)": lambda lib, x: lib.where(x > 0, x, 0.0)},
+        "where(x > 0, x, 0.0)": lambda lib, x: lib.where(x > 0, x, 0.0),
+        "nan_to_num (like the input)": lambda lib, x: lib.nan_to_num(x),
+        "deg2rad (like the input)": lambda lib, x: lib.deg2rad(x)},
     2: {"add": lambda lib, x, y: x + y,
         "lerp(x, y, 0.3) (a number parameter)": lambda lib, x, y: lib.lerp(x, y, 0.3),
         "maximum": lambda lib, x, y: lib.maximum(x, y)},
@@ -224,3 +226,15 @@ def test_declared_layouts_match_pytorch():
 def test_declared_layouts_on_cuda(device_kind):
     wrong = _declared_mismatches(lambda fn: fn(), device="cuda", count=60)
     assert not wrong, wrong[:5]
+
+
+def test_positive_is_the_input_itself():
+    """torch.positive and unary + return their input, not a copy (and record nothing)."""
+    x = reftorch.randn(3, 4, requires_grad=True)
+    assert reftorch.positive(x) is x and (+x) is x and x.positive() is x
+    t = torch.randn(3, 4, requires_grad=True)
+    assert torch.positive(t) is t
+    with pytest.raises(RuntimeError, match="bool"):
+        reftorch.positive(reftorch.tensor([True]))
+    with pytest.raises(TypeError, match="must be Tensor"):
+        reftorch.positive(3)

@@ -72,7 +72,7 @@ floor_divide = _V.functional(_P.FLOOR_DIVIDE)
 remainder = _V.functional(_P.REMAINDER, scalar_self=True)
 pow = _V.functional(_P.POW, scalar_self=True)
 neg = negative = _V.functional(_P.NEG, arity=1)
-positive = _V.functional(_P.POSITIVE, arity=1)
+positive = _V.identity(_P.POSITIVE)   # the input itself, as PyTorch returns it
 abs = absolute = _V.functional(_P.ABS, arity=1)
 eq = _V.functional(_P.EQ)
 ne = not_equal = _V.functional(_P.NE)

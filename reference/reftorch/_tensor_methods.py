@@ -36,7 +36,7 @@ Tensor.neg = V.method(P.NEG, arity=1)
 Tensor.neg_ = V.inplace(P.NEG, arity=1)
 Tensor.negative = Tensor.neg
 Tensor.negative_ = Tensor.neg_
-Tensor.positive = V.method(P.POSITIVE, arity=1)
+Tensor.positive = V.identity(P.POSITIVE)
 Tensor.abs = V.method(P.ABS, arity=1)
 Tensor.abs_ = V.inplace(P.ABS, arity=1)
 Tensor.absolute = Tensor.abs

@@ -17,7 +17,7 @@ from .. import _dtype as D
 from .._device import CPU
 from .._promotion import (Promotion, broadcast_shapes2, check_inplace_shape, check_output_cast,
                           numbers_within, promoted_dtypes, result_dtype)
-from .._shape import elementwise_strides
+from .._shape import elementwise_strides, kept_strides
 from .._storage import backend_for
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
@@ -29,12 +29,14 @@ _SCALAR_TYPES = (bool, int, float, complex)
 
 
 def declare(name, reference, promotion=Promotion.DEFAULT, params=None, dtypes=None,
-            promotion_rule=None, check=None, number_params=(), doc=""):
+            promotion_rule=None, check=None, number_params=(), like_input=False, doc=""):
     """Declare an elementwise op whose reference is a NumPy function over arrays.
 
     `number_params`: the input positions where PyTorch takes a Python number as a parameter
     of the computation, not as an operand of the iteration (clamp's bounds, pow's exponent):
-    such a number does not count for the result's layout (see result_strides)."""
+    such a number does not count for the result's layout (see result_strides).
+    `like_input`: PyTorch allocates the result like its input (empty_like, preserve_format)
+    rather than by the iteration's rule (nan_to_num, deg2rad, rad2deg)."""
     op = _dispatch.Op(name=name, family="pointwise", reference=None,
                       promotion=promotion, params=dict(params or {}),
                       dtypes=None if dtypes is None else frozenset(dtypes), doc=doc)
@@ -44,13 +46,17 @@ def declare(name, reference, promotion=Promotion.DEFAULT, params=None, dtypes=No
     op.dtypes_by_common = {}  # common dtype -> (common, computation, result); see apply
     op.check = check  # extra argument rules: check(common dtype, params, operands, inplace)
     op.number_params = frozenset(number_params)
+    op.like_input = like_input
     return _dispatch.declare(op)
 
 
 def result_strides(op, shape, inputs):
     """The strides of a new result of elementwise `op` over `inputs` (tensors; Python numbers
     arrive as wrapped 0-dim tensors), as PyTorch lays it out (_shape.elementwise_strides):
-    every input is an operand, but a number in one of `op.number_params`."""
+    every input is an operand, but a number in one of `op.number_params`; or like the input
+    (_shape.kept_strides) for an op declared `like_input`."""
+    if op.like_input and inputs[0]._shape == shape:
+        return kept_strides(inputs[0]._shape, inputs[0]._strides)
     skip = op.number_params
     if not skip:    # (most ops: a plain list, the cheapest way to build the key)
         return elementwise_strides(shape, tuple([(t._shape, t._strides) for t in inputs]))

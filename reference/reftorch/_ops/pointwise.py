@@ -113,6 +113,7 @@ def neg(a):
 
 
 def positive(a):
+    """+input: the input itself (reftorch.positive returns the tensor, not a copy)."""
     return a
 
 
@@ -680,9 +681,10 @@ def _check_where(common, params, operands, inplace):
 
 # --- declarations --------------------------------------------------------------------------
 
-def _float_unary(name, fn, dtypes=NUMERIC, check=None):
+def _float_unary(name, fn, dtypes=NUMERIC, check=None, like_input=False):
     """A unary function of the reals/complex: integer and bool input give the default float."""
-    return declare(name, fn, promotion=Promotion.INT_TO_FLOAT, dtypes=dtypes, check=check)
+    return declare(name, fn, promotion=Promotion.INT_TO_FLOAT, dtypes=dtypes, check=check,
+                   like_input=like_input)
 
 
 ACOS = _float_unary("acos", np.arccos)
@@ -714,8 +716,8 @@ RSQRT = _float_unary("rsqrt", rsqrt)
 SQRT = _float_unary("sqrt", np.sqrt)
 LOGIT = declare("logit", logit, promotion=Promotion.INT_TO_FLOAT, params={"eps": None},
                 dtypes=REAL)
-DEG2RAD = _float_unary("deg2rad", deg2rad, check=_check_no_complex("deg2rad"))
-RAD2DEG = _float_unary("rad2deg", rad2deg, check=_check_no_complex("rad2deg"))
+DEG2RAD = _float_unary("deg2rad", deg2rad, check=_check_no_complex("deg2rad"), like_input=True)
+RAD2DEG = _float_unary("rad2deg", rad2deg, check=_check_no_complex("rad2deg"), like_input=True)
 # angle of integer input is a float (the public function converts it first); of complex
 # input, the real type.
 ANGLE = declare("angle", angle, promotion=Promotion.COMPLEX_TO_FLOAT)
@@ -733,7 +735,7 @@ CONJ_PHYSICAL = declare("conj_physical", conj_physical)
 # nan_to_num replaces infinities with the largest finite value of the result dtype itself,
 # so half types must not compute in float32.
 NAN_TO_NUM = declare("nan_to_num", nan_to_num, promotion=Promotion.NO_OPMATH,
-                     params={"nan": 0.0, "posinf": None, "neginf": None})
+                     params={"nan": 0.0, "posinf": None, "neginf": None}, like_input=True)
 
 ISNAN = declare("isnan", isnan, promotion=Promotion.ALWAYS_BOOL)
 ISINF = declare("isinf", isinf, promotion=Promotion.ALWAYS_BOOL)

@@ -27,6 +27,19 @@ def _self_tensor(op, x):
     return x
 
 
+def identity(op):
+    """`reftorch.<op>(input)` and `Tensor.<op>()` for an op whose PyTorch result is the input
+    itself (positive: no copy, no autograd node): the op's argument check, then `input`."""
+    def identity_fn(input):
+        input = _self_tensor(op, input)
+        if op.check is not None:
+            op.check(input.dtype, {}, (input,), False)
+        return input
+    identity_fn.__name__ = op.name
+    identity_fn.__doc__ = op.numpy_fn.__doc__
+    return identity_fn
+
+
 def functional(op, arity=2, scalar_self=False):
     """`reftorch.<op>(input[, other], *, out=None, **params)`."""
     if arity == 1:
