@@ -16,7 +16,7 @@ from reftorch import _dtype as D
 from reftorch._dispatch import get_op
 from reftorch._ops.elementwise import result_strides
 from reftorch._promotion import broadcast_shapes
-from reftorch._shape import contiguous_strides
+from reftorch._shape import contiguous_strides, is_contiguous, is_non_overlapping_and_dense
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
@@ -135,7 +135,7 @@ def _geometry(out, inputs, numel):
     same = True
     for t in inputs:
         same = same and t._shape == shape and t._strides == strides
-    if same and (_is_contiguous(shape, strides) or _is_dense(shape, strides)):
+    if same and (is_contiguous(shape, strides) or is_non_overlapping_and_dense(shape, strides)):
         return (numel,), ((1,),) * (len(inputs) + 1)  # one block of memory, walked in order
     return _strided_geometry(shape, strides, tuple((t._shape, t._strides) for t in inputs))
 
@@ -225,24 +225,3 @@ def _new_result(op, shape, dtype, inputs):
         result._set_geometry(result._storage, 0, shape, strides)
     return result
 
-
-def _is_contiguous(shape, strides):
-    if strides == contiguous_strides(shape):   # the common answer, from a cached table
-        return True
-    expected = 1
-    for size, stride in zip(reversed(shape), reversed(strides)):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True
-
-
-def _is_dense(shape, strides):
-    """The view covers a block of memory without gaps or repeats, in some dim order."""
-    expected = 1
-    for stride, size in sorted(zip(strides, shape)):
-        if size != 1:
-            if stride != expected:
-                return False
-            expected *= size
-    return True

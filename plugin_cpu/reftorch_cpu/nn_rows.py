@@ -124,7 +124,7 @@ def layer_norm_kernel(out, inputs, dtypes, params):
         return NotImplemented
     dtype = x._storage.dtype
     for p in (weight, bias):
-        if p is not None and not (_on_cpu_as(p, dtype) and _is_contiguous(p)):
+        if p is not None and not (_on_cpu_as(p, dtype) and p.is_contiguous()):
             return NotImplemented
     rows = _rows(x, len(normalized))
     if rows is None:
@@ -230,9 +230,9 @@ def _nll_operands(x, target, weight, params):
         return None
     if not (isinstance(target, Tensor) and type(target._storage) is CPUStorage and
             target._storage.dtype is D.int64 and target.numel() == N and
-            _is_contiguous(target)):
+            target.is_contiguous()):
         return None
-    if weight is not None and not (_on_cpu_as(weight, dtype) and _is_contiguous(weight)):
+    if weight is not None and not (_on_cpu_as(weight, dtype) and weight.is_contiguous()):
         return None
     ignore_index = params.get("ignore_index", -100)
     if not -2**63 <= ignore_index < 2**63:
@@ -277,11 +277,3 @@ def _on_cpu_as(t, dtype):
     return isinstance(t, Tensor) and type(t._storage) is CPUStorage and \
         t._storage.dtype is dtype
 
-
-def _is_contiguous(t):
-    expected = 1
-    for size, stride in zip(reversed(t._shape), reversed(t._strides)):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True

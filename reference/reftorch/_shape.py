@@ -26,7 +26,7 @@ def contiguous_strides(shape):
 
 def is_contiguous(shape, strides):
     """Row-major with size-1 dims ignored; every empty tensor is contiguous."""
-    if 0 in shape:
+    if strides == contiguous_strides(shape) or 0 in shape:   # (the common answer, cached)
         return True
     expected = 1
     for size, stride in zip(reversed(shape), reversed(strides)):
@@ -34,17 +34,6 @@ def is_contiguous(shape, strides):
             if stride != expected:
                 return False
             expected *= size
-    return True
-
-
-def is_dense(shape, strides):
-    """Non-overlapping and dense: some permutation of the dims is contiguous."""
-    dims = sorted((s, n) for s, n in zip(strides, shape) if n != 1)
-    expected = 1
-    for stride, size in dims:
-        if stride != expected:
-            return False
-        expected *= size
     return True
 
 
@@ -111,26 +100,11 @@ def elementwise_strides(shape, operands):
         if all(strides == first for _, strides in operands) and \
                 is_non_overlapping_and_dense(shape, first):
             return first
-    strides = [_iteration_strides(op_shape, op_strides, shape) for op_shape, op_strides in operands]
-
-    def goes_after(d0, d1):      # 1: d0 is the slower dim, -1: the faster one, 0: no answer
-        for s in strides:
-            if s[d0] == 0 or s[d1] == 0:
-                continue
-            if s[d0] != s[d1]:
-                return 1 if s[d0] > s[d1] else -1
-            if shape[d0] > shape[d1]:
-                return 1
-        return 0
-
-    order = _sorted_dims(ndim, goes_after)
+    order = _fastest_first(shape, [_iteration_strides(op_shape, op_strides, shape)
+                                   for op_shape, op_strides in operands])
     if order == list(range(ndim - 1, -1, -1)):
         return contiguous_strides(shape)
-    result, step = [0] * ndim, 1
-    for d in order:
-        result[d] = step
-        step *= shape[d]
-    return tuple(result)
+    return _dense_in_order(shape, order, skip_small=False)
 
 
 @lru_cache(maxsize=4096)
@@ -146,31 +120,26 @@ def kept_strides(shape, strides):
     if strides == contiguous_strides(shape) or 0 in shape or \
             is_non_overlapping_and_dense(shape, strides):   # (an empty tensor counts as dense)
         return strides
-    ndim = len(shape)
-
-    def goes_after(d0, d1):
-        s0, s1 = strides[d0], strides[d1]
-        if s0 == 0 or s1 == 0:
-            return 0
-        if s0 != s1:
-            return 1 if s0 > s1 else -1
-        return 1 if shape[d0] > shape[d1] else 0
-
-    order = _sorted_dims(ndim, goes_after)
-    result, step = [0] * ndim, 1
-    for d in order:
-        result[d] = step
-        if shape[d] > 1:
-            step *= shape[d]
-    return tuple(result)
+    return _dense_in_order(shape, _fastest_first(shape, [strides]), skip_small=True)
 
 
-def _sorted_dims(ndim, goes_after):
-    """The dims from fastest to slowest: an insertion sort from row-major order (last dim
-    fastest) that moves a dim only past dims `goes_after` says it is faster than, and stops
-    at one it says it is slower than (an undecided pair neither moves nor stops it)."""
-    order = list(range(ndim - 1, -1, -1))
-    for i in range(1, ndim):
+def _fastest_first(shape, operand_strides):
+    """The dims from fastest to slowest by the operands' strides, as PyTorch sorts them: an
+    insertion sort from row-major order (last dim fastest). Two dims are told apart by the
+    first operand whose strides for them differ (a stride 0 tells nothing; equal strides
+    put the smaller dim first); an undecided pair neither moves nor stops the sort."""
+    def goes_after(d0, d1):      # 1: d0 is the slower dim, -1: the faster one, 0: no answer
+        for s in operand_strides:
+            if s[d0] == 0 or s[d1] == 0:
+                continue
+            if s[d0] != s[d1]:
+                return 1 if s[d0] > s[d1] else -1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    order = list(range(len(shape) - 1, -1, -1))
+    for i in range(1, len(order)):
         moving = i
         for j in range(i - 1, -1, -1):
             answer = goes_after(order[j], order[moving])
@@ -180,6 +149,18 @@ def _sorted_dims(ndim, goes_after):
             elif answer < 0:
                 break
     return order
+
+
+def _dense_in_order(shape, order, skip_small):
+    """Dense strides with the dims laid out fastest first in `order`: each dim's stride is the
+    product of the faster dims' sizes (with `skip_small`, of those larger than 1, as
+    preserve_format computes them; TensorIterator multiplies every size, 0 included)."""
+    strides, step = [0] * len(shape), 1
+    for d in order:
+        strides[d] = step
+        if shape[d] > 1 or not skip_small:
+            step *= shape[d]
+    return tuple(strides)
 
 
 def infer_size(shape, numel):

@@ -17,7 +17,7 @@ from . import _dtype as D
 from ._device import CPU, Size, channels_last
 from ._storage import CPUStorage, allocate
 from ._shape import (contiguous_strides, expand_strides, infer_size, is_channels_last,
-                     is_contiguous, is_dense, view_strides, wrap_dim)
+                     is_contiguous, is_non_overlapping_and_dense, view_strides, wrap_dim)
 
 
 # autograd.graph.AccumulateGrad; autograd imports this module, so it is looked up on first use
@@ -776,7 +776,7 @@ def _is_dense(array):
     if array.size == 0 or any(s <= 0 or s % itemsize for s, n in zip(strides, array.shape)
                               if n != 1):
         return False
-    return is_dense(array.shape, [s // itemsize for s in strides])
+    return is_non_overlapping_and_dense(array.shape, [s // itemsize for s in strides])
 
 
 def _python_values(array):
