@@ -81,12 +81,7 @@ def overhead_cases():
         ra, rb = reftorch.ones(n), reftorch.ones(n)
         ta, tb = torch.ones(n), torch.ones(n)
         na, nb = np.ones(n, np.float32), np.ones(n, np.float32)
-
-        def reference_only(ra=ra, rb=rb):
-            with reftorch.plugins.use_reference_kernels():
-                return ra + rb
         cases[f"add float32 n={n}"] = {"reftorch": lambda ra=ra, rb=rb: ra + rb,
-                                       "ref-only": reference_only,
                                        "torch": lambda: ta + tb, "numpy": lambda: na + nb}
     return cases
 

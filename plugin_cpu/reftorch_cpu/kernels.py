@@ -219,9 +219,5 @@ def _overlaps(offset_a, shape, strides_a, offset_b, strides_b):
 def _new_result(op, shape, dtype, inputs):
     """A new result of elementwise `op`, laid out as PyTorch lays it out (the reference's
     result_strides: `a.t() + b.t()` stays transposed)."""
-    result = Tensor._empty(shape, dtype)
-    strides = result_strides(op, shape, inputs)
-    if strides != result._strides:
-        result._set_geometry(result._storage, 0, shape, strides)
-    return result
+    return Tensor._empty(shape, dtype, strides=result_strides(op, shape, inputs))
 

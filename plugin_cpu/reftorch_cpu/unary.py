@@ -49,6 +49,7 @@ import math
 
 from reftorch import _dtype as D
 from reftorch._dispatch import get_op
+from reftorch._ops.copy import laid_out
 from reftorch._ops.elementwise import result_strides
 from reftorch._promotion import broadcast_shapes
 from reftorch.plugins import size_threshold
@@ -194,9 +195,7 @@ def _pow_kernel():
         if out is None and result is not NotImplemented:
             # A tensor exponent is an operand of PyTorch's loop, a number is not: with one,
             # size-1 dims may get other strides (the memory order is base's either way).
-            strides = result_strides(pow_op, result._shape, inputs)
-            if strides != result._strides:
-                result._set_geometry(result._storage, 0, result._shape, strides)
+            result = laid_out(result, result_strides(pow_op, result._shape, inputs))
         return result
     return kernel
 

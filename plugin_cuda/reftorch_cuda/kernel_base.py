@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from reftorch import _dtype as D
+from reftorch._ops.elementwise import layout_operands
 from reftorch._promotion import broadcast_shapes
 from reftorch._shape import elementwise_strides
 from reftorch._tensor import Tensor
@@ -306,9 +307,7 @@ def _plan_pass(layout, out, inputs, number_params):
     if out is not None and out._shape != shape:
         return None
     target = out if out is not None else \
-        _Layout(shape, elementwise_strides(shape, tuple(
-            (t._shape, t._strides) for i, t in enumerate(inputs)
-            if not (i in number_params and getattr(t, "_wrapped_number", False)))))
+        _Layout(shape, elementwise_strides(shape, layout_operands(inputs, number_params)))
     geo_shape, strides = elementwise_geometry(target, inputs)
     if len(geo_shape) > max_dims():
         return None

@@ -87,13 +87,12 @@ class Tensor:
         return t
 
     @classmethod
-    def _empty(cls, shape, dtype, device=CPU):
+    def _empty(cls, shape, dtype, device=CPU, strides=None):
+        """An uninitialised tensor in new storage: row-major, or with the given dense
+        `strides` (a permutation of row-major, as a result layout rule gives them)."""
         shape = tuple(shape)
-        numel = 1
-        for s in shape:
-            numel *= s
-        storage = allocate(numel, dtype, device)
-        return cls._make(storage, 0, shape, contiguous_strides(shape))
+        storage = allocate(math.prod(shape), dtype, device)
+        return cls._make(storage, 0, shape, strides or contiguous_strides(shape))
 
     def _view(self, shape, strides, offset=None, op="as_strided", replay=None, **params):
         """A tensor sharing this one's storage with new geometry; `op` and `params` name the

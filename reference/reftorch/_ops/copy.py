@@ -9,16 +9,15 @@ the copy has run (`write(..., non_blocking=True)`; the storage keeps the host bu
 from __future__ import annotations
 
 import builtins
-import math
 import warnings
 
 import numpy as np
 
 from .. import _dispatch
 from .. import _dtype as D
-from .._device import CPU, as_device
+from .._device import as_device
 from .._shape import expand_strides, is_non_overlapping_and_dense, kept_strides
-from .._storage import CPUStorage, allocate, normalize_device
+from .._storage import CPUStorage, normalize_device
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
 
@@ -127,8 +126,7 @@ def laid_out(t, strides):
         t._set_geometry(t._storage, t._offset, t._shape, strides)
         return t
     from ..autograd.grad_mode import no_grad
-    result = Tensor._make(allocate(math.prod(t._shape), t.dtype, t.device), 0, t._shape,
-                          strides)
+    result = Tensor._empty(t._shape, t.dtype, t.device, strides)
     with no_grad():
         copy_(result, t)
     return result
@@ -136,13 +134,8 @@ def laid_out(t, strides):
 
 def empty_like_layout(t, dtype=None, device=None):
     """An uninitialised tensor like `t`, keeping its strides when they are dense."""
-    dtype = dtype or t.dtype
-    device = device or t.device
-    strides = kept_strides(t._shape, t._strides)
-    result = Tensor._empty(t._shape, dtype, device)
-    if strides != result._strides:
-        result._set_geometry(result._storage, 0, t._shape, strides)
-    return result
+    return Tensor._empty(t._shape, dtype or t.dtype, device or t.device,
+                         kept_strides(t._shape, t._strides))
 
 
 def clone(t, contiguous=False):

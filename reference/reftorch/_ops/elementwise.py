@@ -57,12 +57,16 @@ def result_strides(op, shape, inputs):
     (_shape.kept_strides) for an op declared `like_input`."""
     if op.like_input and inputs[0]._shape == shape:
         return kept_strides(inputs[0]._shape, inputs[0]._strides)
-    skip = op.number_params
-    if not skip:    # (most ops: a plain list, the cheapest way to build the key)
-        return elementwise_strides(shape, tuple([(t._shape, t._strides) for t in inputs]))
-    return elementwise_strides(shape, tuple(
-        (t._shape, t._strides) for i, t in enumerate(inputs)
-        if not (i in skip and getattr(t, "_wrapped_number", False))))
+    return elementwise_strides(shape, layout_operands(inputs, op.number_params))
+
+
+def layout_operands(inputs, number_params):
+    """The (shape, strides) of the inputs that are operands of PyTorch's loop: all but a
+    Python number (a wrapped 0-dim tensor) in one of the positions `number_params`."""
+    if not number_params:    # (most ops: a plain list, the cheapest way to build the key)
+        return tuple([(t._shape, t._strides) for t in inputs])
+    return tuple((t._shape, t._strides) for i, t in enumerate(inputs)
+                 if not (i in number_params and getattr(t, "_wrapped_number", False)))
 
 
 def numpy_kernel(fn, op):
@@ -96,8 +100,7 @@ def numpy_kernel(fn, op):
         finally:
             FP_STATE.reset(token)
         tensor = Tensor._from_array(value, result)
-        strides = result_strides(op, tensor._shape, inputs)
-        return tensor if strides == tensor._strides else laid_out(tensor, strides)
+        return laid_out(tensor, result_strides(op, tensor._shape, inputs))
     reference_kernel.__name__ = f"reference_{fn.__name__}"
     reference_kernel.__doc__ = fn.__doc__
     return reference_kernel

@@ -36,15 +36,16 @@ def declare(name, reference, family, params=None, dtypes=None, layout=None, doc=
     return _dispatch.declare(op)
 
 
-def _in_declared_layout(op, result, inputs):
-    """`result` (a tensor or a tuple) laid out as `op.layout` says."""
+def _in_declared_layout(op, result, tensors):
+    """`result` (a tensor or a tuple) laid out as `op.layout` says (`tensors`: the op's
+    tensor inputs)."""
     if isinstance(result, tuple):
-        return type(result)(_in_declared_layout(op, r, inputs) for r in result)
+        return type(result)(_in_declared_layout(op, r, tensors) for r in result)
     if not isinstance(result, Tensor):
         return result
     if op.layout == "contiguous":
         return laid_out(result, contiguous_strides(result._shape))
-    first = next(x for x in inputs if isinstance(x, Tensor))
+    first = tensors[0]
     if first._shape != result._shape:
         return result
     return laid_out(result, kept_strides(first._shape, first._strides))
