@@ -22,6 +22,8 @@ import contextlib
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ._shape import storage_span
+
 _OPS = {}
 _reference_only = False  # process-wide, like the plugin set itself
 _size_thresholds = True  # False inside plugins.all_sizes() (conformance runs)
@@ -217,7 +219,7 @@ def _host_copy(t):
     if t.numel() == 0:
         host = t.cpu()
     else:
-        span = 1 + sum((n - 1) * s for n, s in zip(t._shape, t._strides))
+        span = storage_span(t._shape, t._strides)
         host = Tensor._make(CPUStorage(t._storage.read(t._offset, span), t.dtype), 0,
                             t._shape, t._strides)
     if getattr(t, "_wrapped_number", False):

@@ -24,6 +24,14 @@ def contiguous_strides(shape):
     return tuple(strides)
 
 
+def storage_span(shape, strides):
+    """How many elements a view of (shape, strides) reaches, from its first element to its
+    last one inclusive (non-negative strides); 0 when it is empty."""
+    if 0 in shape:
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
 def is_contiguous(shape, strides):
     """Row-major with size-1 dims ignored; every empty tensor is contiguous."""
     if strides == contiguous_strides(shape) or 0 in shape:   # (the common answer, cached)

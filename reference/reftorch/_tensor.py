@@ -17,7 +17,8 @@ from . import _dtype as D
 from ._device import CPU, Size, channels_last
 from ._storage import CPUStorage, allocate
 from ._shape import (contiguous_strides, expand_strides, infer_size, is_channels_last,
-                     is_contiguous, is_non_overlapping_and_dense, view_strides, wrap_dim)
+                     is_contiguous, is_non_overlapping_and_dense, storage_span, view_strides,
+                     wrap_dim)
 
 
 # autograd.graph.AccumulateGrad; autograd imports this module, so it is looked up on first use
@@ -501,8 +502,7 @@ class Tensor:
             raise RuntimeError("as_strided: Negative strides are not supported at the moment, "
                                f"got strides: {list(stride)}")
         offset = self._offset if storage_offset is None else storage_offset
-        needed = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) \
-            if all(size) else 0
+        needed = offset + storage_span(size, stride) if all(size) else 0
         if needed > len(self._storage):
             raise RuntimeError(
                 f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset "

@@ -47,6 +47,7 @@ import numpy as np
 from . import _dtype as D
 from ._device import Size, device, layout, sparse_coo, strided
 from ._legacy import CPU_TENSOR_TYPES, CUDA_TENSOR_TYPES, TypedStorage, storage_class
+from ._shape import storage_span
 from ._storage import CPUStorage, Storage, allocate, normalize_device
 from ._tensor import Tensor
 
@@ -385,7 +386,7 @@ def _check_geometry(storage, offset, size, stride):
                            f"(sizes {list(size)}, strides {list(stride)}, offset {offset})")
     if 0 in size:
         return
-    needed = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    needed = offset + storage_span(size, stride)
     if needed > len(storage):
         itemsize = storage.dtype.itemsize
         raise RuntimeError(

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _dispatch
 from .. import _dtype as D
 from .._device import as_device
-from .._shape import expand_strides, is_non_overlapping_and_dense, kept_strides
+from .._shape import expand_strides, is_non_overlapping_and_dense, kept_strides, storage_span
 from .._storage import CPUStorage, normalize_device
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
@@ -67,7 +67,7 @@ def host_values(t):
         return t._np
     if t.numel() == 0:
         return np.empty(t._shape, dtype=t.dtype.numpy_dtype)
-    span = 1 + builtins.sum((n - 1) * s for n, s in zip(t._shape, t._strides))
+    span = storage_span(t._shape, t._strides)
     flat = t._storage.read(t._offset, span)
     itemsize = t.dtype.itemsize
     return np.ndarray(t._shape, dtype=flat.dtype, buffer=flat,
@@ -105,7 +105,7 @@ def write_host_values(dst, values, non_blocking=False):
         return
     # Non-contiguous destination: read the covered span, update it on the host, write it back
     # (a dense one, e.g. transposed, covers nothing else: nothing to read back).
-    span = 1 + builtins.sum((n - 1) * s for n, s in zip(dst._shape, dst._strides))
+    span = storage_span(dst._shape, dst._strides)
     if is_non_overlapping_and_dense(dst._shape, dst._strides):
         flat = np.empty(span, dtype=dst.dtype.numpy_dtype)
     else:

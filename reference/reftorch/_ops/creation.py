@@ -14,6 +14,7 @@ import numpy as np
 from .. import _dtype as D
 from .._device import CPU
 from .._promotion import check_scalar_fits, promote_types, scalar_dtype
+from .._shape import storage_span
 from .._storage import CPUStorage, normalize_device
 from .._tensor import Tensor, _shape_arg
 from ..autograd.graph import set_requires_grad
@@ -143,7 +144,7 @@ def from_numpy(ndarray):
     if ndarray.size == 0:
         flat = np.empty(0, dtype=ndarray.dtype)
     else:
-        span = 1 + builtins.sum((n - 1) * s for n, s in zip(ndarray.shape, strides))
+        span = storage_span(ndarray.shape, strides)
         flat = np.lib.stride_tricks.as_strided(ndarray, (span,), (itemsize,))
     return Tensor._make(CPUStorage(flat, dtype), 0, ndarray.shape, strides, ndarray)
 
@@ -179,8 +180,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     if len(shape) != len(strides):
         raise RuntimeError("mismatch in length of strides and shape")
     dtype = _factory_dtype(dtype, None)
-    span = 1 + builtins.sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
-    t = Tensor._empty((span,), dtype, normalize_device(device))
+    t = Tensor._empty((storage_span(shape, strides),), dtype, normalize_device(device))
     t._set_geometry(t._storage, 0, shape, strides)
     if requires_grad:
         set_requires_grad(t, True)
