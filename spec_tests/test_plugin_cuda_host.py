@@ -291,3 +291,22 @@ def test_resize_gives_the_old_block_back(emulated):
     del x
     gc.collect()
     assert cuda.memory_allocated() == allocated - 512
+
+
+def test_emulated_driver_names_exist_in_the_real_bindings():
+    """The emulator stands in for cuda.bindings.driver, so each function and constant it
+    offers must be one the real module has, with the same value: code written against a name
+    the emulator invented passes every emulated test and fails on the first GPU."""
+    if _shared.NO_BINDINGS is not None:
+        pytest.skip(_shared.NO_BINDINGS)
+    from cuda.bindings import driver as real
+    from spec_tests.cuda_emulator import EmulatedDriver
+    for name in dir(EmulatedDriver):
+        if name.startswith("cu") and callable(getattr(EmulatedDriver, name)):
+            assert hasattr(real, name), name
+    for enum_name in ("CUresult", "CUdevice_attribute", "CUstream_flags", "CUevent_flags"):
+        real_enum = getattr(real, enum_name)
+        for member in getattr(EmulatedDriver, enum_name):
+            assert hasattr(real_enum, member.name), f"{enum_name}.{member.name}"
+            assert int(getattr(real_enum, member.name)) == member.value, \
+                f"{enum_name}.{member.name}"

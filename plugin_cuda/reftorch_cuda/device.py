@@ -32,8 +32,10 @@ from .streams import Streams
 NO_DRIVER = ("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU "
              "and installed a driver from http://www.nvidia.com/Download/index.aspx")
 NO_DEVICE = "No CUDA GPUs are available"
-OLD_DRIVER = ("The NVIDIA driver on your system is too old for the CUDA version reftorch-cuda "
-              "uses (cuda-bindings {version}); update the driver")
+OLD_DRIVER = ("The NVIDIA driver on your system does not match the CUDA version reftorch-cuda "
+              "uses (cuda-bindings {version}): {error}; update the driver")
+# cuInit's answers when the installed driver cannot serve these bindings.
+_DRIVER_MISMATCH = ("CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE")
 NO_BINDINGS = ("reftorch-cuda needs the cuda-bindings package to reach the GPU "
                "(pip install cuda-bindings): {error}")
 BLOCK = 256            # threads per block for every elementwise kernel
@@ -135,9 +137,9 @@ class Driver:
         err = result[0]
         if err == cu.CUresult.CUDA_ERROR_NO_DEVICE:
             raise RuntimeError(NO_DEVICE)
-        if err == cu.CUresult.CUDA_ERROR_INSUFFICIENT_DRIVER:
+        if any(err == getattr(cu.CUresult, name, None) for name in _DRIVER_MISMATCH):
             version = getattr(cu, "__version__", None) or _bindings_version()
-            raise RuntimeError(OLD_DRIVER.format(version=version))
+            raise RuntimeError(OLD_DRIVER.format(version=version, error=_describe(cu, err)))
         check(cu, result, "cuInit")
         driver = cls(cu)
         if driver.count == 0:
