@@ -192,19 +192,42 @@ struct AminOp {
     template <typename A> static __device__ A finish(A v, rt_int64) { return v; }
 };
 
+// A value of any trivially copyable type from the lane `delta` above in this warp (a lane
+// with none above gets its own back), moved as 32-bit words.
+template <typename A>
+__device__ __forceinline__ A shuffle_down(A value, int delta) {
+    constexpr int words = (sizeof(A) + 3) / 4;
+    unsigned int word[words] = {};
+    memcpy(word, &value, sizeof(A));
+    for (int k = 0; k < words; ++k) word[k] = __shfl_down_sync(0xffffffffu, word[k], delta);
+    memcpy(&value, word, sizeof(A));
+    return value;
+}
+
 // Every thread's `value` combined; every thread gets the result. `partial` is the block's
 // shared array of RT_BLOCK_THREADS elements, free again when this returns.
+// The tree's levels s >= 64 pair threads of different warps and go through shared memory;
+// warp 0 does the rest with shuffles (lane t holds partial[t]: at each level, lane t < s
+// combines its value with lane t + s's, the same pairs in the same order), which saves
+// five of the block's barriers per reduction.
 template <typename Op, typename A>
 __device__ A block_reduce(A* partial, A value) {
     const int t = threadIdx.x;
     partial[t] = value;
     __syncthreads();
 #pragma unroll 1  // a rolled loop: each level waits on __syncthreads anyway, and unrolling
-                  // the 8 levels doubled the NVRTC time of every reduction kernel
-    for (int s = RT_BLOCK_THREADS / 2; s > 0; s >>= 1) {
+                  // the levels doubled the NVRTC time of every reduction kernel
+    for (int s = RT_BLOCK_THREADS / 2; s > 32; s >>= 1) {
         if (t < s) partial[t] = Op::combine(partial[t], partial[t + s]);
         __syncthreads();
     }
+    if (t < 32) {
+        A v = Op::combine(partial[t], partial[t + 32]);
+#pragma unroll 1
+        for (int s = 16; s > 0; s >>= 1) v = Op::combine(v, shuffle_down(v, s));
+        if (t == 0) partial[0] = v;
+    }
+    __syncthreads();
     const A result = partial[0];
     __syncthreads();  // every thread has read partial[0] before anyone writes partial again
     return result;
