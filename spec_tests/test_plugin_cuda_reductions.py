@@ -243,6 +243,27 @@ def test_softmax_backward_matches_the_cpu_reference(device_kind, dtype_name, op)
     assert_row_op_close(got, expected, dtype_name, 16, op)
 
 
+@pytest.mark.parametrize("op", SOFTMAX)
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_softmax_row_cache_changes_no_bit(device_kind, dtype_name, op, monkeypatch):
+    """The forward kernel keeps a row that fits ROW_CACHE_BYTES in shared memory between its
+    passes and reads a longer one again at each pass: the same values in the same order, so
+    the same bits. Also rows past the limit against the reference."""
+    from reftorch_cuda import ops_softmax
+    fn = SOFTMAX[op]
+    x = finite_values((3, 2000), dtype_name, 9)
+    cached = host(fn(x.cuda(), -1))
+    monkeypatch.setattr(ops_softmax, "ROW_CACHE_BYTES", 0)
+    streamed = host(fn(x.cuda(), -1))
+    bits = f"u{cached.dtype.itemsize}"
+    np.testing.assert_array_equal(cached.view(bits), streamed.view(bits))
+    monkeypatch.undo()
+    # Just past the limit: 49152 bytes hold 12288 floats or 6144 doubles.
+    long_rows = finite_values((2, 12289), dtype_name, 10)
+    assert_row_op_close(fn(long_rows.cuda(), -1), reference(fn, long_rows, -1), dtype_name,
+                        16, "long rows")
+
+
 def test_softmax_rows_of_minus_infinity_and_nan(device_kind):
     x = finite_values((3, 300), "float32", 8)
     x[0] = float("-inf")       # every element -inf: NaN everywhere, as the reference

@@ -329,11 +329,12 @@ class _Layout:
 MAX_GRID = 1 << 20  # row and reduction kernels' blocks loop over the rows beyond this
 
 
-def launch_blocks(program, expression, rows, t, args):
-    """Launch a block-per-row kernel (block_reduce kernels) over `rows` rows on `t`'s device."""
+def launch_blocks(program, expression, rows, t, args, shared_bytes=0):
+    """Launch a block-per-row kernel (block_reduce kernels) over `rows` rows on `t`'s device,
+    with `shared_bytes` of dynamic shared memory per block."""
     storage = t._storage
     storage._driver.launch_grid(storage._index, program, expression, (min(rows, MAX_GRID), 1, 1),
-                                (block_threads(), 1, 1), 0, args)
+                                (block_threads(), 1, 1), shared_bytes, args)
 
 
 def launch_block_rows(program, expression, rows, t, objects, addresses):

@@ -2,7 +2,9 @@
 _log_softmax_backward_data), on cuda for the four float dtypes (kernels/softmax.cu).
 
 One block per row; row maxima and sums in the fixed block order, so results differ from the
-reference's NumPy sums by rounding only. The backward ops decline an `input_dtype` other than
+reference's NumPy sums by rounding only. The forward kernels keep a row of up to
+ROW_CACHE_BYTES (in the computation type) in shared memory, so it is read and exponentiated
+once. The backward ops decline an `input_dtype` other than
 the gradient's (the reference then decides).
 """
 from __future__ import annotations
@@ -17,6 +19,8 @@ from .kernel_base import (FLOAT_DTYPES, FLOAT_TYPES, Program, all_of_dtype, geom
 
 FORWARD = {"softmax": False, "log_softmax": True}             # op -> Log
 BACKWARD = {"_softmax_backward_data": False, "_log_softmax_backward_data": True}
+# The most dynamic shared memory a launch may take without opting in (cuFuncSetAttribute).
+ROW_CACHE_BYTES = 48 * 1024
 
 
 def forward_expression(log, dtype_name):
@@ -48,9 +52,10 @@ def _rows(tensors, dim):
                                                                       for t in tensors]
 
 
-def _launch(expression, result, inputs, dim):
+def _launch(expression, result, inputs, dim, cache_row=False):
     """Run a row kernel writing `result` from `inputs` (all of one shape); NotImplemented when
-    the rows do not fit the geometry."""
+    the rows do not fit the geometry. `cache_row`: give the block a row of the computation
+    type in shared memory when it fits ROW_CACHE_BYTES."""
     rows = _rows((result, *inputs), dim)
     if rows is None:
         return NotImplemented
@@ -58,7 +63,9 @@ def _launch(expression, result, inputs, dim):
     if result.numel():
         args = (geometry, ctypes.c_int64(n), *(ctypes.c_int64(s) for s in steps),
                 pointer(result), *(pointer(t) for t in inputs))
-        launch_blocks(SOFTMAX, expression, result.numel() // n, result, args)
+        row_bytes = n * (8 if result.dtype.name == "float64" else 4)
+        shared = row_bytes if cache_row and row_bytes <= ROW_CACHE_BYTES else 0
+        launch_blocks(SOFTMAX, expression, result.numel() // n, result, args, shared)
     return result
 
 
@@ -82,7 +89,7 @@ def forward_kernel(op_name):
             return NotImplemented
         x = inputs[0]
         return _launch(forward_expression(log, dtype.name), empty_like_layout(x), (x,),
-                       params["dim"])
+                       params["dim"], cache_row=True)
     kernel.__name__ = kernel.__qualname__ = f"cuda_{op_name}"
     return kernel
 

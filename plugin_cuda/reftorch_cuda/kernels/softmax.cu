@@ -13,31 +13,57 @@
 // Name expressions: "softmax_kernel<float, false>" (true: log_softmax),
 // "softmax_backward_kernel<double, true>".
 
-// n elements per row; `step[k]` is operand k's stride along the dim.
+// The bytes of dynamic shared memory this launch was given.
+__device__ __forceinline__ unsigned dynamic_shared_bytes() {
+    unsigned bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+    return bytes;
+}
+
+// n elements per row; `out_step` and `in_step` are the operands' strides along the dim.
+// When the launch gives the block n * sizeof(A) bytes of dynamic shared memory (the host does
+// for rows up to a limit), the row is read from global memory once and each exponential is
+// computed once: a thread keeps its own elements' x - max, then exp(x - max), in the shared
+// row between the passes. The values and their order are the same either way.
 template <typename T, bool Log>
 __global__ void __launch_bounds__(RT_BLOCK_THREADS)
 softmax_kernel(const Geometry<2> rows, rt_int64 n, rt_int64 out_step, rt_int64 in_step,
                T* out, const T* in) {
     typedef typename Arith<T>::type A;
     __shared__ A partial[RT_BLOCK_THREADS];
+    extern __shared__ __align__(16) unsigned char row_bytes[];
+    A* cache = reinterpret_cast<A*>(row_bytes);
+    const bool cached = (rt_int64)dynamic_shared_bytes() >= n * (rt_int64)sizeof(A);
     for (rt_int64 row = blockIdx.x; row < rows.numel; row += gridDim.x) {
         rt_int64 offset[2];
         element_offsets(rows, row, offset);
         T* y = out + offset[0];
         const T* x = in + offset[1];
         A m = AmaxOp::identity<A>();
-        for (rt_int64 i = threadIdx.x; i < n; i += RT_BLOCK_THREADS)
-            m = AmaxOp::combine(m, Arith<T>::load(x[i * in_step]));
+        for (rt_int64 i = threadIdx.x; i < n; i += RT_BLOCK_THREADS) {
+            const A xi = Arith<T>::load(x[i * in_step]);
+            if (cached) cache[i] = xi;
+            m = AmaxOp::combine(m, xi);
+        }
         m = block_reduce<AmaxOp>(partial, m);
         A total = A(0);
-        for (rt_int64 i = threadIdx.x; i < n; i += RT_BLOCK_THREADS)
-            total += rt_exp(Arith<T>::load(x[i * in_step]) - m);
+        for (rt_int64 i = threadIdx.x; i < n; i += RT_BLOCK_THREADS) {
+            const A shifted = (cached ? cache[i] : Arith<T>::load(x[i * in_step])) - m;
+            const A e = rt_exp(shifted);
+            if (cached) cache[i] = Log ? shifted : e;
+            total += e;
+        }
         total = block_reduce<SumOp>(partial, total);
         const A log_total = Log ? rt_log(total) : A(0);
         for (rt_int64 i = threadIdx.x; i < n; i += RT_BLOCK_THREADS) {
-            const A shifted = Arith<T>::load(x[i * in_step]) - m;
-            y[i * out_step] = Arith<T>::store(Log ? shifted - log_total
-                                                  : rt_exp(shifted) / total);
+            A v;
+            if (cached) {
+                v = Log ? cache[i] - log_total : cache[i] / total;
+            } else {
+                const A shifted = Arith<T>::load(x[i * in_step]) - m;
+                v = Log ? shifted - log_total : rt_exp(shifted) / total;
+            }
+            y[i * out_step] = Arith<T>::store(v);
         }
     }
 }
