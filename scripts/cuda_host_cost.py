@@ -1,4 +1,4 @@
-"""Host-side (Python) cost of one small cuda op, without a GPU.
+"""Host-side (Python) cost of one small cuda op, without a GPU (or, with --gpu, on one).
 
 Runs reftorch-cuda on the emulated driver (spec_tests/cuda_emulator.py) with the kernel
 bodies stubbed out, so what is timed is reftorch's host work plus the emulator's launch
@@ -14,6 +14,10 @@ bookkeeping. Two columns per op:
 Times are thread CPU time per call (time.thread_time: steadier than the wall clock on a
 shared machine), best of REPEATS x CALLS. `--calls` also counts the Python-level calls one op
 makes (sys.setprofile), by where the called function lives.
+
+`--gpu` runs the same ops on the real driver instead: wall time per call (the work queues on
+the GPU; each round ends with a synchronisation), the time of the bare cuLaunchKernel call
+with the op's own parameters, and with --profile a cProfile of the op.
 
     PYTHONPATH=reference:plugins:plugin_cpu:plugin_cuda python scripts/cuda_host_cost.py
 """
@@ -128,6 +132,65 @@ def bindings_launch_cost():
     return f"{seconds_per_call(call) * 1e6:.2f} us per failing call"
 
 
+class _Recording:
+    """The driver module, with each cuLaunchKernel call's arguments kept in `launches`."""
+
+    def __init__(self, cu, launches):
+        self._cu, self._launches = cu, launches
+
+    def __getattr__(self, name):
+        return getattr(self._cu, name)
+
+    def cuLaunchKernel(self, *call):  # noqa: N802 (the driver's name)
+        self._launches.append(call)
+        return self._cu.cuLaunchKernel(*call)
+
+
+def gpu_main(args):
+    """The ops on the real driver: wall time per call, and what the driver's own launch
+    call costs (the same kernel and parameters, straight to cuLaunchKernel)."""
+    ops = operations()
+    for fn in ops.values():
+        fn()
+    reftorch.cuda.synchronize()
+    assert not reftorch.plugins.fallbacks(), reftorch.plugins.fallbacks()
+    driver = _storage._BACKENDS["cuda"].driver()
+
+    def wall(fn):
+        best = float("inf")
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            for _ in range(args.round_calls):
+                fn()
+            reftorch.cuda.synchronize()
+            best = min(best, (time.perf_counter() - start) / args.round_calls)
+        return best
+
+    # a + b's own cuLaunchKernel call, replayed at once: its parameter slots live in this
+    # thread's ParamBuffer until the next launch, and `result` keeps its output block alive.
+    cu, launches = driver.cu, []
+    driver.cu = _Recording(cu, launches)
+    try:
+        result = ops["a + b"]()
+    finally:
+        driver.cu = cu
+    bare = wall(lambda: cu.cuLaunchKernel(*launches[-1]))
+    assert reftorch.equal(result.cpu(), reftorch.arange(16, dtype=reftorch.float32) + 1)
+    for name, fn in ops.items():
+        print(f"{name:14s} {wall(fn) * 1e6:8.1f} us per call (wall, GPU)")
+    print(f"cuLaunchKernel alone, a + b's kernel and parameters: {bare * 1e6:.1f} us per call")
+    if args.profile:
+        import cProfile
+        import pstats
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(args.round_calls):
+            ops[args.profile]()
+        profiler.disable()
+        reftorch.cuda.synchronize()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", action="store_true", help="count Python calls per op")
@@ -135,7 +198,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=REPEATS,
                         help="timed rounds per op, best kept (more: steadier on a busy machine)")
     parser.add_argument("--round-calls", type=int, default=CALLS, help="calls per timed round")
+    parser.add_argument("--gpu", action="store_true", help="on the real driver and GPU")
     args = parser.parse_args()
+    if args.gpu:
+        return gpu_main(args)
 
     if "cuda" not in plugins.loaded():
         plugins.load("cuda", reftorch_cuda.register)
