@@ -189,3 +189,22 @@ def test_a_kernel_file_instantiation_compiles_alone_under_its_whole_program_name
     others = [name for e, name in whole.lowered.items() if e != wanted]
     assert others and not any(name.encode() in alone.image for name in others)
     assert len(alone.image) < len(whole.image)
+
+
+@needs_nvrtc
+def test_precompile_fills_the_disk_keys_a_first_launch_looks_up(tmp_path, monkeypatch, capsys):
+    """`python -m reftorch_cuda.precompile` writes each instantiation under the key a first
+    launch computes, so a new process's compile_expression comes from disk, not NVRTC; a
+    second run finds everything cached."""
+    from reftorch_cuda import ops_softmax, precompile
+
+    monkeypatch.setenv("REFTORCH_CACHE_DIR", str(tmp_path))
+    program = ops_softmax.SOFTMAX
+    assert precompile.main(["--arch", "sm_90", "--jobs", "2", "softmax.cu"]) == 0
+    count = len(program.name_expressions)
+    assert f"{count} kernels for sm_90: {count} compiled" in capsys.readouterr().out
+    for expression in program.name_expressions:
+        found = program.compile_expression("sm_90", expression, cache=N.ProgramCache())
+        assert found.origin == "disk", expression
+    assert precompile.main(["--arch", "sm_90", "--jobs", "1", "softmax.cu"]) == 0
+    assert f"0 compiled, {count} already cached, 0 failed" in capsys.readouterr().out

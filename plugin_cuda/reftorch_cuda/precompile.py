@@ -2,6 +2,7 @@
 
     python -m reftorch_cuda.precompile                 # every kernel, for GPU 0
     python -m reftorch_cuda.precompile --arch sm_90 --whole sm_90 --whole sm_80 --jobs 16
+    python -m reftorch_cuda.precompile softmax.cu norm.cu      # only these kernel files
 
 A first launch compiles only its own kernel (`Program.compile_expression`), which takes about
 a second; a program that touches many ops and dtypes meets that wait many times. This compiles
@@ -39,14 +40,17 @@ def _compile(task):
     return f"{arch} {program.filename} {expression or '(whole)'}", time.perf_counter() - start, outcome
 
 
-def tasks(archs, whole_archs):
+def tasks(archs, whole_archs, files=()):
+    """(arch, index into ops.PROGRAMS, name expression or None for the whole program) for
+    every program, or those of the kernel files `files`."""
     from . import ops
+    chosen = [i for i, p in enumerate(ops.PROGRAMS) if not files or p.filename in files]
     for arch in whole_archs:
-        for index in range(len(ops.PROGRAMS)):
+        for index in chosen:
             yield arch, index, None
     for arch in archs:
-        for index, program in enumerate(ops.PROGRAMS):
-            for expression in program.name_expressions:
+        for index in chosen:
+            for expression in ops.PROGRAMS[index].name_expressions:
                 yield arch, index, expression
 
 
@@ -62,12 +66,13 @@ def main(argv=None):
     parser.add_argument("--whole", action="append", default=[], metavar="ARCH",
                         help="also compile each program in one piece for ARCH (repeatable)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
+    parser.add_argument("files", nargs="*", help="kernel files, e.g. softmax.cu (default: all)")
     args = parser.parse_args(argv)
     archs = args.arch or [default_arch()]
     everything = archs + [a for a in args.whole if a not in archs]
     # The longest compiles first, so the pool does not end waiting on one of them.
     from . import ops
-    work = sorted(tasks(archs, args.whole),
+    work = sorted(tasks(archs, args.whole, args.files),
                   key=lambda t: (t[2] is not None, ops.PROGRAMS[t[1]].filename != "conv.cu"))
     start, failed, compiled = time.perf_counter(), 0, 0
     with ProcessPoolExecutor(args.jobs) as pool:
