@@ -183,9 +183,20 @@ def test_contiguity_is_reported_as_pytorch_reports_it():
 
 
 # Ops whose results PyTorch lays out by a rule of their own (structured.declare's `layout`):
-# contiguous, or like the input (preserve_format).
+# contiguous, like the input (preserve_format), or the memory format the inputs suggest.
 DECLARED = {
-    "roll (contiguous)": lambda lib, x: lib.roll(x, 1, 0),
+    "roll, flattened (contiguous)": lambda lib, x: lib.roll(x, 2),
+    "roll (suggested)": lambda lib, x: lib.roll(x, 1, -1),
+    "sum (a reduction: contiguous)": lambda lib, x: x.sum(0),
+    "amax keepdim (a reduction: contiguous)": lambda lib, x: x.amax(-1, keepdim=True),
+    "var_mean (a reduction: contiguous)": lambda lib, x: lib.var_mean(x, 0)[1],
+    "any keepdim (a reduction: contiguous)": lambda lib, x: (x > 0).any(-1, keepdim=True),
+    "logcumsumexp (contiguous)": lambda lib, x: lib.logcumsumexp(x, 0),
+    "tril (contiguous)": lambda lib, x: lib.tril(x) if x.dim() >= 2 else lib.tril(x[None]),
+    "renorm (contiguous)": lambda lib, x: lib.renorm(x, 2, 0, 1.0) if x.dim() >= 2 else x.clone(),
+    "pad (suggested)": lambda lib, x: lib.nn.functional.pad(x, (1, 2)),
+    "cat (suggested)": lambda lib, x: lib.cat([x, x], 0),
+    "cat with a contiguous input (suggested)": lambda lib, x: lib.cat([x, x.contiguous()], -1),
     "cumsum (contiguous)": lambda lib, x: lib.cumsum(x, 0),
     "cumprod (contiguous)": lambda lib, x: lib.cumprod(x, -1),
     "repeat (contiguous)": lambda lib, x: x.repeat(*([1] * x.dim())),
@@ -226,6 +237,25 @@ def test_declared_layouts_match_pytorch():
 def test_declared_layouts_on_cuda(device_kind):
     wrong = _declared_mismatches(lambda fn: fn(), device="cuda", count=60)
     assert not wrong, wrong[:5]
+
+
+@pytest.mark.parametrize("name", ["cat", "pad", "roll"])
+def test_channels_last_inputs_give_channels_last_results(name):
+    """cat, constant padding and roll keep the channels-last format every input suggests,
+    and fall back to contiguous when one input suggests another."""
+    def run(lib, dense):
+        x = lib.arange(120.0).reshape(2, 4, 5, 3).permute(0, 3, 1, 2)   # channels-last
+        other = x.contiguous() if not dense else x * 2
+        if name == "cat":
+            return lib.cat([x, other], 1)
+        if name == "pad":
+            return lib.nn.functional.pad(x if dense else other, (1, 1, 2, 0))
+        return lib.roll(x if dense else other, 1, 2)
+    for dense in (True, False):
+        want, got = run(torch, dense), run(reftorch, dense)
+        assert tuple(got.stride()) == tuple(want.stride()), (dense, got.stride(), want.stride())
+        assert got.is_contiguous(memory_format=reftorch.channels_last) is dense
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 def test_positive_is_the_input_itself():

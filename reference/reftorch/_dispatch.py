@@ -43,7 +43,7 @@ class Op:
     # (device type, dtype) -> [(plugin, fn, min_numel)]
     kernels: dict = field(default_factory=dict)
     doc: str = ""
-    layout: str = None                   # a structured op's result layout (structured.declare)
+    layout: object = None                # a structured op's result layout (structured.declare)
     _chains: dict = field(default_factory=dict, repr=False)
 
     def chain(self, device_type, dtype):

@@ -60,6 +60,42 @@ def is_channels_last(shape, strides):
     return True
 
 
+# The dims of a channels-last layout from fastest to slowest: channels, the spatial dims from
+# last to first, then the batch.
+_CHANNELS_LAST_ORDER = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}
+
+
+def suggested_format(shape, strides):
+    """PyTorch's suggest_memory_format: "channels_last" for a 4-D (5-D: "channels_last_3d")
+    tensor whose strides order its dims as channels-last does, else "contiguous". Its
+    heuristic: walking the dims in channels-last order, no size-0 dim and no stride below the
+    span of the faster dims; ambiguous cases (a channel stride of 0, a batch stride equal to
+    the channels' span) count as contiguous. The layout need not be dense."""
+    order = _CHANNELS_LAST_ORDER.get(len(shape))
+    if order is None or strides[1] == 0:
+        return "contiguous"
+    span = 0
+    for d in order:
+        if shape[d] == 0 or strides[d] < span or (d == 0 and span == strides[1]):
+            return "contiguous"
+        span = strides[d] * max(shape[d], 1)
+    return "channels_last" if len(shape) == 4 else "channels_last_3d"
+
+
+def format_strides(shape, memory_format):
+    """Dense strides of `shape` in a memory format: row-major for "contiguous", channels
+    fastest for the channels-last ones (each stride the product of the faster dims' sizes as
+    they are, as PyTorch computes it: a size-0 dim zeroes the slower strides)."""
+    if memory_format == "contiguous":
+        return contiguous_strides(shape)
+    strides = [0] * len(shape)
+    step = 1
+    for d in _CHANNELS_LAST_ORDER[len(shape)]:
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
+
+
 def is_non_overlapping_and_dense(shape, strides):
     """PyTorch's test: the dims of size 2 or more, ordered by stride, are row-major
     contiguous (the rest, size 0 or 1, do not count)."""

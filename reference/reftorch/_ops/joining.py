@@ -75,7 +75,8 @@ def _cat_kernel(*arrays, dim, dtype):
     return np.concatenate([a.astype(dtype.numpy_dtype, copy=False) for a in kept], axis=dim)
 
 
-CAT = structured.declare("cat", _cat_kernel, family="joining", params={"dim": 0, "dtype": None})
+CAT = structured.declare("cat", _cat_kernel, family="joining", params={"dim": 0, "dtype": None},
+                         layout="suggested")
 
 
 def _tensor_list(tensors, fn):

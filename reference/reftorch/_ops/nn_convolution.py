@@ -594,7 +594,7 @@ def constant_pad_kernel(input, pad, value):
 
 
 CONSTANT_PAD_ND = structured.declare("constant_pad_nd", constant_pad_kernel, family=_FAMILY,
-                                     params={"pad": None, "value": 0})
+                                     params={"pad": None, "value": 0}, layout="suggested")
 
 
 def _check_pad_length(input, pad):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._promotion import broadcast_shapes, result_dtype
-from .._shape import wrap_dim
+from .._shape import format_strides, suggested_format, wrap_dim
 from .._tensor import Tensor
 from . import structured
 
@@ -87,8 +87,30 @@ def _roll_kernel(a, shifts, dims):
     return np.roll(a, shifts, axis=dims)
 
 
+def _roll_layout(tensors, params):
+    """How PyTorch lays out roll's result. It rolls a flattened copy when dims is None
+    (contiguous), clones an empty tensor (like the input), and otherwise rolls one dim at a
+    time by concatenating two slices of it: cat's rule, so the memory format both slices
+    suggest, the next dim's roll starting from that layout. A slice may suggest a format the
+    whole tensor does not (a narrower dim can pass the channels-last test), and an empty one
+    (the shift a multiple of the size) suggests contiguous."""
+    x = tensors[0]
+    if params["dims"] is None:
+        return "contiguous"
+    if 0 in x._shape:
+        return "input"
+    shape, strides, chosen = x._shape, x._strides, "contiguous"
+    for shift, dim in zip(params["shifts"], params["dims"]):
+        start = (shape[dim] - shift) % shape[dim]
+        formats = {suggested_format(shape[:dim] + (n,) + shape[dim + 1:], strides)
+                   for n in (shape[dim] - start, start)}
+        chosen = formats.pop() if len(formats) == 1 else "contiguous"
+        strides = format_strides(shape, chosen)
+    return chosen
+
+
 ROLL = structured.declare("roll", _roll_kernel, family="other",
-                          params={"shifts": (), "dims": None}, layout="contiguous")
+                          params={"shifts": (), "dims": None}, layout=_roll_layout)
 
 
 def roll(input, shifts, dims=None):
@@ -129,9 +151,9 @@ def rot90(input, k=1, dims=(0, 1)):
 # --- triangles, diagonals, trace ------------------------------------------------------------
 
 TRIL = structured.declare("tril", lambda a, diagonal: np.tril(a, diagonal), family="other",
-                          params={"diagonal": 0})
+                          params={"diagonal": 0}, layout="contiguous")
 TRIU = structured.declare("triu", lambda a, diagonal: np.triu(a, diagonal), family="other",
-                          params={"diagonal": 0})
+                          params={"diagonal": 0}, layout="contiguous")
 
 
 def _triangle(op, name):
@@ -819,7 +841,7 @@ def _renorm_backward_kernel(grad, a, p, dim, maxnorm):
 
 RENORM = structured.declare("renorm", _renorm_kernel, family="other",
                             params={"p": 2.0, "dim": 0, "maxnorm": 1.0},
-                            dtypes=FLOATING | {D.complex64, D.complex128})
+                            dtypes=FLOATING | {D.complex64, D.complex128}, layout="contiguous")
 RENORM_BACKWARD = structured.declare("_renorm_backward", _renorm_backward_kernel,
                                      family="other", params={"p": 2.0, "dim": 0,
                                                              "maxnorm": 1.0}, dtypes=FLOATING)

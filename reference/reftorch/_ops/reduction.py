@@ -124,6 +124,12 @@ REAL_DTYPES = frozenset(d for d in D.ALL_DTYPES if not d.is_complex)
 INEXACT_DTYPES = frozenset(d for d in D.ALL_DTYPES if d.is_floating_point or d.is_complex)
 
 
+def _declare(name, kernel, **kwargs):
+    """A reduction op. PyTorch allocates every reduction's results contiguous (keepdim or
+    not, whatever the input's layout), so they are laid out so whichever kernel made them."""
+    return structured.declare(name, kernel, family="reduction", layout="contiguous", **kwargs)
+
+
 # --- sums, products, means ----------------------------------------------------------------------
 
 def _sum_kernel(a, dim=None, keepdim=False, dtype=None, overload=1, nan_as_zero=False):
@@ -143,10 +149,10 @@ def _nansum_kernel(a, dim=None, keepdim=False, dtype=None):
     return _sum_kernel(a, dim, keepdim, dtype, nan_as_zero=True)
 
 
-SUM = structured.declare("sum", _sum_kernel, family="reduction",
-                         params={"dim": None, "keepdim": False, "dtype": None, "overload": 1})
-NANSUM = structured.declare("nansum", _nansum_kernel, family="reduction",
-                            params={"dim": None, "keepdim": False, "dtype": None})
+SUM = _declare("sum", _sum_kernel,
+               params={"dim": None, "keepdim": False, "dtype": None, "overload": 1})
+NANSUM = _declare("nansum", _nansum_kernel,
+                  params={"dim": None, "keepdim": False, "dtype": None})
 
 
 def sum(input, dim=_UNSET, keepdim=False, *, dtype=None, out=None):
@@ -176,8 +182,8 @@ def _prod_kernel(a, dim=None, keepdim=False, dtype=None):
     return np.prod(work, axis=_axis(a, dim), keepdims=bool(keepdim)).astype(target)
 
 
-PROD = structured.declare("prod", _prod_kernel, family="reduction",
-                          params={"dim": None, "keepdim": False, "dtype": None})
+PROD = _declare("prod", _prod_kernel,
+                params={"dim": None, "keepdim": False, "dtype": None})
 
 
 def prod(input, dim=_UNSET, keepdim=False, *, dtype=None, out=None):
@@ -196,8 +202,8 @@ def _mean_kernel(a, dim=None, keepdim=False, dtype=None, overload=1):
     return (total / work.dtype.type(count) if count else total * np.nan).astype(target)
 
 
-MEAN = structured.declare("mean", _mean_kernel, family="reduction",
-                          params={"dim": None, "keepdim": False, "dtype": None, "overload": 1})
+MEAN = _declare("mean", _mean_kernel,
+                params={"dim": None, "keepdim": False, "dtype": None, "overload": 1})
 
 
 def mean(input, dim=_UNSET, keepdim=False, *, dtype=None, out=None):
@@ -276,12 +282,12 @@ def _std_mean_kernel(a, dim=None, keepdim=False, correction=1):
 
 
 _VAR_PARAMS = {"dim": None, "keepdim": False, "correction": 1}
-VAR = structured.declare("var", _var_kernel, family="reduction", params=_VAR_PARAMS)
-STD = structured.declare("std", _std_kernel, family="reduction", params=_VAR_PARAMS)
-VAR_MEAN = structured.declare("var_mean", _var_mean_kernel, family="reduction",
-                              params=_VAR_PARAMS)
-STD_MEAN = structured.declare("std_mean", _std_mean_kernel, family="reduction",
-                              params=_VAR_PARAMS)
+VAR = _declare("var", _var_kernel, params=_VAR_PARAMS)
+STD = _declare("std", _std_kernel, params=_VAR_PARAMS)
+VAR_MEAN = _declare("var_mean", _var_mean_kernel,
+                    params=_VAR_PARAMS)
+STD_MEAN = _declare("std_mean", _std_mean_kernel,
+                    params=_VAR_PARAMS)
 
 
 def _variance_args(input, dim, unbiased, keepdim, correction):
@@ -347,8 +353,8 @@ def _norm_kernel(a, p=2, dim=None, keepdim=False):
     return vector_norm_array(a, p, dim, keepdim)
 
 
-NORM = structured.declare("norm", _norm_kernel, family="reduction",
-                          params={"p": 2, "dim": None, "keepdim": False})
+NORM = _declare("norm", _norm_kernel,
+                params={"p": 2, "dim": None, "keepdim": False})
 
 
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
@@ -388,8 +394,8 @@ def _dist_kernel(a, b, p=2, dtype=None):
     return vector_norm_array(difference, p, None, False)
 
 
-DIST = structured.declare("dist", _dist_kernel, family="reduction",
-                          params={"p": 2, "dtype": None})
+DIST = _declare("dist", _dist_kernel,
+                params={"p": 2, "dtype": None})
 
 
 def dist(input, other, p=2):
@@ -419,8 +425,8 @@ def _logsumexp_kernel(a, dim=None, keepdim=False, dtype=None):
     return value.astype(dtype.numpy_dtype)
 
 
-LOGSUMEXP = structured.declare("logsumexp", _logsumexp_kernel, family="reduction",
-                               params={"dim": None, "keepdim": False, "dtype": None})
+LOGSUMEXP = _declare("logsumexp", _logsumexp_kernel,
+                     params={"dim": None, "keepdim": False, "dtype": None})
 
 
 def logsumexp(input, dim, keepdim=False, *, out=None):
@@ -458,12 +464,12 @@ def _logcumsumexp_kernel(a, dim=0):
     return value.reshape(a.shape).astype(a.dtype)
 
 
-CUMSUM = structured.declare("cumsum", _cumsum_kernel, family="reduction",
-                            params={"dim": 0, "dtype": None}, layout="contiguous")
-CUMPROD = structured.declare("cumprod", _cumprod_kernel, family="reduction",
-                             params={"dim": 0, "dtype": None}, layout="contiguous")
-LOGCUMSUMEXP = structured.declare("logcumsumexp", _logcumsumexp_kernel, family="reduction",
-                                  params={"dim": 0}, dtypes=INEXACT_DTYPES)
+CUMSUM = _declare("cumsum", _cumsum_kernel,
+                  params={"dim": 0, "dtype": None})
+CUMPROD = _declare("cumprod", _cumprod_kernel,
+                   params={"dim": 0, "dtype": None})
+LOGCUMSUMEXP = _declare("logcumsumexp", _logcumsumexp_kernel,
+                        params={"dim": 0}, dtypes=INEXACT_DTYPES)
 
 
 def cumsum(input, dim, *, dtype=None, out=None):
@@ -515,8 +521,8 @@ def _cummin_kernel(a, dim=0):
     return _running_extreme(np.minimum, a, dim)
 
 
-CUMMAX = structured.declare("cummax", _cummax_kernel, family="reduction", params={"dim": 0})
-CUMMIN = structured.declare("cummin", _cummin_kernel, family="reduction", params={"dim": 0})
+CUMMAX = _declare("cummax", _cummax_kernel, params={"dim": 0})
+CUMMIN = _declare("cummin", _cummin_kernel, params={"dim": 0})
 
 
 def _cumulative_extreme(op, name, input, dim, out):
@@ -563,10 +569,10 @@ def _argmin_kernel(a, dim=None, keepdim=False):
     return _arg_kernel(a, dim, keepdim, largest=False)
 
 
-ARGMAX = structured.declare("argmax", _argmax_kernel, family="reduction",
-                            params={"dim": None, "keepdim": False})
-ARGMIN = structured.declare("argmin", _argmin_kernel, family="reduction",
-                            params={"dim": None, "keepdim": False})
+ARGMAX = _declare("argmax", _argmax_kernel,
+                  params={"dim": None, "keepdim": False})
+ARGMIN = _declare("argmin", _argmin_kernel,
+                  params={"dim": None, "keepdim": False})
 
 
 def _argextreme(op, name, input, dim, keepdim, out):
@@ -632,16 +638,16 @@ def _min_dim_kernel(a, dim=0, keepdim=False):
 
 
 _EXTREME_PARAMS = {"dim": None, "keepdim": False}
-MAX = structured.declare("max", _max_kernel, family="reduction", params=_EXTREME_PARAMS)
-MIN = structured.declare("min", _min_kernel, family="reduction", params=_EXTREME_PARAMS)
-AMAX = structured.declare("amax", _max_kernel, family="reduction", params=_EXTREME_PARAMS)
-AMIN = structured.declare("amin", _min_kernel, family="reduction", params=_EXTREME_PARAMS)
-MAX_DIM = structured.declare("max.dim", _max_dim_kernel, family="reduction",
-                             params={"dim": 0, "keepdim": False})
-MIN_DIM = structured.declare("min.dim", _min_dim_kernel, family="reduction",
-                             params={"dim": 0, "keepdim": False})
-AMINMAX = structured.declare("aminmax", _aminmax_kernel, family="reduction",
-                             params=_EXTREME_PARAMS)
+MAX = _declare("max", _max_kernel, params=_EXTREME_PARAMS)
+MIN = _declare("min", _min_kernel, params=_EXTREME_PARAMS)
+AMAX = _declare("amax", _max_kernel, params=_EXTREME_PARAMS)
+AMIN = _declare("amin", _min_kernel, params=_EXTREME_PARAMS)
+MAX_DIM = _declare("max.dim", _max_dim_kernel,
+                   params={"dim": 0, "keepdim": False})
+MIN_DIM = _declare("min.dim", _min_dim_kernel,
+                   params={"dim": 0, "keepdim": False})
+AMINMAX = _declare("aminmax", _aminmax_kernel,
+                   params=_EXTREME_PARAMS)
 
 
 def _extreme(name, full_op, dim_op, elementwise, input, dim, keepdim, out):
@@ -759,13 +765,12 @@ def _median_dim_kernel(a, dim=0, keepdim=False, ignore_nan=False):
     return values, index
 
 
-MEDIAN = structured.declare("median", _median_kernel, family="reduction")
-NANMEDIAN = structured.declare("nanmedian", _nanmedian_kernel, family="reduction")
-MEDIAN_DIM = structured.declare("median.dim", _median_dim_kernel, family="reduction",
-                                params={"dim": 0, "keepdim": False})
-NANMEDIAN_DIM = structured.declare("nanmedian.dim", _nanmedian_dim_kernel,
-                                   family="reduction", params={"dim": 0, "keepdim": False},
-                                   )
+MEDIAN = _declare("median", _median_kernel)
+NANMEDIAN = _declare("nanmedian", _nanmedian_kernel)
+MEDIAN_DIM = _declare("median.dim", _median_dim_kernel,
+                      params={"dim": 0, "keepdim": False})
+NANMEDIAN_DIM = _declare("nanmedian.dim", _nanmedian_dim_kernel,
+                         params={"dim": 0, "keepdim": False})
 
 
 def _median(name, full_op, dim_op, input, dim, keepdim, out):
@@ -819,8 +824,8 @@ def _mode_kernel(a, dim=-1, keepdim=False):
     return values, index
 
 
-MODE = structured.declare("mode", _mode_kernel, family="reduction",
-                          params={"dim": -1, "keepdim": False})
+MODE = _declare("mode", _mode_kernel,
+                params={"dim": -1, "keepdim": False})
 
 
 def mode(input, dim=-1, keepdim=False, *, out=None):
@@ -852,12 +857,12 @@ def _count_nonzero_kernel(a, dim=None):
     return np.asarray(np.count_nonzero(a, axis=_axis(a, dim))).astype(np.int64)
 
 
-ALL = structured.declare("all", _all_kernel, family="reduction",
-                         params={"dim": None, "keepdim": False})
-ANY = structured.declare("any", _any_kernel, family="reduction",
-                         params={"dim": None, "keepdim": False})
-COUNT_NONZERO = structured.declare("count_nonzero", _count_nonzero_kernel, family="reduction",
-                                   params={"dim": None})
+ALL = _declare("all", _all_kernel,
+               params={"dim": None, "keepdim": False})
+ANY = _declare("any", _any_kernel,
+               params={"dim": None, "keepdim": False})
+COUNT_NONZERO = _declare("count_nonzero", _count_nonzero_kernel,
+                         params={"dim": None})
 
 
 def all(input, dim=None, keepdim=False, *, out=None):
@@ -898,18 +903,18 @@ def _quantile_kernel(a, q, dim=None, keepdim=False, interpolation="linear", igno
     return np.asarray(value).astype(a.dtype)
 
 
-QUANTILE = structured.declare("quantile", _quantile_kernel, family="reduction",
-                              params={"dim": None, "keepdim": False,
-                                      "interpolation": "linear"},
-                              dtypes={D.float32, D.float64})
+QUANTILE = _declare("quantile", _quantile_kernel,
+                    params={"dim": None, "keepdim": False,
+                    "interpolation": "linear"},
+                    dtypes={D.float32, D.float64})
 def _nanquantile_kernel(a, q, dim=None, keepdim=False, interpolation="linear"):
     return _quantile_kernel(a, q, dim, keepdim, interpolation, ignore_nan=True)
 
 
-NANQUANTILE = structured.declare("nanquantile", _nanquantile_kernel, family="reduction",
-                                 params={"dim": None, "keepdim": False,
-                                         "interpolation": "linear"},
-                                 dtypes={D.float32, D.float64})
+NANQUANTILE = _declare("nanquantile", _nanquantile_kernel,
+                       params={"dim": None, "keepdim": False,
+                       "interpolation": "linear"},
+                       dtypes={D.float32, D.float64})
 
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
@@ -1030,13 +1035,12 @@ def _unique_consecutive_kernel(a, dim=None, return_inverse=False, return_counts=
     return values, inverse.astype(np.int64), counts.astype(np.int64)
 
 
-UNIQUE = structured.declare("unique", _unique_kernel, family="reduction",
-                            params={"dim": None, "return_inverse": False,
-                                    "return_counts": False}, dtypes=REAL_DTYPES)
-UNIQUE_CONSECUTIVE = structured.declare("unique_consecutive", _unique_consecutive_kernel,
-                                        family="reduction",
-                                        params={"dim": None, "return_inverse": False,
-                                                "return_counts": False}, dtypes=REAL_DTYPES)
+UNIQUE = _declare("unique", _unique_kernel,
+                  params={"dim": None, "return_inverse": False,
+                  "return_counts": False}, dtypes=REAL_DTYPES)
+UNIQUE_CONSECUTIVE = _declare("unique_consecutive", _unique_consecutive_kernel,
+                              params={"dim": None, "return_inverse": False,
+                              "return_counts": False}, dtypes=REAL_DTYPES)
 
 
 def _unique(op, input, return_inverse, return_counts, dim):

@@ -15,7 +15,7 @@ from .._tensor import Tensor
 from .._numpy_compat import FP_STATE, IGNORE_ALL
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled, no_grad
-from .._shape import contiguous_strides, kept_strides
+from .._shape import format_strides, kept_strides, suggested_format
 from .copy import laid_out
 from .elementwise import _common_device, _is_one_of
 
@@ -25,9 +25,13 @@ def declare(name, reference, family, params=None, dtypes=None, layout=None, doc=
 
     Tensor inputs arrive as NumPy arrays; numbers and None pass through unchanged. The
     function returns an array (or a tuple of arrays); numpy dtypes map back to reftorch's.
-    `layout`: how PyTorch lays out the op's new results, whichever kernel made them:
-    "contiguous", or "input" (each result of the first input's shape laid out like it, as
-    PyTorch's preserve_format: reftorch._shape.kept_strides); None leaves them as made.
+    `layout`: how PyTorch lays out the op's new results, whichever kernel made them: a
+    memory format ("contiguous", "channels_last", "channels_last_3d"); "input" (each result
+    of the first input's shape laid out like it, as PyTorch's preserve_format:
+    reftorch._shape.kept_strides); "suggested" (the memory format every tensor input
+    suggests, contiguous when they disagree: how PyTorch's cat chooses,
+    reftorch._shape.suggested_format); None leaves them as made; or a function of the
+    call's (tensor inputs, params) that names one of these.
     """
     op = _dispatch.Op(name=name, family=family, reference=array_kernel(reference),
                       params=dict(params or {}), layout=layout,
@@ -36,15 +40,18 @@ def declare(name, reference, family, params=None, dtypes=None, layout=None, doc=
     return _dispatch.declare(op)
 
 
-def _in_declared_layout(op, result, tensors):
-    """`result` (a tensor or a tuple) laid out as `op.layout` says (`tensors`: the op's
-    tensor inputs)."""
+def _in_declared_layout(layout, result, tensors):
+    """`result` (a tensor or a tuple) laid out as `layout` (see declare) says (`tensors`:
+    the op's tensor inputs)."""
     if isinstance(result, tuple):
-        return type(result)(_in_declared_layout(op, r, tensors) for r in result)
+        return type(result)(_in_declared_layout(layout, r, tensors) for r in result)
     if not isinstance(result, Tensor):
         return result
-    if op.layout == "contiguous":
-        return laid_out(result, contiguous_strides(result._shape))
+    if layout == "suggested":
+        formats = {suggested_format(t._shape, t._strides) for t in tensors}
+        layout = formats.pop() if len(formats) == 1 else "contiguous"
+    if layout != "input":   # a memory format: contiguous or a channels-last one
+        return laid_out(result, format_strides(result._shape, layout))
     first = tensors[0]
     if first._shape != result._shape:
         return result
@@ -99,7 +106,8 @@ def run(op, inputs, params=None, out=None, dtype=None):
     if out is not None:
         return write_out(out, result)
     if op.layout is not None:
-        result = _in_declared_layout(op, result, tensors)
+        layout = op.layout(tensors, params) if callable(op.layout) else op.layout
+        result = _in_declared_layout(layout, result, tensors)
     return record(op.name, inputs, result, params)
 
 
