@@ -268,3 +268,26 @@ def test_positive_is_the_input_itself():
         reftorch.positive(reftorch.tensor([True]))
     with pytest.raises(TypeError, match="must be Tensor"):
         reftorch.positive(3)
+
+
+def test_contiguous_and_clone_take_a_memory_format():
+    """contiguous(memory_format=) returns the tensor itself when it already is contiguous in
+    that format, else a copy that is; clone(memory_format=) always copies; channels_last
+    needs 4 dims and contiguous() refuses preserve_format, with PyTorch's messages."""
+    for lib in (torch, reftorch):
+        x = lib.arange(120.0).reshape(2, 3, 4, 5)
+        last = x.contiguous(memory_format=lib.channels_last)
+        assert last.stride() == (60, 1, 15, 3)
+        assert last.contiguous(memory_format=lib.channels_last) is last
+        assert x.contiguous() is x and last.contiguous().stride() == (60, 20, 5, 1)
+        assert x.clone(memory_format=lib.channels_last).stride() == (60, 1, 15, 3)
+        assert lib.equal(last, x) and last.is_contiguous(memory_format=lib.channels_last)
+        assert last.clone().stride() == (60, 1, 15, 3)     # preserve_format by default
+        with pytest.raises(RuntimeError, match="required rank 4 tensor"):
+            x[0].contiguous(memory_format=lib.channels_last)
+        with pytest.raises(RuntimeError, match="preserve memory format is unsupported"):
+            x.transpose(0, 1).contiguous(memory_format=lib.preserve_format)
+        assert x.contiguous(memory_format=lib.preserve_format) is x
+    y = reftorch.randn(2, 3, 4, 5, requires_grad=True)
+    y.contiguous(memory_format=reftorch.channels_last).sum().backward()
+    assert reftorch.equal(y.grad, reftorch.ones(2, 3, 4, 5))

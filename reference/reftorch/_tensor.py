@@ -512,16 +512,22 @@ class Tensor:
         return self._view(size, stride, offset, op="as_strided")
 
     def contiguous(self, memory_format=None):
-        if self.is_contiguous():
+        """self when it is contiguous in `memory_format` (contiguous_format, the default, or
+        channels_last), else a copy that is."""
+        from ._device import contiguous_format, preserve_format
+        memory_format = memory_format or contiguous_format
+        if self.is_contiguous(memory_format=memory_format):
             return self
+        if memory_format is preserve_format:
+            raise RuntimeError("preserve memory format is unsupported by the contiguous "
+                               "operator")
         from ._ops import copy as C
-        return C.clone(self, contiguous=True)
+        return C.clone(self, memory_format)
 
     # --- copies and conversions --------------------------------------------------------------
     def clone(self, *, memory_format=None):
-        from ._device import contiguous_format
         from ._ops import copy as C
-        return C.clone(self, contiguous=memory_format is contiguous_format)
+        return C.clone(self, memory_format)
 
     def copy_(self, src, non_blocking=False):
         from ._ops import copy as C

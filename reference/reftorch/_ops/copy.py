@@ -15,8 +15,9 @@ import numpy as np
 
 from .. import _dispatch
 from .. import _dtype as D
-from .._device import as_device
-from .._shape import expand_strides, is_non_overlapping_and_dense, kept_strides, storage_span
+from .._device import as_device, channels_last, contiguous_format, preserve_format
+from .._shape import (expand_strides, format_strides, is_non_overlapping_and_dense, kept_strides,
+                      storage_span)
 from .._storage import CPUStorage, normalize_device
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
@@ -138,10 +139,24 @@ def empty_like_layout(t, dtype=None, device=None):
                          kept_strides(t._shape, t._strides))
 
 
-def clone(t, contiguous=False):
-    """A copy of `t` in new memory; keeps dense strides unless `contiguous` is asked for."""
+def _format_name(memory_format, ndim):
+    """reftorch._shape's name of a memory format for a tensor of `ndim` dims."""
+    if memory_format is contiguous_format:
+        return "contiguous"
+    if memory_format is channels_last:
+        if ndim != 4:
+            raise RuntimeError("required rank 4 tensor to use channels_last format")
+        return "channels_last"
+    raise RuntimeError(f"unsupported memory format {memory_format}")
+
+
+def clone(t, memory_format=None):
+    """A copy of `t` in new memory: laid out like t (PyTorch's preserve_format, the default),
+    or in `memory_format` (contiguous_format, or channels_last for a 4-D tensor)."""
     from ..autograd.grad_mode import no_grad
-    result = Tensor._empty(t._shape, t.dtype, t.device) if contiguous else empty_like_layout(t)
+    result = (empty_like_layout(t) if memory_format in (None, preserve_format) else
+              Tensor._empty(t._shape, t.dtype, t.device, format_strides(
+                  t._shape, _format_name(memory_format, t.ndim))))
     with no_grad():
         copy_(result, t)
     return record("clone", (t,), result, {})
