@@ -291,3 +291,45 @@ def test_contiguous_and_clone_take_a_memory_format():
     y = reftorch.randn(2, 3, 4, 5, requires_grad=True)
     y.contiguous(memory_format=reftorch.channels_last).sum().backward()
     assert reftorch.equal(y.grad, reftorch.ones(2, 3, 4, 5))
+
+
+# Every call that takes memory_format= lays out its result as PyTorch does (or raises its
+# error): conversions, factories, *_like (random ones too) and Module.to.
+MEMORY_FORMAT_CALLS = {
+    "to": lambda L: L.randn(2, 3, 4, 5).to(memory_format=L.channels_last),
+    "to dtype": lambda L: L.randn(2, 3, 4, 5).to(L.float64, memory_format=L.channels_last),
+    "float": lambda L: L.randn(2, 3, 4, 5).float(memory_format=L.channels_last),
+    "double": lambda L: L.randn(2, 3, 4, 5).double(memory_format=L.channels_last),
+    "cpu": lambda L: L.randn(2, 3, 4, 5).cpu(memory_format=L.channels_last),
+    "float 2-D": lambda L: L.randn(2, 3).float(memory_format=L.channels_last),
+    "to a format it suggests": lambda L: L.randn(3, 4).t().to(
+        memory_format=L.contiguous_format),
+    "to contiguous": lambda L: L.randn(2, 3, 4, 5).contiguous(
+        memory_format=L.channels_last).to(memory_format=L.contiguous_format),
+    "empty": lambda L: L.empty(2, 3, 4, 5, memory_format=L.channels_last),
+    "empty 2-D": lambda L: L.empty(2, 3, memory_format=L.channels_last),
+    "empty preserve": lambda L: L.empty(2, 3, memory_format=L.preserve_format),
+    "zeros_like": lambda L: L.zeros_like(L.randn(2, 3, 4, 5), memory_format=L.channels_last),
+    "ones_like contiguous": lambda L: L.ones_like(L.randn(2, 3, 4, 5).transpose(1, 3),
+                                                  memory_format=L.contiguous_format),
+    "full_like": lambda L: L.full_like(L.randn(2, 3, 4, 5), 2.0,
+                                       memory_format=L.channels_last),
+    "empty_like": lambda L: L.empty_like(L.randn(2, 3, 4, 5), memory_format=L.channels_last),
+    "rand_like": lambda L: L.rand_like(L.randn(2, 3, 4, 5), memory_format=L.channels_last),
+    "randint_like": lambda L: L.randint_like(L.randn(2, 3, 4, 5), 5,
+                                             memory_format=L.channels_last),
+    "Module.to weight": lambda L: L.nn.Conv2d(3, 4, 3).to(memory_format=L.channels_last).weight,
+    "Module.to bias": lambda L: L.nn.Conv2d(3, 4, 3).to(memory_format=L.channels_last).bias,
+    "Module.to dtype": lambda L: L.nn.Conv2d(3, 4, 3).to(
+        L.float64, memory_format=L.channels_last).weight,
+}
+
+
+@pytest.mark.parametrize("name", MEMORY_FORMAT_CALLS)
+def test_memory_format_arguments_lay_out_results(name):
+    def outcome(lib):
+        try:
+            return tuple(MEMORY_FORMAT_CALLS[name](lib).stride())
+        except RuntimeError as error:
+            return str(error)
+    assert outcome(reftorch) == outcome(torch)

@@ -538,7 +538,7 @@ class Tensor:
         return C.to(self, *args, **kwargs)
 
     def cpu(self, memory_format=None):
-        return self.to(CPU)
+        return self.to(CPU, memory_format=memory_format)
 
     def cuda(self, device=None, non_blocking=False, memory_format=None):
         from ._device import device as Device
@@ -548,7 +548,7 @@ class Tensor:
             target = Device("cuda", device)
         else:
             target = Device(device)
-        return self.to(target, non_blocking=non_blocking)
+        return self.to(target, non_blocking=non_blocking, memory_format=memory_format)
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
         from ._legacy import tensor_type
@@ -558,40 +558,40 @@ class Tensor:
         return self.to(other.dtype)
 
     def float(self, memory_format=None):
-        return self.to(D.float32)
+        return self.to(D.float32, memory_format=memory_format)
 
     def double(self, memory_format=None):
-        return self.to(D.float64)
+        return self.to(D.float64, memory_format=memory_format)
 
     def half(self, memory_format=None):
-        return self.to(D.float16)
+        return self.to(D.float16, memory_format=memory_format)
 
     def bfloat16(self, memory_format=None):
-        return self.to(D.bfloat16)
+        return self.to(D.bfloat16, memory_format=memory_format)
 
     def int(self, memory_format=None):
-        return self.to(D.int32)
+        return self.to(D.int32, memory_format=memory_format)
 
     def long(self, memory_format=None):
-        return self.to(D.int64)
+        return self.to(D.int64, memory_format=memory_format)
 
     def short(self, memory_format=None):
-        return self.to(D.int16)
+        return self.to(D.int16, memory_format=memory_format)
 
     def char(self, memory_format=None):
-        return self.to(D.int8)
+        return self.to(D.int8, memory_format=memory_format)
 
     def byte(self, memory_format=None):
-        return self.to(D.uint8)
+        return self.to(D.uint8, memory_format=memory_format)
 
     def bool(self, memory_format=None):
-        return self.to(D.bool)
+        return self.to(D.bool, memory_format=memory_format)
 
     def cfloat(self, memory_format=None):
-        return self.to(D.complex64)
+        return self.to(D.complex64, memory_format=memory_format)
 
     def cdouble(self, memory_format=None):
-        return self.to(D.complex128)
+        return self.to(D.complex128, memory_format=memory_format)
 
     def detach(self):
         return Tensor._make(self._storage, self._offset, self._shape, self._strides,

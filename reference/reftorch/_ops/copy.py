@@ -17,7 +17,7 @@ from .. import _dispatch
 from .. import _dtype as D
 from .._device import as_device, channels_last, contiguous_format, preserve_format
 from .._shape import (expand_strides, format_strides, is_non_overlapping_and_dense, kept_strides,
-                      storage_span)
+                      storage_span, suggested_format)
 from .._storage import CPUStorage, normalize_device
 from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
@@ -133,42 +133,54 @@ def laid_out(t, strides):
     return result
 
 
-def empty_like_layout(t, dtype=None, device=None):
-    """An uninitialised tensor like `t`, keeping its strides when they are dense."""
-    return Tensor._empty(t._shape, dtype or t.dtype, device or t.device,
-                         kept_strides(t._shape, t._strides))
+def empty_like_layout(t, dtype=None, device=None, memory_format=None):
+    """An uninitialised tensor like `t`, laid out as `memory_format` says: None or
+    preserve_format keeps t's strides when they are dense (else dense ones in the same
+    order); contiguous_format or channels_last lay it out so."""
+    if memory_format is None or memory_format is preserve_format:
+        strides = kept_strides(t._shape, t._strides)
+    else:
+        strides = format_strides(t._shape, format_name(memory_format, t.ndim))
+    return Tensor._empty(t._shape, dtype or t.dtype, device or t.device, strides)
 
 
-def _format_name(memory_format, ndim):
-    """reftorch._shape's name of a memory format for a tensor of `ndim` dims."""
+def format_name(memory_format, ndim):
+    """reftorch._shape's name of `memory_format` (contiguous_format or channels_last) for a
+    new tensor of `ndim` dims; PyTorch's errors for the others."""
     if memory_format is contiguous_format:
         return "contiguous"
     if memory_format is channels_last:
         if ndim != 4:
             raise RuntimeError("required rank 4 tensor to use channels_last format")
         return "channels_last"
-    raise RuntimeError(f"unsupported memory format {memory_format}")
+    if memory_format is preserve_format:
+        raise RuntimeError("unsupported memory format Preserve")
+    raise TypeError(f"memory_format must be a torch.memory_format, not "
+                    f"{type(memory_format).__name__}")
 
 
 def clone(t, memory_format=None):
     """A copy of `t` in new memory: laid out like t (PyTorch's preserve_format, the default),
     or in `memory_format` (contiguous_format, or channels_last for a 4-D tensor)."""
     from ..autograd.grad_mode import no_grad
-    result = (empty_like_layout(t) if memory_format in (None, preserve_format) else
-              Tensor._empty(t._shape, t.dtype, t.device, format_strides(
-                  t._shape, _format_name(memory_format, t.ndim))))
+    result = empty_like_layout(t, memory_format=memory_format)
     with no_grad():
         copy_(result, t)
     return record("clone", (t,), result, {})
 
 
 def to(t, *args, **kwargs):
-    """`Tensor.to(dtype)`, `to(device, dtype)`, `to(other)`; returns `t` when nothing changes."""
+    """`Tensor.to(dtype)`, `to(device, dtype)`, `to(other)`, each with `memory_format=`;
+    returns `t` when nothing changes (for a memory format: when t's strides suggest it
+    already, as PyTorch decides, so a transposed matrix stays as it is)."""
     non_blocking = kwargs.pop("non_blocking", False)
+    memory_format = kwargs.pop("memory_format", None)
     dtype, device, copy = _parse_to_args(t, args, kwargs)
-    if dtype is t.dtype and device == t.device and not copy:
+    if dtype is t.dtype and device == t.device and not copy and (
+            memory_format is None or memory_format is preserve_format or
+            suggested_format(t._shape, t._strides) == format_name(memory_format, t.ndim)):
         return t
-    result = empty_like_layout(t, dtype=dtype, device=device)
+    result = empty_like_layout(t, dtype=dtype, device=device, memory_format=memory_format)
     from ..autograd.grad_mode import no_grad
     with no_grad():
         copy_(result, t, non_blocking)
@@ -180,7 +192,6 @@ def _parse_to_args(t, args, kwargs):
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
     for a in args:

@@ -14,11 +14,11 @@ import numpy as np
 from .. import _dtype as D
 from .._device import CPU
 from .._promotion import check_scalar_fits, promote_types, scalar_dtype
-from .._shape import storage_span
+from .._shape import format_strides, storage_span
 from .._storage import CPUStorage, normalize_device
 from .._tensor import Tensor, _shape_arg
 from ..autograd.graph import set_requires_grad
-from .copy import copy_, empty_like_layout
+from .copy import copy_, empty_like_layout, format_name
 from .inplace_meta import fill_check_dtype
 
 
@@ -167,7 +167,9 @@ def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=F
     dtype = _factory_dtype(dtype, out)
     if out is not None:
         return out.resize_(shape)
-    t = Tensor._empty(shape, dtype, normalize_device(device))
+    strides = None if memory_format is None else format_strides(
+        shape, format_name(memory_format, len(shape)))
+    t = Tensor._empty(shape, dtype, normalize_device(device), strides)
     if requires_grad:
         set_requires_grad(t, True)
     return t
@@ -211,9 +213,10 @@ def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=Fa
     return _finish(np.ones(_size(size), dtype.numpy_dtype), dtype, device, requires_grad, out)
 
 
-def _like(input, dtype, device, requires_grad, fill):
+def _like(input, dtype, device, requires_grad, fill, memory_format):
     t = empty_like_layout(input, dtype=dtype or input.dtype,
-                          device=normalize_device(device) if device is not None else None)
+                          device=normalize_device(device) if device is not None else None,
+                          memory_format=memory_format)
     if fill is not None:
         value = np.asarray(fill).astype(t.dtype.numpy_dtype)
         if isinstance(t._storage, CPUStorage):
@@ -227,22 +230,22 @@ def _like(input, dtype, device, requires_grad, fill):
 
 def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None):
-    return _like(input, dtype, device, requires_grad, None)
+    return _like(input, dtype, device, requires_grad, None, memory_format)
 
 
 def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None):
-    return _like(input, dtype, device, requires_grad, 0)
+    return _like(input, dtype, device, requires_grad, 0, memory_format)
 
 
 def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
-    return _like(input, dtype, device, requires_grad, 1)
+    return _like(input, dtype, device, requires_grad, 1, memory_format)
 
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
-    return _like(input, dtype, device, requires_grad, fill_value)
+    return _like(input, dtype, device, requires_grad, fill_value, memory_format)
 
 
 # --- ranges ---------------------------------------------------------------------------------

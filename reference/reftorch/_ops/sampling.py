@@ -623,13 +623,13 @@ def _randint_args(args, kwargs):
 
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None, generator=None):
-    return _like(input, dtype, device, requires_grad,
+    return _like(input, dtype, device, requires_grad, memory_format,
                  lambda t: uniform_(t, 0, 1, generator=generator))
 
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, generator=None):
-    return _like(input, dtype, device, requires_grad,
+    return _like(input, dtype, device, requires_grad, memory_format,
                  lambda t: normal_(t, 0, 1, generator=generator))
 
 
@@ -637,12 +637,13 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
                  requires_grad=False, memory_format=None, generator=None):
     if high is None:
         low, high = 0, low
-    return _like(input, dtype, device, requires_grad,
+    return _like(input, dtype, device, requires_grad, memory_format,
                  lambda t: random_(t, int(low), int(high), generator=generator))
 
 
-def _like(input, dtype, device, requires_grad, fill):
-    return _sampled(empty_like(input, dtype=dtype, device=device), fill, requires_grad)
+def _like(input, dtype, device, requires_grad, memory_format, fill):
+    return _sampled(empty_like(input, dtype=dtype, device=device, memory_format=memory_format),
+                    fill, requires_grad)
 
 
 # --- normal(): every overload ----------------------------------------------------------------

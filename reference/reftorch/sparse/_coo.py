@@ -176,6 +176,7 @@ class SparseTensor(Tensor):
 
     def to(self, *args, **kwargs):
         from .._ops.copy import _parse_to_args
+        kwargs.pop("memory_format", None)   # no strides to lay out
         dtype, device, copy = _parse_to_args(self, args, kwargs)
         if dtype is self.dtype and device == self.device and not copy:
             return self

@@ -385,15 +385,21 @@ class Module:
         return self
 
     def to(self, *args, **kwargs):
-        device, dtype = _parse_module_to(args, kwargs)
+        device, dtype, memory_format = _parse_module_to(args, kwargs)
         if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
                             f"got desired dtype={dtype}")
 
         def convert(t):
-            if dtype is not None and (t.is_floating_point() or t.is_complex()):
-                return t.to(device, dtype) if device is not None else t.to(dtype)
-            return t.to(device) if device is not None else t
+            if dtype is None or not (t.is_floating_point() or t.is_complex()):
+                target = {}
+            else:
+                target = {"dtype": dtype}
+            if device is not None:
+                target["device"] = device
+            if memory_format is not None and t.dim() in (4, 5):   # as PyTorch: others keep theirs
+                target["memory_format"] = memory_format
+            return t.to(**target) if target else t
         return self._apply(convert)
 
     def to_empty(self, *, device=None, recurse=True):
@@ -709,13 +715,13 @@ class Module:
 
 
 def _parse_module_to(args, kwargs):
-    """(device, dtype) from Module.to's forms: to(device), to(dtype), to(device, dtype),
-    to(tensor), each with optional non_blocking and memory_format."""
+    """(device, dtype, memory_format) from Module.to's forms: to(device), to(dtype),
+    to(device, dtype), to(tensor), each with optional non_blocking and memory_format."""
     from ..._device import as_device
     from ..._dtype import dtype as DType
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
+    memory_format = kwargs.pop("memory_format", None)
     tensor = kwargs.pop("tensor", None)
     if kwargs:
         raise TypeError(f"to() received an invalid combination of arguments: "
@@ -731,4 +737,4 @@ def _parse_module_to(args, kwargs):
             device = arg
     if tensor is not None:
         device, dtype = tensor.device, tensor.dtype
-    return (as_device(device) if device is not None else None), dtype
+    return (as_device(device) if device is not None else None), dtype, memory_format
