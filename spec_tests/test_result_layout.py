@@ -322,6 +322,16 @@ MEMORY_FORMAT_CALLS = {
     "Module.to bias": lambda L: L.nn.Conv2d(3, 4, 3).to(memory_format=L.channels_last).bias,
     "Module.to dtype": lambda L: L.nn.Conv2d(3, 4, 3).to(
         L.float64, memory_format=L.channels_last).weight,
+    "channels_last_3d": lambda L: L.randn(2, 3, 4, 5, 6).contiguous(
+        memory_format=L.channels_last_3d),
+    "channels_last_3d 4-D": lambda L: L.randn(2, 3, 4, 5).contiguous(
+        memory_format=L.channels_last_3d),
+    "channels_last 5-D": lambda L: L.randn(2, 3, 4, 5, 6).to(memory_format=L.channels_last),
+    "channels_last_3d empty": lambda L: L.empty(1, 2, 3, 4, 5, memory_format=L.channels_last_3d),
+    "channels_last_3d Module.to": lambda L: L.nn.Conv3d(2, 3, 2).to(
+        memory_format=L.channels_last_3d).weight,
+    "cat of channels_last_3d": lambda L: L.cat([L.randn(2, 3, 4, 5, 6).contiguous(
+        memory_format=L.channels_last_3d)] * 2, 1),
 }
 
 
@@ -333,3 +343,14 @@ def test_memory_format_arguments_lay_out_results(name):
         except RuntimeError as error:
             return str(error)
     assert outcome(reftorch) == outcome(torch)
+
+
+def test_is_contiguous_in_each_memory_format():
+    for lib in (torch, reftorch):
+        x = lib.randn(2, 3, 4, 5, 6)
+        y = x.contiguous(memory_format=lib.channels_last_3d)
+        assert y.is_contiguous(memory_format=lib.channels_last_3d)
+        assert not y.is_contiguous(memory_format=lib.channels_last) and not y.is_contiguous()
+        assert not x.is_contiguous(memory_format=lib.channels_last_3d)
+        assert y.contiguous(memory_format=lib.channels_last_3d) is y and lib.equal(x, y)
+        assert repr(lib.channels_last_3d) == "torch.channels_last_3d"

@@ -7,8 +7,8 @@ from . import _dtype
 from ._dtype import (bfloat16, bool, cdouble, cfloat, complex64, complex128, double, dtype,
                      float, float16, float32, float64, get_default_dtype, half, int, int8,
                      int16, int32, int64, long, short, uint8)
-from ._device import (Size, channels_last, contiguous_format, device, layout, memory_format,
-                      preserve_format, sparse_coo, strided)
+from ._device import (Size, channels_last, channels_last_3d, contiguous_format, device, layout,
+                      memory_format, preserve_format, sparse_coo, strided)
 from ._finfo import finfo, iinfo
 from ._promotion import broadcast_shapes, can_cast, promote_types, result_type
 from ._storage import Storage

@@ -45,14 +45,14 @@ def is_contiguous(shape, strides):
     return True
 
 
-def is_channels_last(shape, strides):
+def is_channels_last(shape, strides, ndim=4):
     """A 4-D (N, C, H, W) tensor laid out as (N, H, W, C), channels fastest, size-1 dims
     ignored (PyTorch's channels_last contiguity; unlike the row-major kind, an empty tensor
-    has to pass the same test)."""
-    if len(shape) != 4:
+    has to pass the same test); `ndim` 5: (N, C, D, H, W) as (N, D, H, W, C), channels_last_3d."""
+    if len(shape) != ndim:
         return False
     expected = 1
-    for d in (1, 3, 2, 0):
+    for d in _CHANNELS_LAST_ORDER[ndim]:
         if shape[d] != 1:
             if strides[d] != expected:
                 return False

@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from . import _dtype as D
-from ._device import CPU, Size, channels_last
+from ._device import CPU, Size, channels_last, channels_last_3d
 from ._storage import CPUStorage, allocate
 from ._shape import (contiguous_strides, expand_strides, infer_size, is_channels_last,
                      is_contiguous, is_non_overlapping_and_dense, storage_span, view_strides,
@@ -288,6 +288,8 @@ class Tensor:
     def is_contiguous(self, memory_format=None):
         if memory_format is channels_last:
             return is_channels_last(self._shape, self._strides)
+        if memory_format is channels_last_3d:
+            return is_channels_last(self._shape, self._strides, ndim=5)
         return is_contiguous(self._shape, self._strides)
 
     def is_set_to(self, other):
@@ -512,8 +514,8 @@ class Tensor:
         return self._view(size, stride, offset, op="as_strided")
 
     def contiguous(self, memory_format=None):
-        """self when it is contiguous in `memory_format` (contiguous_format, the default, or
-        channels_last), else a copy that is."""
+        """self when it is contiguous in `memory_format` (contiguous_format, the default,
+        channels_last or channels_last_3d), else a copy that is."""
         from ._device import contiguous_format, preserve_format
         memory_format = memory_format or contiguous_format
         if self.is_contiguous(memory_format=memory_format):

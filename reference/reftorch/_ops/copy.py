@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import _dispatch
 from .. import _dtype as D
-from .._device import as_device, channels_last, contiguous_format, preserve_format
+from .._device import (as_device, channels_last, channels_last_3d, contiguous_format,
+                       preserve_format)
 from .._shape import (expand_strides, format_strides, is_non_overlapping_and_dense, kept_strides,
                       storage_span, suggested_format)
 from .._storage import CPUStorage, normalize_device
@@ -145,14 +146,15 @@ def empty_like_layout(t, dtype=None, device=None, memory_format=None):
 
 
 def format_name(memory_format, ndim):
-    """reftorch._shape's name of `memory_format` (contiguous_format or channels_last) for a
-    new tensor of `ndim` dims; PyTorch's errors for the others."""
+    """reftorch._shape's name of `memory_format` (contiguous_format, channels_last or
+    channels_last_3d) for a new tensor of `ndim` dims; PyTorch's errors for the others."""
     if memory_format is contiguous_format:
         return "contiguous"
-    if memory_format is channels_last:
-        if ndim != 4:
-            raise RuntimeError("required rank 4 tensor to use channels_last format")
-        return "channels_last"
+    for fmt, rank in ((channels_last, 4), (channels_last_3d, 5)):
+        if memory_format is fmt:
+            if ndim != rank:
+                raise RuntimeError(f"required rank {rank} tensor to use {fmt.name} format")
+            return fmt.name
     if memory_format is preserve_format:
         raise RuntimeError("unsupported memory format Preserve")
     raise TypeError(f"memory_format must be a torch.memory_format, not "
