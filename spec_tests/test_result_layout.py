@@ -354,3 +354,46 @@ def test_is_contiguous_in_each_memory_format():
         assert not x.is_contiguous(memory_format=lib.channels_last_3d)
         assert y.contiguous(memory_format=lib.channels_last_3d) is y and lib.equal(x, y)
         assert repr(lib.channels_last_3d) == "torch.channels_last_3d"
+
+
+# Convolution, pooling, upsampling and batch norm lay out their outputs in the memory format
+# the input suggests (convolution: the input's or the weight's), as PyTorch's CPU kernels do.
+NN_LAYOUT_CASES = {
+    "conv2d": (4, lambda F, x, w: F.conv2d(x, w, padding=1)),
+    "conv_transpose2d": (4, lambda F, x, w: F.conv_transpose2d(x, w.transpose(0, 1))),
+    "max_pool2d indices": (4, lambda F, x, w: F.max_pool2d(x, 2, return_indices=True)[1]),
+    "avg_pool2d": (4, lambda F, x, w: F.avg_pool2d(x, 2)),
+    "adaptive_max_pool2d": (4, lambda F, x, w: F.adaptive_max_pool2d(x, 2)),
+    "bilinear": (4, lambda F, x, w: F.interpolate(x, scale_factor=2, mode="bilinear")),
+    "batch_norm": (4, lambda F, x, w: F.batch_norm(x, None, None, training=True)),
+    "conv3d": (5, lambda F, x, w: F.conv3d(x, w)),
+    "max_pool3d": (5, lambda F, x, w: F.max_pool3d(x, 2)),
+    "avg_pool3d (contiguous)": (5, lambda F, x, w: F.avg_pool3d(x, 2)),
+    "adaptive_avg_pool3d": (5, lambda F, x, w: F.adaptive_avg_pool3d(x, 1)),
+    "trilinear": (5, lambda F, x, w: F.interpolate(x, scale_factor=2, mode="trilinear")),
+}
+
+
+def _same_layout(lib, t):
+    """`t` (a torch tensor) rebuilt in `lib` over a copy of its whole storage."""
+    count = t.untyped_storage().nbytes() // t.element_size()
+    flat = t.as_strided((count,), (1,), 0).numpy().copy()
+    base = torch.from_numpy(flat) if lib is torch else reftorch.from_numpy(flat)
+    return base.as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+
+@pytest.mark.parametrize("name", NN_LAYOUT_CASES)
+def test_nn_outputs_take_the_memory_format_the_input_suggests(name):
+    rank, fn = NN_LAYOUT_CASES[name]
+    last = torch.channels_last if rank == 4 else torch.channels_last_3d
+    x = torch.randn(2, 3, *([4] * (rank - 2)))
+    w = torch.randn(4, 3, *([2] * (rank - 2)))
+    layouts = {"contiguous": x, "channels-last": x.contiguous(memory_format=last),
+               "transposed": x.transpose(-1, -2), "sliced": x[..., ::2]}
+    for label, xs in layouts.items():
+        for ws in (w, w.contiguous(memory_format=last)):
+            want = fn(torch.nn.functional, _same_layout(torch, xs), _same_layout(torch, ws))
+            got = fn(reftorch.nn.functional, _same_layout(reftorch, xs),
+                     _same_layout(reftorch, ws))
+            assert tuple(got.stride()) == tuple(want.stride()), (label, ws.stride())
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import _dtype as D
+from .._shape import suggested_format
 from .._tensor import Tensor
 from . import structured
 
@@ -175,10 +176,18 @@ def convolution_kernel(input, weight, bias, stride, padding, dilation, transpose
     return np.ascontiguousarray(out).astype(result_dtype, copy=False)
 
 
+def _convolution_layout(tensors, params):
+    """PyTorch's CPU convolutions write a channels-last output when the input or the weight
+    suggests that format, else a contiguous one."""
+    formats = {suggested_format(t._shape, t._strides) for t in tensors[:2]}
+    return next((f for f in ("channels_last", "channels_last_3d") if f in formats),
+                "contiguous")
+
+
 CONVOLUTION = structured.declare(
     "convolution", convolution_kernel, family=_FAMILY,
     params={"stride": None, "padding": None, "dilation": None, "transposed": False,
-            "output_padding": None, "groups": 1},
+            "output_padding": None, "groups": 1}, layout=_convolution_layout,
     doc="N-d convolution or transposed convolution of (N, C, *spatial) input.")
 
 
@@ -191,7 +200,7 @@ def convolution_backward_weight_kernel(input, grad_output, weight_shape, stride,
     compute = _compute_dtype(grad_output.dtype)
     x = _zero_pad(input.astype(compute, copy=False), padding)
     grad = grad_output.astype(compute, copy=False)
-    nd, kernel = len(stride), tuple(weight_shape[2:])
+    kernel = tuple(weight_shape[2:])
     windows = _windows(x, kernel, dilation, stride)            # (N, C, *out, *k)
     # A transposed convolution's output_padding leaves the input rows past the last window
     # out of the gradient: keep the windows the gradient covers.

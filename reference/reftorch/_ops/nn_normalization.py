@@ -85,7 +85,8 @@ def native_batch_norm_kernel(x, weight, bias, running_mean, running_var, trainin
 
 NATIVE_BATCH_NORM = structured.declare(
     "native_batch_norm", native_batch_norm_kernel, family="nn",
-    params={"training": False, "momentum": 0.1, "eps": 1e-5}, dtypes=FLOATING)
+    params={"training": False, "momentum": 0.1, "eps": 1e-5}, dtypes=FLOATING,
+    layout="input_format")
 
 
 def batch_norm_backward_kernel(grad, x, weight, save_mean, save_invstd, output_mask):

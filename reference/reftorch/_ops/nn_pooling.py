@@ -387,27 +387,32 @@ _MAX = {"kernel_size": None, "stride": None, "padding": None, "dilation": None,
         "ceil_mode": False}
 _AVG = {"kernel_size": None, "stride": None, "padding": None, "ceil_mode": False,
         "count_include_pad": True, "divisor_override": None}
+# Pooling results take the memory format the input suggests (channels-last in, channels-last
+# out), as PyTorch's CPU kernels allocate them; avg_pool3d's stay contiguous.
 MAX_POOL = {n: structured.declare(f"max_pool{n}d_with_indices", max_pool_kernel, family="nn",
-                                  params=_MAX, dtypes=MAX_DTYPES) for n in (2, 3)}
+                                  params=_MAX, dtypes=MAX_DTYPES, layout="input_format")
+            for n in (2, 3)}
 # PyTorch's op takes the input itself; this one its shape, so the graph need not keep it.
 MAX_POOL_BACKWARD = {n: structured.declare(f"max_pool{n}d_with_indices_backward",
                                            _max_pool_backward_kernel(n), family="nn",
                                            params={"input_shape": None}, dtypes=FLOATING)
                      for n in (2, 3)}
 AVG_POOL = {n: structured.declare(f"avg_pool{n}d", avg_pool_kernel, family="nn", params=_AVG,
-                                  dtypes=AVG_DTYPES) for n in (2, 3)}
+                                  dtypes=AVG_DTYPES,
+                                  layout="input_format" if n == 2 else "contiguous")
+            for n in (2, 3)}
 AVG_POOL_BACKWARD = {n: structured.declare(f"avg_pool{n}d_backward", avg_pool_backward_kernel,
                                            family="nn", params={"input_shape": None, **_AVG},
                                            dtypes=FLOATING) for n in (2, 3)}
 ADAPTIVE_AVG = {n: structured.declare(f"adaptive_avg_pool{n}d", adaptive_avg_pool_kernel,
                                       family="nn", params={"output_size": None},
-                                      dtypes=FLOATING) for n in (2, 3)}
+                                      dtypes=FLOATING, layout="input_format") for n in (2, 3)}
 ADAPTIVE_AVG_BACKWARD = {n: structured.declare(
     f"adaptive_avg_pool{n}d_backward", adaptive_avg_pool_backward_kernel, family="nn",
     params={"input_shape": None, "output_size": None}, dtypes=FLOATING) for n in (2, 3)}
 ADAPTIVE_MAX = {n: structured.declare(f"adaptive_max_pool{n}d", adaptive_max_pool_kernel,
                                       family="nn", params={"output_size": None},
-                                      dtypes=FLOATING) for n in (2, 3)}
+                                      dtypes=FLOATING, layout="input_format") for n in (2, 3)}
 FRACTIONAL_MAX = {n: structured.declare(f"fractional_max_pool{n}d", fractional_max_pool_kernel,
                                         family="nn",
                                         params={"kernel_size": None, "output_size": None},

@@ -171,7 +171,8 @@ UPSAMPLE_BACKWARD = {}
 for _name, (_mode, _n, _node) in _UPSAMPLE_MODES.items():
     _dtypes = FLOATING | {D.uint8} if _mode.startswith("nearest") else FLOATING
     UPSAMPLE[_name] = structured.declare(_name, _upsample_kernel(_mode), family="nn",
-                                         params=_UPSAMPLE_PARAMS, dtypes=_dtypes)
+                                         params=_UPSAMPLE_PARAMS, dtypes=_dtypes,
+                                         layout="input_format")
     UPSAMPLE_BACKWARD[_name] = structured.declare(
         _name + "_backward", _upsample_backward_kernel(_mode), family="nn",
         params={**_UPSAMPLE_PARAMS, "input_size": None}, dtypes=FLOATING)

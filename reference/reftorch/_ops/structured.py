@@ -30,14 +30,19 @@ def declare(name, reference, family, params=None, dtypes=None, layout=None, doc=
     of the first input's shape laid out like it, as PyTorch's preserve_format:
     reftorch._shape.kept_strides); "suggested" (the memory format every tensor input
     suggests, contiguous when they disagree: how PyTorch's cat chooses,
-    reftorch._shape.suggested_format); None leaves them as made; or a function of the
-    call's (tensor inputs, params) that names one of these.
+    reftorch._shape.suggested_format); "input_format" (the memory format the first input
+    suggests: pooling, upsampling, batch norm); None leaves them as made; or a function of
+    the call's (tensor inputs, params) that names one of these. A channels-last format lays
+    out results of its rank only; others are contiguous.
     """
     op = _dispatch.Op(name=name, family=family, reference=array_kernel(reference),
                       params=dict(params or {}), layout=layout,
                       dtypes=None if dtypes is None else frozenset(dtypes), doc=doc)
     op.numpy_fn = reference
     return _dispatch.declare(op)
+
+
+_CHANNELS_LAST_RANK = {"channels_last": 4, "channels_last_3d": 5}
 
 
 def _in_declared_layout(layout, result, tensors):
@@ -50,7 +55,11 @@ def _in_declared_layout(layout, result, tensors):
     if layout == "suggested":
         formats = {suggested_format(t._shape, t._strides) for t in tensors}
         layout = formats.pop() if len(formats) == 1 else "contiguous"
+    elif layout == "input_format":
+        layout = suggested_format(tensors[0]._shape, tensors[0]._strides)
     if layout != "input":   # a memory format: contiguous or a channels-last one
+        if _CHANNELS_LAST_RANK.get(layout, result.ndim) != result.ndim:
+            layout = "contiguous"     # (a statistic beside a channels-last output)
         return laid_out(result, format_strides(result._shape, layout))
     first = tensors[0]
     if first._shape != result._shape:
