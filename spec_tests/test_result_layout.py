@@ -197,6 +197,12 @@ DECLARED = {
     "pad (suggested)": lambda lib, x: lib.nn.functional.pad(x, (1, 2)),
     "cat (suggested)": lambda lib, x: lib.cat([x, x], 0),
     "cat with a contiguous input (suggested)": lambda lib, x: lib.cat([x, x.contiguous()], -1),
+    "rot90 (a flip, then a transpose)": lambda lib, x: lib.rot90(x, 1, (0, -1)) if x.dim() >= 2
+    else x.clone(),
+    "rot90 twice (a flip)": lambda lib, x: lib.rot90(x, 2, (0, -1)) if x.dim() >= 2
+    else x.clone(),
+    "rot90 no turn (contiguous)": lambda lib, x: lib.rot90(x, 4, (0, -1)) if x.dim() >= 2
+    else x.clone(),
     "cumsum (contiguous)": lambda lib, x: lib.cumsum(x, 0),
     "cumprod (contiguous)": lambda lib, x: lib.cumprod(x, -1),
     "repeat (contiguous)": lambda lib, x: x.repeat(*([1] * x.dim())),

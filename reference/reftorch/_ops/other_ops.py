@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._promotion import broadcast_shapes, result_dtype
-from .._shape import format_strides, suggested_format, wrap_dim
+from .._shape import format_strides, kept_strides, suggested_format, wrap_dim
 from .._tensor import Tensor
 from . import structured
 
@@ -130,8 +130,20 @@ def _rot90_kernel(a, k, dims):
     return np.rot90(a, k, axes=dims).copy()
 
 
-ROT90 = structured.declare("rot90", _rot90_kernel, family="other", params={"k": 1,
-                                                                             "dims": (0, 1)})
+def _rot90_layout(tensors, params):
+    """How PyTorch lays out rot90's result: it flips (a copy laid out like the input) and,
+    for an odd number of quarter turns, transposes that copy; no turn is a contiguous clone."""
+    x, turns, (d0, d1) = tensors[0], params["k"] % 4, params["dims"]
+    if turns == 0:
+        return "contiguous"
+    strides = list(kept_strides(x._shape, x._strides))
+    if turns % 2:
+        strides[d0], strides[d1] = strides[d1], strides[d0]
+    return tuple(strides)
+
+
+ROT90 = structured.declare("rot90", _rot90_kernel, family="other",
+                           params={"k": 1, "dims": (0, 1)}, layout=_rot90_layout)
 
 
 def rot90(input, k=1, dims=(0, 1)):

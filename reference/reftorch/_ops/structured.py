@@ -32,8 +32,8 @@ def declare(name, reference, family, params=None, dtypes=None, layout=None, doc=
     suggests, contiguous when they disagree: how PyTorch's cat chooses,
     reftorch._shape.suggested_format); "input_format" (the memory format the first input
     suggests: pooling, upsampling, batch norm); None leaves them as made; or a function of
-    the call's (tensor inputs, params) that names one of these. A channels-last format lays
-    out results of its rank only; others are contiguous.
+    the call's (tensor inputs, params) that names one of these or gives the strides. A
+    channels-last format lays out results of its rank only; others are contiguous.
     """
     op = _dispatch.Op(name=name, family=family, reference=array_kernel(reference),
                       params=dict(params or {}), layout=layout,
@@ -52,6 +52,8 @@ def _in_declared_layout(layout, result, tensors):
         return type(result)(_in_declared_layout(layout, r, tensors) for r in result)
     if not isinstance(result, Tensor):
         return result
+    if isinstance(layout, tuple):   # the strides themselves
+        return laid_out(result, layout)
     if layout == "suggested":
         formats = {suggested_format(t._shape, t._strides) for t in tensors}
         layout = formats.pop() if len(formats) == 1 else "contiguous"
