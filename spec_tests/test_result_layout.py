@@ -197,6 +197,8 @@ DECLARED = {
     "pad (suggested)": lambda lib, x: lib.nn.functional.pad(x, (1, 2)),
     "cat (suggested)": lambda lib, x: lib.cat([x, x], 0),
     "cat with a contiguous input (suggested)": lambda lib, x: lib.cat([x, x.contiguous()], -1),
+    "stack (cat along the dim, then a view)": lambda lib, x: lib.stack([x, x], -2),
+    "stack at a new last dim": lambda lib, x: lib.stack([x, x], -1),
     "rot90 (a flip, then a transpose)": lambda lib, x: lib.rot90(x, 1, (0, -1)) if x.dim() >= 2
     else x.clone(),
     "rot90 twice (a flip)": lambda lib, x: lib.rot90(x, 2, (0, -1)) if x.dim() >= 2

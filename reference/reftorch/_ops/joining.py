@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._promotion import broadcast_shapes, check_output_cast, check_scalar_fits, promote_types
-from .._shape import wrap_dim
+from .._shape import format_strides, suggested_format, wrap_dim
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from ..autograd.graph import record
@@ -134,8 +134,26 @@ def _stack_kernel(*arrays, dim, dtype):
     return np.stack([a.astype(dtype.numpy_dtype, copy=False) for a in arrays], axis=dim)
 
 
+def _stack_layout(tensors, params):
+    """The strides of PyTorch's stack: below the last dim it concatenates the tensors along
+    `dim` (cat's memory format) and splits that dim into (count, size) by a view; at the
+    new last dim it concatenates them unsqueezed there. Empty results are contiguous."""
+    first, dim, count = tensors[0], params["dim"], len(tensors)
+    shape = first._shape
+    if 0 in shape:
+        return "contiguous"
+    if dim == len(shape):
+        formats = {suggested_format(t._shape + (1,), t._strides + (1,)) for t in tensors}
+        chosen = formats.pop() if len(formats) == 1 else "contiguous"
+        return format_strides(shape + (count,), chosen)
+    formats = {suggested_format(t._shape, t._strides) for t in tensors}
+    chosen = formats.pop() if len(formats) == 1 else "contiguous"
+    joined = format_strides(shape[:dim] + (count * shape[dim],) + shape[dim + 1:], chosen)
+    return joined[:dim] + (shape[dim] * joined[dim], joined[dim]) + joined[dim + 1:]
+
+
 STACK = structured.declare("stack", _stack_kernel, family="joining",
-                           params={"dim": 0, "dtype": None})
+                           params={"dim": 0, "dtype": None}, layout=_stack_layout)
 
 
 def stack(tensors, dim=0, *, out=None):
