@@ -405,3 +405,29 @@ def test_nn_outputs_take_the_memory_format_the_input_suggests(name):
                      _same_layout(reftorch, ws))
             assert tuple(got.stride()) == tuple(want.stride()), (label, ws.stride())
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+GRADIENT_LAYOUT_CASES = {
+    "conv2d": lambda F, x, w: F.conv2d(x, w, padding=1),
+    "max_pool2d": lambda F, x, w: F.max_pool2d(x, 2),
+    "adaptive_avg_pool2d": lambda F, x, w: F.adaptive_avg_pool2d(x, 2),
+    "bilinear": lambda F, x, w: F.interpolate(x, scale_factor=2, mode="bilinear"),
+    "batch_norm": lambda F, x, w: F.batch_norm(x, None, None, training=True),
+}
+
+
+@pytest.mark.parametrize("name", GRADIENT_LAYOUT_CASES)
+def test_gradients_of_channels_last_inputs_have_pytorch_strides(name):
+    fn = GRADIENT_LAYOUT_CASES[name]
+    x = torch.randn(2, 3, 6, 6)
+    w = torch.randn(4, 3, 3, 3)
+    for xs in (x, x.contiguous(memory_format=torch.channels_last)):
+        for ws in (w, w.contiguous(memory_format=torch.channels_last)):
+            grads = []
+            for lib in (torch, reftorch):
+                a = _same_layout(lib, xs).requires_grad_()
+                b = _same_layout(lib, ws).requires_grad_()
+                fn(lib.nn.functional, a, b).sum().backward()
+                grads.append((tuple(a.grad.stride()),
+                              None if b.grad is None else tuple(b.grad.stride())))
+            assert grads[1] == grads[0], (xs.stride(), ws.stride())
