@@ -572,8 +572,12 @@ def _along(dim, index, ndim):
 
 
 def _index_select_kernel(a, index, dim):
+    size = a.shape[dim] if a.ndim else 1
+    positions = np.atleast_1d(index)
+    if ((positions < 0) | (positions >= size)).any():
+        raise IndexError("index out of range in self")
     a1 = np.atleast_1d(a)
-    result = np.take(a1, np.atleast_1d(index), axis=dim)
+    result = np.take(a1, positions, axis=dim)
     return result.reshape(()) if a.ndim == 0 else result
 
 
@@ -586,13 +590,8 @@ def _check_vector_index(fn, self, dim, index, name="index_select"):
     if index.ndim > 1:
         raise IndexError(f"{name}(): Index is supposed to be a vector")
     _check_index_dtype(index, name, allow_int32=True)
-    if fn == "index_select":
-        size = self._shape[dim] if self.ndim else 1
-        values = index._host_array()
-        if ((values < 0) | (values >= size)).any():
-            raise IndexError("index out of range in self")
-    # index_add/index_copy/index_fill: the values are checked by the kernel that runs (the
-    # reference's _index_write_kernel; a plugin's checks its own)
+    # The values are checked by the kernel that runs (the reference's; a plugin's checks its
+    # own: on a GPU asynchronously, so reading them here would wait for the device).
 
 
 def index_select(input, dim, index, *, out=None):
