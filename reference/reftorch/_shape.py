@@ -65,6 +65,7 @@ def is_channels_last(shape, strides, ndim=4):
 _CHANNELS_LAST_ORDER = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}
 
 
+@lru_cache(maxsize=4096)
 def suggested_format(shape, strides):
     """PyTorch's suggest_memory_format: "channels_last" for a 4-D (5-D: "channels_last_3d")
     tensor whose strides order its dims as channels-last does, else "contiguous". Its
@@ -82,6 +83,7 @@ def suggested_format(shape, strides):
     return "channels_last" if len(shape) == 4 else "channels_last_3d"
 
 
+@lru_cache(maxsize=4096)
 def format_strides(shape, memory_format):
     """Dense strides of `shape` in a memory format: row-major for "contiguous", channels
     fastest for the channels-last ones (each stride the product of the faster dims' sizes as

@@ -48,22 +48,27 @@ _CHANNELS_LAST_RANK = {"channels_last": 4, "channels_last_3d": 5}
 def _in_declared_layout(layout, result, tensors):
     """`result` (a tensor or a tuple) laid out as `layout` (see declare) says (`tensors`:
     the op's tensor inputs)."""
-    if isinstance(result, tuple):
-        return type(result)(_in_declared_layout(layout, r, tensors) for r in result)
-    if not isinstance(result, Tensor):
-        return result
-    if isinstance(layout, tuple):   # the strides themselves
-        return laid_out(result, layout)
     if layout == "suggested":
         formats = {suggested_format(t._shape, t._strides) for t in tensors}
         layout = formats.pop() if len(formats) == 1 else "contiguous"
     elif layout == "input_format":
         layout = suggested_format(tensors[0]._shape, tensors[0]._strides)
+    return _laid_out_as(layout, result, tensors[0] if tensors else None)
+
+
+def _laid_out_as(layout, result, first):
+    """`result` (a tensor or a tuple) in `layout`: strides, a memory format, or "input"
+    (laid out like `first` when of its shape)."""
+    if isinstance(result, tuple):
+        return type(result)(_laid_out_as(layout, r, first) for r in result)
+    if not isinstance(result, Tensor):
+        return result
+    if isinstance(layout, tuple):   # the strides themselves
+        return laid_out(result, layout)
     if layout != "input":   # a memory format: contiguous or a channels-last one
         if _CHANNELS_LAST_RANK.get(layout, result.ndim) != result.ndim:
             layout = "contiguous"     # (a statistic beside a channels-last output)
         return laid_out(result, format_strides(result._shape, layout))
-    first = tensors[0]
     if first._shape != result._shape:
         return result
     return laid_out(result, kept_strides(first._shape, first._strides))
