@@ -431,3 +431,16 @@ def test_gradients_of_channels_last_inputs_have_pytorch_strides(name):
                 grads.append((tuple(a.grad.stride()),
                               None if b.grad is None else tuple(b.grad.stride())))
             assert grads[1] == grads[0], (xs.stride(), ws.stride())
+
+
+@pytest.mark.parametrize("shape,nonzero", [((2, 2), 0), ((2, 2), 3), ((3,), 2), ((3,), 0),
+                                           ((2, 3, 4), 5), ((), 1), ((), 0)])
+def test_nonzero_indices_are_laid_out_transposed(shape, nonzero):
+    """nonzero's (n, ndim) result has strides (1, n), as PyTorch writes it."""
+    values = np.zeros(shape, np.float32)
+    values.reshape(-1)[:nonzero] = 1
+    want = torch.from_numpy(values).nonzero()
+    got = reftorch.from_numpy(values).nonzero()
+    assert tuple(got.shape) == tuple(want.shape)
+    assert tuple(got.stride()) == tuple(want.stride())
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

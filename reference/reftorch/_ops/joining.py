@@ -23,6 +23,7 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from ..autograd.graph import record
 from . import structured
+from .copy import laid_out
 
 __all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
            "column_stack", "chunk", "split", "tensor_split", "hsplit", "vsplit", "dsplit",
@@ -1031,7 +1032,9 @@ def nonzero(input, *, out=None, as_tuple=False):
     """Indices of the nonzero elements: an (n, ndim) int64 tensor, or one tensor per dim."""
     result = structured.run(NONZERO, (input,), {}, out=None if as_tuple else out)
     if not as_tuple:
-        return result
+        # PyTorch writes the indices one dim after another: its (n, ndim) result is the
+        # transpose of an (ndim, n) tensor, strides (1, n), whichever kernel made it.
+        return result if out is not None else laid_out(result, (1, result._shape[0]))
     if input.ndim == 0:
         # A 0-dim input counts as one element at index 0 (kept only if it is nonzero).
         return (Tensor._from_array(np.zeros(int(builtins.bool(input.item())), np.int64)),)
