@@ -83,6 +83,13 @@ def suggested_format(shape, strides):
     return "channels_last" if len(shape) == 4 else "channels_last_3d"
 
 
+def common_format(layouts):
+    """The memory format every (shape, strides) of `layouts` suggests, "contiguous" when they
+    disagree: how PyTorch's cat chooses its result's format."""
+    formats = {suggested_format(shape, strides) for shape, strides in layouts}
+    return formats.pop() if len(formats) == 1 else "contiguous"
+
+
 @lru_cache(maxsize=4096)
 def format_strides(shape, memory_format):
     """Dense strides of `shape` in a memory format: row-major for "contiguous", channels
@@ -140,8 +147,7 @@ def elementwise_strides(shape, operands):
         if all(is_contiguous(*op) for op in operands):
             return contiguous_strides(shape)
         if all(is_channels_last(*op) for op in operands):
-            n, c, h, w = shape
-            return (h * w * c, 1, w * c, c)
+            return format_strides(shape, "channels_last")
         first = operands[0][1]
         if all(strides == first for _, strides in operands) and \
                 is_non_overlapping_and_dense(shape, first):

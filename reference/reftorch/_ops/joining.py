@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._promotion import broadcast_shapes, check_output_cast, check_scalar_fits, promote_types
-from .._shape import format_strides, suggested_format, wrap_dim
+from .._shape import common_format, format_strides, wrap_dim
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from ..autograd.graph import record
@@ -144,11 +144,9 @@ def _stack_layout(tensors, params):
     if 0 in shape:
         return "contiguous"
     if dim == len(shape):
-        formats = {suggested_format(t._shape + (1,), t._strides + (1,)) for t in tensors}
-        chosen = formats.pop() if len(formats) == 1 else "contiguous"
+        chosen = common_format((t._shape + (1,), t._strides + (1,)) for t in tensors)
         return format_strides(shape + (count,), chosen)
-    formats = {suggested_format(t._shape, t._strides) for t in tensors}
-    chosen = formats.pop() if len(formats) == 1 else "contiguous"
+    chosen = common_format((t._shape, t._strides) for t in tensors)
     joined = format_strides(shape[:dim] + (count * shape[dim],) + shape[dim + 1:], chosen)
     return joined[:dim] + (shape[dim] * joined[dim], joined[dim]) + joined[dim + 1:]
 

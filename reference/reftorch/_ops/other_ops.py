@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._promotion import broadcast_shapes, result_dtype
-from .._shape import format_strides, kept_strides, suggested_format, wrap_dim
+from .._shape import common_format, format_strides, kept_strides, wrap_dim
 from .._tensor import Tensor
 from . import structured
 
@@ -102,9 +102,8 @@ def _roll_layout(tensors, params):
     shape, strides, chosen = x._shape, x._strides, "contiguous"
     for shift, dim in zip(params["shifts"], params["dims"]):
         start = (shape[dim] - shift) % shape[dim]
-        formats = {suggested_format(shape[:dim] + (n,) + shape[dim + 1:], strides)
-                   for n in (shape[dim] - start, start)}
-        chosen = formats.pop() if len(formats) == 1 else "contiguous"
+        chosen = common_format((shape[:dim] + (n,) + shape[dim + 1:], strides)
+                               for n in (shape[dim] - start, start))
         strides = format_strides(shape, chosen)
     return chosen
 

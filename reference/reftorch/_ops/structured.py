@@ -15,7 +15,7 @@ from .._tensor import Tensor
 from .._numpy_compat import FP_STATE, IGNORE_ALL
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled, no_grad
-from .._shape import format_strides, kept_strides, suggested_format
+from .._shape import common_format, format_strides, kept_strides, suggested_format
 from .copy import laid_out
 from .elementwise import _common_device, _is_one_of
 
@@ -30,7 +30,7 @@ def declare(name, reference, family, params=None, dtypes=None, layout=None, doc=
     of the first input's shape laid out like it, as PyTorch's preserve_format:
     reftorch._shape.kept_strides); "suggested" (the memory format every tensor input
     suggests, contiguous when they disagree: how PyTorch's cat chooses,
-    reftorch._shape.suggested_format); "input_format" (the memory format the first input
+    reftorch._shape.common_format); "input_format" (the memory format the first input
     suggests: pooling, upsampling, batch norm); None leaves them as made; or a function of
     the call's (tensor inputs, params) that names one of these or gives the strides. A
     channels-last format lays out results of its rank only; others are contiguous.
@@ -49,8 +49,7 @@ def _in_declared_layout(layout, result, tensors):
     """`result` (a tensor or a tuple) laid out as `layout` (see declare) says (`tensors`:
     the op's tensor inputs)."""
     if layout == "suggested":
-        formats = {suggested_format(t._shape, t._strides) for t in tensors}
-        layout = formats.pop() if len(formats) == 1 else "contiguous"
+        layout = common_format((t._shape, t._strides) for t in tensors)
     elif layout == "input_format":
         layout = suggested_format(tensors[0]._shape, tensors[0]._strides)
     return _laid_out_as(layout, result, tensors[0] if tensors else None)
