@@ -23,8 +23,8 @@ reference's type and message:
   IndexError "out of range: tried to access index 9 on a tensor of 5 elements."       take
   RuntimeError "index 7 is out of bounds for dimension 0 with size 5"
                                                       gather, scatter, scatter_add, index_add
-Unlike PyTorch's device-side asserts the error is not sticky: it is raised once and the device stays
-usable. `Stream.synchronize()` and `Event.synchronize()` do not read the record.
+Unlike PyTorch's device-side asserts the error is not sticky: it is raised once and the device
+stays usable. `Stream.synchronize()` and `Event.synchronize()` do not read the record.
 
 Cost: the record is read only on devices with index launches since the last read, so programs
 that launch none pay a dict lookup per synchronisation. After index launches, the first

@@ -4,8 +4,8 @@ _log_softmax_backward_data), on cuda for the four float dtypes (kernels/softmax.
 One block per row; row maxima and sums in the fixed block order, so results differ from the
 reference's NumPy sums by rounding only. The forward kernels keep a row of up to
 ROW_CACHE_BYTES (in the computation type) in shared memory, so it is read and exponentiated
-once. The backward ops decline an `input_dtype` other than
-the gradient's (the reference then decides).
+once. The backward ops decline an `input_dtype` other than the gradient's (the reference then
+decides).
 """
 from __future__ import annotations
 

@@ -151,8 +151,7 @@ def _nansum_kernel(a, dim=None, keepdim=False, dtype=None):
 
 SUM = _declare("sum", _sum_kernel,
                params={"dim": None, "keepdim": False, "dtype": None, "overload": 1})
-NANSUM = _declare("nansum", _nansum_kernel,
-                  params={"dim": None, "keepdim": False, "dtype": None})
+NANSUM = _declare("nansum", _nansum_kernel, params={"dim": None, "keepdim": False, "dtype": None})
 
 
 def sum(input, dim=_UNSET, keepdim=False, *, dtype=None, out=None):
@@ -182,8 +181,7 @@ def _prod_kernel(a, dim=None, keepdim=False, dtype=None):
     return np.prod(work, axis=_axis(a, dim), keepdims=bool(keepdim)).astype(target)
 
 
-PROD = _declare("prod", _prod_kernel,
-                params={"dim": None, "keepdim": False, "dtype": None})
+PROD = _declare("prod", _prod_kernel, params={"dim": None, "keepdim": False, "dtype": None})
 
 
 def prod(input, dim=_UNSET, keepdim=False, *, dtype=None, out=None):
@@ -284,10 +282,8 @@ def _std_mean_kernel(a, dim=None, keepdim=False, correction=1):
 _VAR_PARAMS = {"dim": None, "keepdim": False, "correction": 1}
 VAR = _declare("var", _var_kernel, params=_VAR_PARAMS)
 STD = _declare("std", _std_kernel, params=_VAR_PARAMS)
-VAR_MEAN = _declare("var_mean", _var_mean_kernel,
-                    params=_VAR_PARAMS)
-STD_MEAN = _declare("std_mean", _std_mean_kernel,
-                    params=_VAR_PARAMS)
+VAR_MEAN = _declare("var_mean", _var_mean_kernel, params=_VAR_PARAMS)
+STD_MEAN = _declare("std_mean", _std_mean_kernel, params=_VAR_PARAMS)
 
 
 def _variance_args(input, dim, unbiased, keepdim, correction):
@@ -353,8 +349,7 @@ def _norm_kernel(a, p=2, dim=None, keepdim=False):
     return vector_norm_array(a, p, dim, keepdim)
 
 
-NORM = _declare("norm", _norm_kernel,
-                params={"p": 2, "dim": None, "keepdim": False})
+NORM = _declare("norm", _norm_kernel, params={"p": 2, "dim": None, "keepdim": False})
 
 
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
@@ -394,8 +389,7 @@ def _dist_kernel(a, b, p=2, dtype=None):
     return vector_norm_array(difference, p, None, False)
 
 
-DIST = _declare("dist", _dist_kernel,
-                params={"p": 2, "dtype": None})
+DIST = _declare("dist", _dist_kernel, params={"p": 2, "dtype": None})
 
 
 def dist(input, other, p=2):
@@ -464,10 +458,8 @@ def _logcumsumexp_kernel(a, dim=0):
     return value.reshape(a.shape).astype(a.dtype)
 
 
-CUMSUM = _declare("cumsum", _cumsum_kernel,
-                  params={"dim": 0, "dtype": None})
-CUMPROD = _declare("cumprod", _cumprod_kernel,
-                   params={"dim": 0, "dtype": None})
+CUMSUM = _declare("cumsum", _cumsum_kernel, params={"dim": 0, "dtype": None})
+CUMPROD = _declare("cumprod", _cumprod_kernel, params={"dim": 0, "dtype": None})
 LOGCUMSUMEXP = _declare("logcumsumexp", _logcumsumexp_kernel,
                         params={"dim": 0}, dtypes=INEXACT_DTYPES)
 
@@ -569,10 +561,8 @@ def _argmin_kernel(a, dim=None, keepdim=False):
     return _arg_kernel(a, dim, keepdim, largest=False)
 
 
-ARGMAX = _declare("argmax", _argmax_kernel,
-                  params={"dim": None, "keepdim": False})
-ARGMIN = _declare("argmin", _argmin_kernel,
-                  params={"dim": None, "keepdim": False})
+ARGMAX = _declare("argmax", _argmax_kernel, params={"dim": None, "keepdim": False})
+ARGMIN = _declare("argmin", _argmin_kernel, params={"dim": None, "keepdim": False})
 
 
 def _argextreme(op, name, input, dim, keepdim, out):
@@ -642,12 +632,9 @@ MAX = _declare("max", _max_kernel, params=_EXTREME_PARAMS)
 MIN = _declare("min", _min_kernel, params=_EXTREME_PARAMS)
 AMAX = _declare("amax", _max_kernel, params=_EXTREME_PARAMS)
 AMIN = _declare("amin", _min_kernel, params=_EXTREME_PARAMS)
-MAX_DIM = _declare("max.dim", _max_dim_kernel,
-                   params={"dim": 0, "keepdim": False})
-MIN_DIM = _declare("min.dim", _min_dim_kernel,
-                   params={"dim": 0, "keepdim": False})
-AMINMAX = _declare("aminmax", _aminmax_kernel,
-                   params=_EXTREME_PARAMS)
+MAX_DIM = _declare("max.dim", _max_dim_kernel, params={"dim": 0, "keepdim": False})
+MIN_DIM = _declare("min.dim", _min_dim_kernel, params={"dim": 0, "keepdim": False})
+AMINMAX = _declare("aminmax", _aminmax_kernel, params=_EXTREME_PARAMS)
 
 
 def _extreme(name, full_op, dim_op, elementwise, input, dim, keepdim, out):
@@ -767,8 +754,7 @@ def _median_dim_kernel(a, dim=0, keepdim=False, ignore_nan=False):
 
 MEDIAN = _declare("median", _median_kernel)
 NANMEDIAN = _declare("nanmedian", _nanmedian_kernel)
-MEDIAN_DIM = _declare("median.dim", _median_dim_kernel,
-                      params={"dim": 0, "keepdim": False})
+MEDIAN_DIM = _declare("median.dim", _median_dim_kernel, params={"dim": 0, "keepdim": False})
 NANMEDIAN_DIM = _declare("nanmedian.dim", _nanmedian_dim_kernel,
                          params={"dim": 0, "keepdim": False})
 
@@ -824,8 +810,7 @@ def _mode_kernel(a, dim=-1, keepdim=False):
     return values, index
 
 
-MODE = _declare("mode", _mode_kernel,
-                params={"dim": -1, "keepdim": False})
+MODE = _declare("mode", _mode_kernel, params={"dim": -1, "keepdim": False})
 
 
 def mode(input, dim=-1, keepdim=False, *, out=None):
@@ -857,12 +842,9 @@ def _count_nonzero_kernel(a, dim=None):
     return np.asarray(np.count_nonzero(a, axis=_axis(a, dim))).astype(np.int64)
 
 
-ALL = _declare("all", _all_kernel,
-               params={"dim": None, "keepdim": False})
-ANY = _declare("any", _any_kernel,
-               params={"dim": None, "keepdim": False})
-COUNT_NONZERO = _declare("count_nonzero", _count_nonzero_kernel,
-                         params={"dim": None})
+ALL = _declare("all", _all_kernel, params={"dim": None, "keepdim": False})
+ANY = _declare("any", _any_kernel, params={"dim": None, "keepdim": False})
+COUNT_NONZERO = _declare("count_nonzero", _count_nonzero_kernel, params={"dim": None})
 
 
 def all(input, dim=None, keepdim=False, *, out=None):
@@ -904,16 +886,16 @@ def _quantile_kernel(a, q, dim=None, keepdim=False, interpolation="linear", igno
 
 
 QUANTILE = _declare("quantile", _quantile_kernel,
-                    params={"dim": None, "keepdim": False,
-                    "interpolation": "linear"},
+                    params={"dim": None, "keepdim": False, "interpolation": "linear"},
                     dtypes={D.float32, D.float64})
+
+
 def _nanquantile_kernel(a, q, dim=None, keepdim=False, interpolation="linear"):
     return _quantile_kernel(a, q, dim, keepdim, interpolation, ignore_nan=True)
 
 
 NANQUANTILE = _declare("nanquantile", _nanquantile_kernel,
-                       params={"dim": None, "keepdim": False,
-                       "interpolation": "linear"},
+                       params={"dim": None, "keepdim": False, "interpolation": "linear"},
                        dtypes={D.float32, D.float64})
 
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -1036,11 +1018,11 @@ def _unique_consecutive_kernel(a, dim=None, return_inverse=False, return_counts=
 
 
 UNIQUE = _declare("unique", _unique_kernel,
-                  params={"dim": None, "return_inverse": False,
-                  "return_counts": False}, dtypes=REAL_DTYPES)
+                  params={"dim": None, "return_inverse": False, "return_counts": False},
+                  dtypes=REAL_DTYPES)
 UNIQUE_CONSECUTIVE = _declare("unique_consecutive", _unique_consecutive_kernel,
                               params={"dim": None, "return_inverse": False,
-                              "return_counts": False}, dtypes=REAL_DTYPES)
+                                      "return_counts": False}, dtypes=REAL_DTYPES)
 
 
 def _unique(op, input, return_inverse, return_counts, dim):
