@@ -21,13 +21,11 @@ Nothing here asserts a time.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
 import reftorch
-from cases import as_tests, event_seconds, no_gpu_reason, synchronised
+from cases import as_tests, event_seconds, host_seconds, no_gpu_reason, synchronised
 
 torch = pytest.importorskip("torch")
 NO_GPU = no_gpu_reason(reftorch, torch)
@@ -74,21 +72,6 @@ for _name, (_shapes, _bytes, _fn) in ({} if NO_GPU else OPS).items():
     }
 
 test_plugin_cuda_ops = as_tests(CASES)
-
-
-def host_seconds(fn, synchronize, calls=2000):
-    """Wall-clock seconds per call of fn issued back to back (the device keeps up with 16
-    elements, so this is the host side of a launch), best of 5."""
-    fn()
-    synchronize()
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-        synchronize()
-    return best
 
 
 def main():

@@ -3,6 +3,8 @@ inputs made identical for reftorch, PyTorch and NumPy, and the timing helpers of
 benches."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -59,3 +61,19 @@ def event_seconds(fn, events, synchronize, repeats=20):
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / 1000.0 / repeats
+
+
+def host_seconds(fn, synchronize, calls=2000, rounds=5):
+    """Wall-clock seconds per call of fn issued back to back, best of `rounds` (for a small
+    op the device keeps up, so this is the host side of a launch); the device is waited for
+    between rounds, outside the timing."""
+    fn()
+    synchronize()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls)
+        synchronize()
+    return best

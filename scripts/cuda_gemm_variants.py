@@ -18,9 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-import reftorch
-from reftorch_cuda import ops_gemm
-from reftorch_cuda.kernel_base import PRELUDE, Program, _read_source
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from cases import event_seconds  # noqa: E402  (the cuda benches' CUDA-event timer)
+
+import reftorch  # noqa: E402
+from reftorch_cuda import ops_gemm  # noqa: E402
+from reftorch_cuda.kernel_base import PRELUDE, Program, _read_source  # noqa: E402
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,23 +35,6 @@ class EditedProgram(Program):
     def source(self):
         parts = [_read_source(PRELUDE), *(_read_source(name) for name in self.includes)]
         return "\n".join(parts + [self.text])
-
-
-def milliseconds(fn, calls=10, rounds=3):
-    """Best per-call time of `calls` back-to-back calls between two CUDA events."""
-    fn()
-    reftorch.cuda.synchronize()
-    start = reftorch.cuda.Event(enable_timing=True)
-    end = reftorch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(rounds):
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) / calls)
-    return best
 
 
 def cases():
@@ -81,8 +67,10 @@ def main(paths):
                 same = np.array_equal(bits, first.setdefault(name, bits))
                 timing = ""
                 if "4096" in name:
-                    ms = milliseconds(lambda a=a, b=b: reftorch.matmul(a, b))
-                    timing = f" {2 * 4096 ** 3 / ms / 1e9:.1f} TFLOP/s"
+                    seconds = event_seconds(lambda a=a, b=b: reftorch.matmul(a, b),
+                                            reftorch.cuda.Event, reftorch.cuda.synchronize,
+                                            repeats=10)
+                    timing = f" {2 * 4096 ** 3 / seconds / 1e12:.1f} TFLOP/s"
                 report.append(f"  {name}:{timing} {'same bits' if same else 'BITS DIFFER'}")
             print(path, *report, sep="\n", flush=True)
     finally:

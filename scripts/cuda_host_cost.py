@@ -15,8 +15,8 @@ Times are thread CPU time per call (time.thread_time: steadier than the wall clo
 shared machine), best of REPEATS x CALLS. `--calls` also counts the Python-level calls one op
 makes (sys.setprofile), by where the called function lives.
 
-`--gpu` runs the same ops on the real driver instead: wall time per call (the work queues on
-the GPU; each round ends with a synchronisation), the time of the bare cuLaunchKernel call
+`--gpu` runs the same ops on the real driver instead: wall time per call (bench/cases.py's
+host_seconds, what bench_plugin_cuda_ops.py reports), the time of the bare cuLaunchKernel call
 with the op's own parameters, and with --profile a cProfile of the op.
 
     PYTHONPATH=reference:plugins:plugin_cpu:plugin_cuda python scripts/cuda_host_cost.py
@@ -156,15 +156,11 @@ def gpu_main(args):
     assert not reftorch.plugins.fallbacks(), reftorch.plugins.fallbacks()
     driver = _storage._BACKENDS["cuda"].driver()
 
+    sys.path.insert(0, str(ROOT / "bench"))
+    from cases import host_seconds    # the cuda ops bench's measure of a launch's host time
+
     def wall(fn):
-        best = float("inf")
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            for _ in range(args.round_calls):
-                fn()
-            reftorch.cuda.synchronize()
-            best = min(best, (time.perf_counter() - start) / args.round_calls)
-        return best
+        return host_seconds(fn, reftorch.cuda.synchronize, args.round_calls, args.repeats)
 
     # a + b's own cuLaunchKernel call, replayed at once: its parameter slots live in this
     # thread's ParamBuffer until the next launch, and `result` keeps its output block alive.
