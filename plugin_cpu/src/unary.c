@@ -972,16 +972,20 @@ DEFINE_ROWS_FOR_ISA(avx512f, AVX512F_ATTR)
  * in alternating processes): exp 88-103 -> 52-55 us, sigmoid 116-127 -> 73-76 us. Same bits
  * as the generic rows for all 2^32 inputs (checked: contiguous vs strided output). The last
  * < 16 elements are one masked vector (masked-off lanes are not read or written). Other
- * strides run the generic rows. */
-AVX512F_ATTR static inline __m512 vexp_f32x16(__m512 x, const limits_t *K)
+ * strides run the generic rows.
+ * gelu_backward and silu_backward have twins built the same way (one_plus_erf_f32's range
+ * test becomes a mask): 256 Ki elements, 1 thread, builds in alternating processes:
+ * gelu_backward 196-203 -> 162-173 us, silu_backward 133-137 -> 105-109 us; same bits as the
+ * generic rows for every float32 x (random g). tanh and gelu gained nothing this way: GCC's
+ * vectorization of their scalar code is already as short. */
+
+/* exp_fma_small_f32 on 16 lanes: y must lie in [-87, 88] (or be NaN, which stays NaN) */
+AVX512F_ATTR static inline __m512 vexp_small_f32x16(__m512 y)
 {
-    /* min/max give their second operand when one is NaN, so a NaN x passes the clamp */
-    const __m512 hi = _mm512_set1_ps((float)K->exp32_hi), lo = _mm512_set1_ps((float)K->exp32_lo);
-    const __m512 c = _mm512_max_ps(lo, _mm512_min_ps(hi, x));
     const __m512 shifter = _mm512_set1_ps(FMA_SHIFTER);
-    const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(EXPM_LOG2E), shifter),
+    const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(y, _mm512_set1_ps(EXPM_LOG2E), shifter),
                                    shifter);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EXPM_LN2_UP), c);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EXPM_LN2_UP), y);
     r = _mm512_fmadd_ps(n, _mm512_set1_ps(EXPM_LN2_OVER), r);
     __m512 q = _mm512_set1_ps(EXPM_Q4);
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EXPM_Q3));
@@ -993,10 +997,78 @@ AVX512F_ATTR static inline __m512 vexp_f32x16(__m512 x, const limits_t *K)
     return _mm512_scalef_ps(p, n);
 }
 
+AVX512F_ATTR static inline __m512 vexp_f32x16(__m512 x, const limits_t *K)
+{
+    /* min/max give their second operand when one is NaN, so a NaN x passes the clamp */
+    const __m512 hi = _mm512_set1_ps((float)K->exp32_hi), lo = _mm512_set1_ps((float)K->exp32_lo);
+    return vexp_small_f32x16(_mm512_max_ps(lo, _mm512_min_ps(hi, x)));
+}
+
 AVX512F_ATTR static inline __m512 vneg_f32x16(__m512 x) /* -x: the sign bit flipped */
 {
     return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x),
                                                 _mm512_set1_epi32(INT32_MIN)));
+}
+
+AVX512F_ATTR static inline __m512 vabs_f32x16(__m512 x) /* |x|: the sign bit cleared */
+{
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x),
+                                                _mm512_set1_epi32(INT32_MAX)));
+}
+
+/* exp2_fma_f32 on 16 lanes for y in [-26, 0] (2^n exact: vscalef gives the same bits) */
+AVX512F_ATTR static inline __m512 vexp2_small_f32x16(__m512 y)
+{
+    const __m512 shifter = _mm512_set1_ps(FMA_SHIFTER);
+    const __m512 n = _mm512_sub_ps(_mm512_add_ps(y, shifter), shifter);
+    const __m512 f = _mm512_sub_ps(y, n);
+    __m512 q = _mm512_set1_ps(0x1.41fbbcp-13f);
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(0x1.5f3e54p-10f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(0x1.3b2d4cp-7f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(0x1.c6aee8p-5f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(0x1.ebfbdcp-3f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(0x1.62e430p-1f));
+    return _mm512_scalef_ps(_mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f)), n);
+}
+
+/* one_plus_erf_f32 on 16 lanes: lanes with |t| >= 4 (or NaN) evaluate P out of its range
+ * and are replaced by erfc = 0, as there. */
+AVX512F_ATTR static inline __m512 vone_plus_erf_f32x16(__m512 t)
+{
+    const __m512 u = vabs_f32x16(t);
+    __m512 p = _mm512_set1_ps(-0x1.5cb108p-20f);
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(0x1.a6a172p-16f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-0x1.bb1d94p-13f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(0x1.015cacp-10f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-0x1.415da4p-9f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(0x1.d38080p-13f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(0x1.c53b82p-6f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-0x1.2fb4acp-3f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-0x1.d63e50p-1f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-0x1.a0be88p+0f));
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(0x1.32a734p-29f));
+    const __mmask16 in_range = _mm512_cmp_ps_mask(u, _mm512_set1_ps(4.0f), _CMP_LT_OQ);
+    const __m512 erfc = _mm512_maskz_mov_ps(in_range, vexp2_small_f32x16(p));
+    const __mmask16 negative = _mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(negative, _mm512_sub_ps(_mm512_set1_ps(2.0f), erfc), erfc);
+}
+
+AVX512F_ATTR static inline __m512 vgelu_backward_f32x16(__m512 g, __m512 x, const limits_t *K)
+{
+    const __m512 cdf = _mm512_mul_ps(_mm512_set1_ps(0.5f),
+                                     vone_plus_erf_f32x16(_mm512_mul_ps(x, _mm512_set1_ps(0x1.6a09e6p-1f))));
+    const __m512 pdf = _mm512_mul_ps(
+        vexp_f32x16(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5f), x), x), K),
+        _mm512_set1_ps(0x1.988454p-2f));
+    return _mm512_mul_ps(g, _mm512_add_ps(cdf, _mm512_mul_ps(x, pdf)));
+}
+
+AVX512F_ATTR static inline __m512 vsilu_backward_f32x16(__m512 g, __m512 x, const limits_t *K)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, vexp_f32x16(vneg_f32x16(x), K)));
+    return _mm512_mul_ps(g, _mm512_mul_ps(s, _mm512_add_ps(one, _mm512_mul_ps(
+                                                                 x, _mm512_sub_ps(one, s)))));
 }
 
 #define DEFINE_VEXP_ROW(NAME, VEXPR)                                                        \
@@ -1023,12 +1095,40 @@ DEFINE_VEXP_ROW(exp, vexp_f32x16(x, &K))
 DEFINE_VEXP_ROW(sigmoid, _mm512_div_ps(one, _mm512_add_ps(one, vexp_f32x16(vneg_f32x16(x), &K))))
 DEFINE_VEXP_ROW(silu, _mm512_div_ps(x, _mm512_add_ps(one, vexp_f32x16(vneg_f32x16(x), &K))))
 
+/* The backward twins (out = F(g, x)), over unit-stride rows; other strides (a broadcast g
+ * included) run the generic rows. */
+#define DEFINE_VGRAD_ROW(NAME, VEXPR)                                                       \
+    AVX512F_ATTR static void row_v##NAME##_float_avx512f(ptrdiff_t n, char *const *p,       \
+                                                         const ptrdiff_t *s,                \
+                                                         const double *prm)                 \
+    {                                                                                       \
+        if (s[0] != 1 || s[1] != 1 || s[2] != 1) {                                          \
+            row_##NAME##_float_avx512f(n, p, s, prm);                                       \
+            return;                                                                         \
+        }                                                                                   \
+        float *o = (float *)p[0];                                                           \
+        const float *gp = (const float *)p[1], *a = (const float *)p[2];                    \
+        const limits_t K = make_limits();                                                   \
+        const __m512 one = _mm512_set1_ps(1.0f);                                            \
+        (void)one;                                                                          \
+        for (ptrdiff_t i = 0; i < n; i += 16) {                                             \
+            const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);    \
+            const __m512 g = _mm512_maskz_loadu_ps(m, gp + i);                              \
+            const __m512 x = _mm512_maskz_loadu_ps(m, a + i);                               \
+            _mm512_mask_storeu_ps(o + i, m, VEXPR);                                         \
+        }                                                                                   \
+    }
+DEFINE_VGRAD_ROW(gelu_backward, vgelu_backward_f32x16(g, x, &K))
+DEFINE_VGRAD_ROW(silu_backward, vsilu_backward_f32x16(g, x, &K))
+
 /* (the designators after the generic tables replace the AVX-512F float32 exp family) */
 static const row_fn ROWS[N_ISAS][2][N_OPS] = {
     ROWS_FOR_ISA(baseline), ROWS_FOR_ISA(avx2), ROWS_FOR_ISA(avx512f),
     [ISA_AVX512F][T_F32][OP_EXP] = row_vexp_float_avx512f,
     [ISA_AVX512F][T_F32][OP_SIGMOID] = row_vsigmoid_float_avx512f,
-    [ISA_AVX512F][T_F32][OP_SILU] = row_vsilu_float_avx512f};
+    [ISA_AVX512F][T_F32][OP_SILU] = row_vsilu_float_avx512f,
+    [ISA_AVX512F][T_F32][OP_GELU_BACKWARD] = row_vgelu_backward_float_avx512f,
+    [ISA_AVX512F][T_F32][OP_SILU_BACKWARD] = row_vsilu_backward_float_avx512f};
 #else
 #define HAVE_X86_CLONES 0
 static const row_fn ROWS[N_ISAS][2][N_OPS] = {ROWS_FOR_ISA(baseline)};
