@@ -11,19 +11,31 @@ median over rounds of (peer's time / reftorch's time) within a round: above 1, r
 the faster, as the issues' speed goals are written. Before each timed block the same
 callable runs untimed for SETTLE seconds, so the other library's OpenMP threads, which spin
 a while after their last parallel region, have gone idle and do not take a core.
+
+NumPy's OpenBLAS threads spin far longer: after one matrix product they kept a core busy for
+about 100 ms (process CPU time while the main thread slept, 2-core x86-64), so whichever
+implementation ran next had its product take up to twice its time (mm 1024^3: 7.0 -> 13.4
+ms for reftorch and 6.8 -> 13.1 ms for torch right after `a @ a`). With the rotation below
+that was mostly reftorch. OPENBLAS_THREAD_TIMEOUT=4 (a spin of 2^4 cycles; set before NumPy
+loads, a user's own setting wins) ends that; it left NumPy's own products as fast (64^3 4.1
+us, 1024^3 6.3-6.4 ms either way).
 """
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import statistics
-import sys
-import time
+import os
 
-import numpy as np
-import torch
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
-import reftorch
+import importlib.util  # noqa: E402
+import pathlib  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import reftorch  # noqa: E402
 
 HERE = pathlib.Path(__file__).parent
 ROUNDS = 7
