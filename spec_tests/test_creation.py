@@ -76,12 +76,13 @@ def test_as_tensor_shares_memory_when_it_can():
     assert reftorch.as_tensor(a, dtype=reftorch.float32).data_ptr() != t.data_ptr()
 
 
-@pytest.mark.parametrize("make", ["empty", "empty_like", "new_empty"])
+@pytest.mark.parametrize("make", ["empty", "empty_like", "new_empty", "tensor", "tensor_cast"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int8"])
 def test_large_empty_storages_are_cache_line_aligned_like_torchs(make, dtype):
     # PyTorch's CPU allocator aligns to 64 bytes, and plugin kernels (which write into
     # storages made like these) rely on it for whole-line vector stores. Storages of under
-    # 16 KiB, and arrays NumPy computed, keep NumPy's alignment: not compared.
+    # 16 KiB, and arrays NumPy computed, keep NumPy's alignment: not compared. tensor(data)
+    # copies into a storage of its own, aligned too.
     for lib in (reftorch, torch):
         d = getattr(lib, dtype)
         for nbytes in (16384, 65536 + 8, 1 << 22):
@@ -90,8 +91,13 @@ def test_large_empty_storages_are_cache_line_aligned_like_torchs(make, dtype):
                 t = lib.empty(n, dtype=d)
             elif make == "empty_like":
                 t = lib.empty_like(lib.empty(1, dtype=d).expand(n))
-            else:
+            elif make == "new_empty":
                 t = lib.empty(3, dtype=d).new_empty((2, n // 2))
+            else:   # a copy of user data, from a NumPy array that starts off a line
+                source = np.float64 if make == "tensor_cast" else dtype
+                data = np.arange(n + 1).astype(source)[1:]
+                t = lib.tensor(data, dtype=d)
+                assert t[:3].tolist() == [1, 2, 3]
             assert t.data_ptr() % 64 == 0, (lib.__name__, make, dtype, n)
 
 

@@ -15,6 +15,7 @@ from .. import _dtype as D
 from .._device import CPU
 from .._promotion import check_scalar_fits, promote_types, scalar_dtype
 from .._shape import format_strides, storage_span
+from .._storage import _host_array
 from .._storage import CPUStorage, normalize_device
 from .._tensor import Tensor, _shape_arg
 from ..autograd.graph import set_requires_grad
@@ -93,9 +94,9 @@ def infer_dtype(data):
 def _to_host(data, np_dtype):
     """Nested data as one NumPy array, checking that the nesting is rectangular."""
     if isinstance(data, Tensor):
-        return data._host_array().astype(np_dtype)
+        return _aligned_copy(data._host_array(), np_dtype)
     if isinstance(data, np.ndarray):
-        return data.astype(np_dtype)
+        return _aligned_copy(data, np_dtype)
     if isinstance(data, (list, tuple)):
         parts = [_to_host(item, np_dtype) for item in data]
         if parts:
@@ -113,6 +114,15 @@ def _to_host(data, np_dtype):
             and not -2**63 <= data < 2**63:
         raise ValueError("Overflow when unpacking long long")
     return np.array(data).astype(np_dtype)
+
+
+def _aligned_copy(array, np_dtype):
+    """array converted to np_dtype (as astype converts) in new row-major memory that starts on
+    a 64-byte boundary when it is large, as every new storage does (see _storage._host_array):
+    the plugins' vector loops run on whole cache lines of a tensor made from user data."""
+    result = _host_array(array.size, np.dtype(np_dtype)).reshape(array.shape)
+    np.copyto(result, array, casting="unsafe")
+    return result
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
