@@ -66,6 +66,19 @@ for _mode in ("constant", "reflect", "replicate", "circular"):
         "torch": lambda m=_mode: torch.nn.functional.pad(_pt, (2, 2, 2, 2), m)}
 CASES["F.pad constant float32 8x64x56x56 pad=2"]["numpy"] = \
     lambda: np.pad(_pa, ((0, 0), (0, 0), (2, 2), (2, 2)))
+_pgr, _pgt, _ = float32_inputs((8, 64, 60, 60), _RNG)
+
+
+def _pad_backward(module, x, grad, mode):
+    leaf = x.detach().requires_grad_()
+    module.nn.functional.pad(leaf, (2, 2, 2, 2), mode).backward(grad)
+    return leaf.grad
+
+
+for _mode in ("reflect", "replicate"):
+    CASES[f"F.pad {_mode} forward+backward float32 8x64x56x56 pad=2"] = {
+        "reftorch": lambda m=_mode: _pad_backward(reftorch, _pr, _pgr, m),
+        "torch": lambda m=_mode: _pad_backward(torch, _pt, _pgt, m)}
 
 _ur, _ut, _ = float32_inputs((8, 16, 32, 32), _RNG)
 CASES["F.unfold float32 8x16x32x32 k=3 pad=1"] = {

@@ -84,6 +84,8 @@ REACHED_THROUGH = {
     "min.dim": (("min",), False),
     "scatter_value": (("scatter",), False),
     "sum_to_size": (("add", "mul"), True),   # the gradient of a broadcast operand
+    **{f"{prefix}_pad{nd}d_backward": ((f"{prefix}_pad{nd}d",), True)
+       for prefix in ("reflection", "replication") for nd in (1, 2, 3)},
 }
 
 # The samplers: how to call each on a tensor; results must be bit-identical from one seed.

@@ -14,6 +14,7 @@ geometry, declining what it does not handle) over its own C extension module:
     gemm         mm, bmm, addmm, convolution          _gemm     (src/gemm.c)
     pooling      max/avg pooling, batch/group norm    _pool     (src/pool.c)
     sorting      sort, argsort, topk                  _sort     (src/sort.c)
+    padding      reflection / replication padding     _pad      (src/pad.c)
     random       mt19937 streams: rand, randn, ...    _random   (src/random.c)
 """
 import importlib
@@ -95,7 +96,7 @@ def _keep_freed_memory():
 _keep_freed_memory()
 
 GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing", "masked", "gemm", "pooling",
-          "sorting", "random")
+          "sorting", "padding", "random")
 
 
 def register(registrar):

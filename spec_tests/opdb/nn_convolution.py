@@ -95,10 +95,35 @@ def _pad_samples(dtype, rng):
                  "reflect 2d strided")
     yield Sample((t(1, 2, 3, 3, 2), (1, 1, 2, 0, 1, 1)), {"mode": "replicate"},
                  "replicate 3d")
+    yield Sample((t(2, 2, 3, 4, 3), (1, 2, 2, 1, 0, 2)), {"mode": "reflect"}, "reflect 3d")
+    yield Sample((t(3, 6, layout="transposed"), (2, 3)), {"mode": "replicate"},
+                 "replicate 1d, transposed")
+    yield Sample((t(2, 3, 5, 4), (-1, 2, 1, -2)), {"mode": "replicate"}, "replicate 2d crop")
     yield Sample((t(2, 3, 4, 5), (2, -1, 1, 3)), {"mode": "circular"}, "circular 2d crop")
     yield Sample((t(1, 2, 3), (3, 1)), {"mode": "reflect"}, "reflect too large")
     yield Sample((t(2, 3), (1,)), {}, "odd pad length")
     yield Sample((t(2, 3, 4, 5), (1, 1)), {"mode": "replicate"}, "wrong rank for mode")
+
+
+def _index_pad_samples(mode, nd):
+    """F.pad's "reflect" / "replicate" over nd dims: the reflection_pad{nd}d and
+    replication_pad{nd}d ops, each with samples of its own (batched, unbatched transposed,
+    strided; replicate also crops)."""
+    spatial, pad = (5, 4, 6)[:nd], (2, 1, 3, 2, 1, 3)[:2 * nd]
+
+    def samples(dtype, rng):
+        def t(*shape, layout="contiguous"):
+            return tensor(shape, dtype, rng, layout)
+        yield Sample((t(2, 3, *spatial), pad), {"mode": mode}, f"{mode} {nd}d")
+        yield Sample((t(3, *spatial, layout="transposed"), pad[::-1]), {"mode": mode},
+                     "unbatched, transposed")
+        yield Sample((t(2, 2, *spatial, layout="strided"), (0, 1) * nd), {"mode": mode},
+                     "strided")
+        if mode == "replicate":
+            yield Sample((t(2, 3, *spatial), (-1, 2) * nd), {"mode": mode}, "crop")
+        yield Sample((t(1, *(3, 3, 2)[:nd]), (1, 1, 1, 1, 0, 1)[:2 * nd]), {"mode": mode},
+                     "small (for gradcheck)")
+    return samples
 
 
 def _conv1d_samples(dtype, rng):
@@ -171,4 +196,8 @@ OPS = [
     OpInfo("fold", _f("fold"), _fold_samples, dtypes=("int64",) + FLOAT_DTYPES),
     OpInfo("pad", _f("pad"), _pad_samples,
            dtypes=("bool", "uint8", "int64") + FLOAT_DTYPES),
+    *(OpInfo(f"{prefix}_pad{nd}d", _f("pad"), _index_pad_samples(mode, nd),
+             dtypes=("int8", "uint8", "int16", "int32", "int64") + FLOAT_DTYPES)
+      for prefix, mode in (("reflection", "reflect"), ("replication", "replicate"))
+      for nd in (1, 2, 3)),
 ]

@@ -1,0 +1,103 @@
+"""reflection_pad{1,2,3}d and replication_pad{1,2,3}d (F.pad's "reflect" and "replicate"
+modes) and their backward ops, over the C module `_pad` (src/pad.c).
+
+Forward: for every dtype whose elements are 1, 2, 4 or 8 bytes. Each padded dim has an index
+array (output position -> input position) made by the reference's own `_source_index`, so
+both sides mirror, repeat and crop by one formula; the C gather reads the input once in that
+order and writes the new row-major result, moving bits only: the reference's result bit for
+bit, in any input layout.
+
+Backward (float32, float64): one C pass per padded dim, last dim first, each adding every
+output gradient into the input position it was copied from, in output order, starting from
+zero: the reference's np.add.at passes, the same sums in the same order.
+
+Declined (the reference runs): tensors not in cpu storage, complex128, an `out` tensor, more
+than 8 dims, and calls with fewer than MIN_NUMEL output elements.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from reftorch import _dtype as D
+from reftorch._ops.nn_convolution import _source_index
+from reftorch._storage import CPUStorage, _host_array
+from reftorch._tensor import Tensor
+from reftorch.plugins import size_threshold
+
+from . import _pad
+
+# Calls writing fewer elements go to the reference, whose np.take passes cost about what
+# the plugin's Python side does at that size.
+MIN_NUMEL = 4096
+
+# (bool: PyTorch has no reflection or replication pad for it, and neither does the reference)
+DTYPES = tuple(d for d in D.ALL_DTYPES
+               if d.numpy_dtype.itemsize in (1, 2, 4, 8) and d is not D.bool)
+GRAD_DTYPES = (D.float32, D.float64)
+MODES = (("reflection", "reflect"), ("replication", "replicate"))
+
+
+def register(registrar):
+    """Register the padding kernels with reftorch (called by reftorch_cpu.register)."""
+    for prefix, mode in MODES:
+        for nd in (1, 2, 3):
+            registrar.kernel(f"{prefix}_pad{nd}d", "cpu", DTYPES, _forward_kernel(mode))
+            registrar.kernel(f"{prefix}_pad{nd}d_backward", "cpu", GRAD_DTYPES,
+                             _backward_kernel(mode))
+
+
+def _forward_kernel(mode):
+    def kernel(out, inputs, dtypes, params):
+        """input padded over its last len(padding) // 2 dims, or NotImplemented."""
+        (x,), padding = inputs, params["padding"]
+        nd = len(padding) // 2
+        if out is not None or not _on_cpu(x) or x._storage.dtype not in DTYPES or \
+                not nd < len(x._shape) <= _pad.MAX_NDIM:
+            return NotImplemented
+        spatial = x._shape[-nd:]
+        indices = tuple(_source_index(spatial[nd - 1 - i], padding[2 * i], padding[2 * i + 1],
+                                      mode).astype(np.int64) for i in reversed(range(nd)))
+        out_shape = x._shape[:-nd] + tuple(len(index) for index in indices)
+        if math.prod(out_shape) < size_threshold(MIN_NUMEL):
+            return NotImplemented
+        result = Tensor._empty(out_shape, x._storage.dtype)
+        _pad.gather(_bits(result), _bits(x), x._offset, x._strides, x._shape, indices)
+        return result
+    return kernel
+
+
+def _backward_kernel(mode):
+    def kernel(out, inputs, dtypes, params):
+        """The gradient of the padded input, or NotImplemented."""
+        (grad,), input_shape, padding = inputs, params["input_shape"], params["padding"]
+        nd = len(padding) // 2
+        if out is not None or not _on_cpu(grad) or grad._storage.dtype not in GRAD_DTYPES or \
+                math.prod(grad._shape) < size_threshold(MIN_NUMEL):
+            return NotImplemented
+        dtype = grad._storage.dtype
+        values = grad._storage.array[grad._offset:]
+        if not grad.is_contiguous():
+            values = grad.contiguous()._storage.array
+        shape = list(grad._shape)
+        for i in range(nd):            # the last dim first, as the reference sums them
+            axis = len(shape) - 1 - i
+            size = input_shape[axis]
+            index = _source_index(size, padding[2 * i], padding[2 * i + 1], mode)
+            outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+            summed = _host_array(outer * size * inner, dtype.numpy_dtype)
+            _pad.index_add(summed, values, outer, size, inner, index.astype(np.int64))
+            shape[axis], values = size, summed
+        return Tensor._from_array(values.reshape(shape), dtype)
+    return kernel
+
+
+def _on_cpu(t):
+    return isinstance(t, Tensor) and type(t._storage) is CPUStorage
+
+
+def _bits(t):
+    """A tensor's storage viewed as unsigned integers of its element size (no copy)."""
+    array = t._storage.array
+    return array.view(np.dtype(f"u{array.dtype.itemsize}"))

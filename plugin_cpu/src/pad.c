@@ -1,0 +1,354 @@
+/* reftorch_cpu._pad: reflection and replication padding (F.pad modes "reflect" and
+ * "replicate") and their backward.
+ *
+ * Entry points (called from reftorch_cpu/padding.py, which builds the index arrays with the
+ * reference's own _source_index):
+ *
+ *   gather(out, a, a_offset, a_strides, a_shape, indices)
+ *       out[b.., o_1, .., o_k] = a[b.., indices[0][o_1], .., indices[k-1][o_k]]
+ *       a is viewed as (b.., n_1, .., n_k) from element a_offset with a_strides: the padded
+ *       dims last, any number of batch dims before them (at most MAX_NDIM dims in all); out
+ *       is a fresh row-major (b.., len(indices[0]), .., len(indices[k-1])); 1 <= k <= 3.
+ *   index_add(out, a, outer, size, inner, index)
+ *       out (outer, size, inner), row-major, is set to zero, then
+ *       out[r, index[o], i] += a[r, o, i] for o = 0, 1, .. in order; a is row-major
+ *       (outer, len(index), inner).
+ *
+ * gather moves elements, never computes with them: the Python side hands over the storages
+ * viewed as unsigned integers of the dtype's width (1, 2, 4 or 8 bytes), so one loop serves
+ * every dtype and the result is the reference's bit for bit. Along the last dim the output
+ * is cut once into runs whose indices count up by one; with a unit input stride a run is one
+ * memcpy (the padded image's middle), the rest element by element (the mirrored or repeated
+ * edges).
+ *
+ * index_add is one dim of the backward: the reference's np.add.at along that dim, which adds
+ * the contributions of each output element in index order, starting from zero. Doing the
+ * same here (float32 / float64) gives the reference's bits; padding.py runs one pass per
+ * padded dim, last dim first, as the reference does.
+ *
+ * Safety: every index is checked against its dim before any memory is touched, and every
+ * buffer's view is bounds-checked (common.h). Threads split the output rows (gather) or the
+ * outer rows (index_add); each row is written by one thread from its own inputs, so results
+ * never depend on the thread count.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define MAX_PAD_DIMS 3
+/* Calls moving fewer bytes than this run on one thread (a parallel region costs a few
+ * microseconds): 256 KiB, the copy kernels' threshold in kernels.c. */
+#ifndef PARALLEL_MIN_BYTES
+#define PARALLEL_MIN_BYTES (256 * 1024)
+#endif
+
+/* An int64 index buffer of any length whose values all lie in [0, limit). */
+static int parse_index(held_t *h, PyObject *obj, long long limit, const char *what,
+                       const int64_t **values, ptrdiff_t *length)
+{
+    const Py_buffer *view = hold_buffer(h, obj, 0, what);
+    if (view == NULL) return -1;
+    const int c = format_char(view);
+    if (!((c == 'l' || c == 'q') && view->itemsize == 8)) {
+        PyErr_Format(PyExc_TypeError, "%s must hold int64 elements", what);
+        return -1;
+    }
+    const int64_t *v = (const int64_t *)view->buf;
+    const ptrdiff_t n = (ptrdiff_t)(view->len / 8);
+    for (ptrdiff_t i = 0; i < n; i++) {
+        if (v[i] < 0 || v[i] >= limit) {
+            PyErr_Format(PyExc_IndexError, "%s[%zd] = %lld is out of range for a dim of size %lld",
+                         what, i, (long long)v[i], limit);
+            return -1;
+        }
+    }
+    *values = v;
+    *length = n;
+    return 0;
+}
+
+/* ---- gather ---------------------------------------------------------------------------- */
+
+/* A run of the last dim: output positions [start, start + length) read input positions
+ * first, first + 1, ... */
+typedef struct {
+    ptrdiff_t start, first, length;
+} run_t;
+
+typedef struct {
+    int ndim, k;                      /* all dims, and the padded ones (the last k) */
+    ptrdiff_t out_len[MAX_NDIM];      /* out's shape */
+    ptrdiff_t stride[MAX_NDIM];       /* a's strides in elements */
+    const int64_t *index[MAX_NDIM];   /* per dim: the padded dims' index arrays, else NULL */
+    const run_t *runs;
+    ptrdiff_t n_runs;
+    size_t width;                     /* bytes per element */
+    char *out;
+    const char *a;
+} gather_t;
+
+#define DEFINE_COPY_RUN(W, UT)                                                               \
+    static void copy_run_##W(UT *o, const UT *a, ptrdiff_t n, ptrdiff_t stride)             \
+    {                                                                                        \
+        for (ptrdiff_t i = 0; i < n; i++) o[i] = a[i * stride];                              \
+    }
+DEFINE_COPY_RUN(1, uint8_t)
+DEFINE_COPY_RUN(2, uint16_t)
+DEFINE_COPY_RUN(4, uint32_t)
+DEFINE_COPY_RUN(8, uint64_t)
+
+/* Output row `row` (its position over every dim but the last, row-major). */
+static void gather_row(const gather_t *G, ptrdiff_t row)
+{
+    const int last = G->ndim - 1;
+    ptrdiff_t offset = 0, rem = row;
+    for (int d = last - 1; d >= 0; d--) {
+        const ptrdiff_t o = rem % G->out_len[d];
+        rem /= G->out_len[d];
+        offset += (G->index[d] ? (ptrdiff_t)G->index[d][o] : o) * G->stride[d];
+    }
+    const size_t w = G->width;
+    const ptrdiff_t s = G->stride[last];
+    char *out_row = G->out + (size_t)row * G->out_len[last] * w;
+    for (ptrdiff_t r = 0; r < G->n_runs; r++) {
+        const run_t run = G->runs[r];
+        char *o = out_row + (size_t)run.start * w;
+        const char *a = G->a + (offset + run.first * s) * (ptrdiff_t)w;
+        if (s == 1) {
+            memcpy(o, a, (size_t)run.length * w);
+        } else if (w == 1) {
+            copy_run_1((uint8_t *)o, (const uint8_t *)a, run.length, s);
+        } else if (w == 2) {
+            copy_run_2((uint16_t *)o, (const uint16_t *)a, run.length, s);
+        } else if (w == 4) {
+            copy_run_4((uint32_t *)o, (const uint32_t *)a, run.length, s);
+        } else {
+            copy_run_8((uint64_t *)o, (const uint64_t *)a, run.length, s);
+        }
+    }
+}
+
+/* The last dim's index cut into runs that count up by one (at most n runs). */
+static ptrdiff_t find_runs(const int64_t *index, ptrdiff_t n, run_t *runs)
+{
+    ptrdiff_t count = 0;
+    for (ptrdiff_t o = 0; o < n; o++) {
+        if (count > 0) {
+            run_t *prev = &runs[count - 1];
+            if (index[o] == prev->first + prev->length) {
+                prev->length++;
+                continue;
+            }
+        }
+        runs[count++] = (run_t){o, (ptrdiff_t)index[o], 1};
+    }
+    return count;
+}
+
+static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "gather(out, a, a_offset, a_strides, a_shape, indices) takes 6 arguments");
+        return NULL;
+    }
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    run_t *runs = NULL;
+    gather_t G = {0};
+    long long shape[MAX_NDIM], strides[MAX_NDIM]; /* parse_dims fills up to MAX_NDIM */
+    int ndim;
+    if (parse_dims(args[4], "a_shape", -1, shape, &ndim) < 0) goto done;
+    PyObject *indices = PySequence_Fast(args[5], "indices must be a tuple of index arrays");
+    if (indices == NULL) goto done;
+    G.ndim = ndim;
+    G.k = (int)PySequence_Fast_GET_SIZE(indices);
+    if (G.k < 1 || G.k > MAX_PAD_DIMS || G.k > ndim) {
+        PyErr_Format(PyExc_ValueError, "indices must hold 1 to %d index arrays, one per padded "
+                     "dim (the last dims of a_shape)", MAX_PAD_DIMS);
+        Py_DECREF(indices);
+        goto done;
+    }
+    long long out_shape[MAX_NDIM];
+    for (int d = 0; d < ndim; d++) {
+        const int padded = d - (ndim - G.k); /* which index array, or < 0 for a batch dim */
+        ptrdiff_t n = (ptrdiff_t)shape[d];
+        if (padded >= 0 && parse_index(&h, PySequence_Fast_GET_ITEM(indices, padded), shape[d],
+                                       "indices", &G.index[d], &n) < 0) {
+            Py_DECREF(indices);
+            goto done;
+        }
+        G.out_len[d] = n;
+        out_shape[d] = n;
+    }
+    Py_DECREF(indices);
+    const Py_buffer *out = hold_buffer(&h, args[0], 1, "out");
+    const Py_buffer *a = out ? hold_buffer(&h, args[1], 0, "a") : NULL;
+    if (a == NULL) goto done;
+    if (out->itemsize != a->itemsize || (a->itemsize != 1 && a->itemsize != 2 &&
+                                         a->itemsize != 4 && a->itemsize != 8)) {
+        PyErr_Format(PyExc_TypeError, "out and a must hold elements of one width of 1, 2, 4 or 8 "
+                     "bytes (got %zd and %zd)", out->itemsize, a->itemsize);
+        goto done;
+    }
+    long long out_strides[MAX_NDIM];
+    long long step = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        out_strides[d] = step;
+        step *= out_shape[d];
+    }
+    char *a_start, *out_start;
+    if (parse_view(a, "a", args[2], args[3], ndim, shape, strides, &a_start) < 0 ||
+        view_start(out, "out", 0, ndim, out_shape, out_strides, &out_start) < 0)
+        goto done;
+    for (int d = 0; d < ndim; d++) G.stride[d] = strides[d];
+    G.width = (size_t)a->itemsize;
+    G.out = out_start;
+    G.a = a_start;
+    const ptrdiff_t n_last = G.out_len[ndim - 1];
+    ptrdiff_t rows = 1;
+    for (int d = 0; d < ndim - 1; d++) rows *= G.out_len[d];
+    if (rows == 0 || n_last == 0) {
+        result = Py_None;
+        goto done;
+    }
+    runs = malloc((size_t)n_last * sizeof *runs);
+    if (runs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    G.runs = runs;
+    G.n_runs = find_runs(G.index[ndim - 1], n_last, runs);
+    const double bytes = (double)rows * n_last * G.width;
+    Py_BEGIN_ALLOW_THREADS
+    if (worth_parallel(bytes, PARALLEL_MIN_BYTES)) {
+#pragma omp parallel for schedule(static)
+        for (ptrdiff_t r = 0; r < rows; r++) gather_row(&G, r);
+    } else {
+        for (ptrdiff_t r = 0; r < rows; r++) gather_row(&G, r);
+    }
+    Py_END_ALLOW_THREADS
+    g_calls++;
+    result = Py_None;
+done:
+    free(runs);
+    release_held(&h);
+    Py_XINCREF(result);
+    return result;
+}
+
+/* ---- index_add (one dim of the backward) ------------------------------------------------ */
+
+#define DEFINE_INDEX_ADD(T)                                                                  \
+    static void index_add_row_##T(T *out, const T *a, ptrdiff_t size, ptrdiff_t inner,        \
+                                  const int64_t *index, ptrdiff_t n)                         \
+    {                                                                                        \
+        memset(out, 0, (size_t)(size * inner) * sizeof(T));                                 \
+        for (ptrdiff_t o = 0; o < n; o++) {                                                  \
+            T *dst = out + index[o] * inner;                                                 \
+            const T *src = a + o * inner;                                                    \
+            for (ptrdiff_t i = 0; i < inner; i++) dst[i] += src[i];                          \
+        }                                                                                    \
+    }
+DEFINE_INDEX_ADD(float)
+DEFINE_INDEX_ADD(double)
+
+static PyObject *py_index_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "index_add(out, a, outer, size, inner, index) takes 6 arguments");
+        return NULL;
+    }
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    long long outer, size, inner;
+    const int64_t *index;
+    ptrdiff_t n;
+    if (parse_size(args[2], "outer", &outer) < 0 || parse_size(args[3], "size", &size) < 0 ||
+        parse_size(args[4], "inner", &inner) < 0 ||
+        parse_index(&h, args[5], size, "index", &index, &n) < 0)
+        goto done;
+    const Py_buffer *out = hold_buffer(&h, args[0], 1, "out");
+    const Py_buffer *a = out ? hold_buffer(&h, args[1], 0, "a") : NULL;
+    if (a == NULL) goto done;
+    const int kind = buffer_float_kind(out, "out");
+    if (kind < 0) goto done;
+    if (buffer_float_kind(a, "a") != kind) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a must hold out's element type");
+        goto done;
+    }
+    const long long out_shape[3] = {outer, size, inner}, a_shape[3] = {outer, n, inner};
+    const long long out_strides[3] = {size * inner, inner, 1}, a_strides[3] = {n * inner, inner, 1};
+    char *out_start, *a_start;
+    if (view_start(out, "out", 0, 3, out_shape, out_strides, &out_start) < 0 ||
+        view_start(a, "a", 0, 3, a_shape, a_strides, &a_start) < 0)
+        goto done;
+    if (outer == 0 || size == 0 || inner == 0) {
+        result = Py_None;
+        goto done;
+    }
+    const size_t width = (size_t)out->itemsize;
+    const double bytes = (double)outer * (double)(n + size) * (double)inner * (double)width;
+    const int threaded = worth_parallel(bytes, PARALLEL_MIN_BYTES);
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == KIND_F32) {
+#pragma omp parallel for schedule(static) if (threaded)
+        for (ptrdiff_t r = 0; r < outer; r++)
+            index_add_row_float((float *)out_start + r * size * inner,
+                                (const float *)a_start + r * n * inner, size, inner, index, n);
+    } else {
+#pragma omp parallel for schedule(static) if (threaded)
+        for (ptrdiff_t r = 0; r < outer; r++)
+            index_add_row_double((double *)out_start + r * size * inner,
+                                 (const double *)a_start + r * n * inner, size, inner, index, n);
+    }
+    Py_END_ALLOW_THREADS
+    g_calls++;
+    result = Py_None;
+done:
+    release_held(&h);
+    Py_XINCREF(result);
+    return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
+     "gather(out, a, a_offset, a_strides, a_shape, indices): out[b.., o..] = a[b.., indices[d][o_d]..]."},
+    {"index_add", (PyCFunction)(void (*)(void))py_index_add, METH_FASTCALL,
+     "index_add(out, a, outer, size, inner, index): out = 0; out[r, index[o], i] += a[r, o, i]."},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "reftorch_cpu._pad",
+    .m_doc = "Reflection and replication padding and their backward for reftorch.",
+    .m_size = -1,
+    .m_methods = METHODS,
+};
+
+PyMODINIT_FUNC PyInit__pad(void)
+{
+    init_module_state();
+    PyObject *m = PyModule_Create(&MODULE);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "MAX_PAD_DIMS", MAX_PAD_DIMS) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
