@@ -16,36 +16,18 @@ import reftorch
 import reftorch.nn.functional as F
 
 try:
-    import reftorch_cpu
-    from reftorch_cpu import _pad, padding
+    from reftorch_cpu import _pad
+    # the masked tests' plugin fixture and values (NaN and -0 among the floats)
+    from .test_plugin_cpu_masked import plugin_loaded, values
 except ImportError as exc:  # not built or not installed in this environment
     pytest.skip(f"reftorch_cpu is not importable ({exc}); build it with "
                 f"`pip install --no-build-isolation ./plugin_cpu`", allow_module_level=True)
 
+__all__ = ["plugin_loaded"]  # the masked tests' autouse fixture, used here too
+
 DTYPES = [reftorch.float32, reftorch.float64, reftorch.int64, reftorch.int32, reftorch.int16,
           reftorch.int8, reftorch.uint8, reftorch.float16, reftorch.bfloat16, reftorch.complex64]
 MODES = ["reflect", "replicate"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def plugin_loaded():
-    loaded_here = "cpu" not in reftorch.plugins.loaded()
-    if loaded_here:
-        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
-    yield
-    if loaded_here:
-        reftorch.plugins.unload("cpu")
-
-
-def values(shape, dtype, seed):
-    """Values of `dtype` (with NaN and -0 among the floats, so bits matter)."""
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal(shape) * 50
-    flat = a.reshape(-1)
-    flat[1], flat[2] = np.nan, -0.0
-    t = reftorch.from_numpy(a)
-    return t.to(dtype) if dtype.is_floating_point or dtype.is_complex else \
-        t.nan_to_num().to(dtype)
 
 
 def as_bytes(t):

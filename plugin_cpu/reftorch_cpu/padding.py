@@ -22,11 +22,12 @@ import numpy as np
 
 from reftorch import _dtype as D
 from reftorch._ops.nn_convolution import _source_index
-from reftorch._storage import CPUStorage, _host_array
+from reftorch._storage import _host_array
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
 
 from . import _pad
+from .masked import _bits, _on_cpu
 
 # Calls writing fewer elements go to the reference, whose np.take passes cost about what
 # the plugin's Python side does at that size.
@@ -91,13 +92,3 @@ def _backward_kernel(mode):
             shape[axis], values = size, summed
         return Tensor._from_array(values.reshape(shape), dtype)
     return kernel
-
-
-def _on_cpu(t):
-    return isinstance(t, Tensor) and type(t._storage) is CPUStorage
-
-
-def _bits(t):
-    """A tensor's storage viewed as unsigned integers of its element size (no copy)."""
-    array = t._storage.array
-    return array.view(np.dtype(f"u{array.dtype.itemsize}"))
