@@ -1,10 +1,11 @@
-"""The C plugin's reflection and replication padding (reftorch_cpu.padding over _pad) against
-the reference kernels.
+"""The C plugin's constant, reflection and replication padding (reftorch_cpu.padding over _pad)
+against the reference kernels.
 
 The forward moves elements, so it must give the reference's result bit for bit (compared as
-bytes: NaN payloads and -0 included) for every dtype it registers, over 1-3 padded dims,
-cropping amounts, contiguous / channels-last / transposed / strided / offset inputs, and sizes
-on either side of the C loop's thread threshold. The backward must be bit for bit too: the
+bytes: NaN payloads and -0 included), in the reference's layout, for every dtype it
+registers, over 1-3 padded dims, cropping amounts, fill values, contiguous / channels-last /
+transposed / strided / offset inputs, and sizes on either side of the C loop's thread
+threshold. The backward must be bit for bit too: the
 same sums in the same order as the reference's np.add.at passes. Each comparison runs the
 same call with the plugin and inside `reftorch.plugins.use_reference_kernels()`; the C call
 counter tells whether C really ran.
@@ -114,6 +115,43 @@ def test_small_calls_go_to_the_reference():
         assert_same(got, F.pad(x, (2, 2, 2, 2), "reflect"))
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [reftorch.bool])
+def test_constant_pad_is_the_references_bits_for_every_dtype(dtype):
+    x = values((2, 3, 40, 50), dtype, 10)
+    if dtype.is_floating_point or dtype.is_complex:
+        fills = [0, 1.5, -2.7, float("nan"), True]
+    elif dtype is reftorch.bool:
+        fills = [0, True, 2.5]
+    else:
+        fills = [0, 1, 2.7, True]      # (truncated; a negative value would not fit uint8)
+    got, want, ran = run_both(lambda: [F.pad(x, (3, 2, 1, 4), value=v) for v in fills])
+    assert ran == len(fills)
+    for g, w in zip(got, want):
+        assert_same(g, w)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_constant_pad_in_every_layout_and_its_memory_format(layout):
+    """The result is laid out in the format the input suggests (channels-last stays so),
+    written that way by the C loop itself."""
+    x = LAYOUTS[layout](values((4, 6, 30, 24), reftorch.float32, 11))
+    got, want, ran = run_both(lambda: [F.pad(x, (2, 3, 3, 1), value=0.5),
+                                       F.pad(x, (-2, 3, 1, -4, 0, 1), value=-1.0)])
+    assert ran == 2
+    for g, w in zip(got, want):
+        assert_same(g, w)
+
+
+def test_constant_pad_crops_and_pads_any_dims():
+    x = values((3, 5, 7, 9, 11), reftorch.float64, 12).contiguous(
+        memory_format=reftorch.channels_last_3d)
+    got, want, ran = run_both(lambda: [F.pad(x, (1, -2, -3, 2, 0, 1, 2, 2)),
+                                       F.pad(x, (-11, 1)), F.pad(x, (0, 0, 0, 0))])
+    assert ran == 3
+    for g, w in zip(got, want):
+        assert_same(g, w)
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [reftorch.float32, reftorch.float64])
 @pytest.mark.parametrize("shape,pad", [((4, 8, 300), (5, 7)),
@@ -156,27 +194,36 @@ def test_results_do_not_depend_on_the_thread_count():
 def test_gather_checks_its_arguments():
     a = np.arange(24, dtype=np.float32)
     out = np.empty(2 * 5, np.float32)
-    ok = (np.array([1, 0, 1, 2, 1], np.int64),)
-    _pad.gather(out, a, 0, (12, 1), (2, 3), ok)
+    ok = (None, np.array([1, 0, 1, 2, 1], np.int64))
+    _pad.gather(out, a, 0, (12, 1), (2, 3), ok, None)
     assert out.tolist() == [1, 0, 1, 2, 1, 13, 12, 13, 14, 13]
+    fill = np.array([-7.0], np.float32)
+    _pad.gather(out, a, 0, (12, 1), (2, 3), (np.array([1, -1]), ok[1] - 1), fill)
+    assert out.tolist() == [12, -7, 12, 13, 12] + [-7] * 5
     with pytest.raises(IndexError, match="out of range"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), (np.array([0, 1, 3, 1, 0], np.int64),))
+        _pad.gather(out, a, 0, (12, 1), (2, 3), (None, np.array([0, 1, 3, 1, 0])), None)
+    with pytest.raises(IndexError, match="out of range"):    # -1 only with a fill value
+        _pad.gather(out, a, 0, (12, 1), (2, 3), (None, np.array([0, -1, 1, 1, 0])), None)
     with pytest.raises(IndexError, match="out of range"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), (np.array([0, -1, 1, 1, 0], np.int64),))
+        _pad.gather(out, a, 0, (12, 1), (2, 3), (None, np.array([0, -2, 1, 1, 0])), fill)
     with pytest.raises(ValueError, match="buffer holds"):      # a's view past its end
-        _pad.gather(out, a, 20, (12, 1), (2, 3), ok)
-    with pytest.raises(ValueError, match="buffer holds"):      # out too small
-        _pad.gather(np.empty(9, np.float32), a, 0, (12, 1), (2, 3), ok)
-    with pytest.raises(TypeError, match="width"):
-        _pad.gather(np.empty(10, np.float64), a, 0, (12, 1), (2, 3), ok)
-    with pytest.raises(TypeError, match="int64"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), (ok[0].astype(np.int32),))
-    with pytest.raises(ValueError, match="one per padded dim"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), ok * 3)
-    with pytest.raises(ValueError, match="one per padded dim"):
-        _pad.gather(out, a, 0, (1,), (24,), ())
+        _pad.gather(out, a, 20, (12, 1), (2, 3), ok, None)
     with pytest.raises(ValueError, match="buffer holds"):      # a's strides reach past it
-        _pad.gather(out, a, 0, (13, 6), (2, 3), ok)
+        _pad.gather(out, a, 0, (13, 6), (2, 3), ok, None)
+    with pytest.raises(ValueError, match="buffer holds"):      # out too small
+        _pad.gather(np.empty(9, np.float32), a, 0, (12, 1), (2, 3), ok, None)
+    with pytest.raises(TypeError, match="width"):
+        _pad.gather(np.empty(10, np.float64), a, 0, (12, 1), (2, 3), ok, None)
+    with pytest.raises(TypeError, match="fill"):
+        _pad.gather(out, a, 0, (12, 1), (2, 3), ok, np.zeros(1, np.float64))
+    with pytest.raises(TypeError, match="fill"):
+        _pad.gather(out, a, 0, (12, 1), (2, 3), ok, np.zeros(0, np.float32))
+    with pytest.raises(TypeError, match="int64"):
+        _pad.gather(out, a, 0, (12, 1), (2, 3), (None, ok[1].astype(np.int32)), None)
+    with pytest.raises(ValueError, match="per dim"):
+        _pad.gather(out, a, 0, (12, 1), (2, 3), ok[1:], None)
+    with pytest.raises(ValueError, match="at least one dim"):
+        _pad.gather(out, a, 0, (), (), (), None)
 
 
 def test_index_add_checks_its_arguments():

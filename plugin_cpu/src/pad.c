@@ -4,11 +4,13 @@
  * Entry points (called from reftorch_cpu/padding.py, which builds the index arrays with the
  * reference's own _source_index):
  *
- *   gather(out, a, a_offset, a_strides, a_shape, indices)
- *       out[b.., o_1, .., o_k] = a[b.., indices[0][o_1], .., indices[k-1][o_k]]
- *       a is viewed as (b.., n_1, .., n_k) from element a_offset with a_strides: the padded
- *       dims last, any number of batch dims before them (at most MAX_NDIM dims in all); out
- *       is a fresh row-major (b.., len(indices[0]), .., len(indices[k-1])); 1 <= k <= 3.
+ *   gather(out, a, a_offset, a_strides, a_shape, indices, fill)
+ *       out[o_0, .., o_last] = a[i_0(o_0), .., i_last(o_last)] with i_d(o) = indices[d][o],
+ *       or o where indices[d] is None (a dim not padded); where any i_d(o_d) is -1 (allowed
+ *       only with a fill), out[o..] = fill[0] instead.
+ *       a is viewed as a_shape (at most MAX_NDIM dims) from element a_offset with a_strides;
+ *       out is a fresh row-major array of shape (len(indices[d]) or a_shape[d] per dim);
+ *       fill is None or a one-element buffer of a's width.
  *   index_add(out, a, outer, size, inner, index)
  *       out (outer, size, inner), row-major, is set to zero, then
  *       out[r, index[o], i] += a[r, o, i] for o = 0, 1, .. in order; a is row-major
@@ -16,10 +18,12 @@
  *
  * gather moves elements, never computes with them: the Python side hands over the storages
  * viewed as unsigned integers of the dtype's width (1, 2, 4 or 8 bytes), so one loop serves
- * every dtype and the result is the reference's bit for bit. Along the last dim the output
- * is cut once into runs whose indices count up by one; with a unit input stride a run is one
- * memcpy (the padded image's middle), the rest element by element (the mirrored or repeated
- * edges).
+ * every dtype and the result is the reference's bit for bit. It serves reflection and
+ * replication padding (mirrored or repeated indices) and constant padding (-1 where the value
+ * goes; cropping is an index range that starts or ends inside). Along the last dim the
+ * output is cut once into runs whose indices count up by one, or are all -1; with a unit
+ * input stride a run is one memcpy (the padded image's middle), a fill run one loop of
+ * stores, the rest element by element (the mirrored or repeated edges).
  *
  * index_add is one dim of the backward: the reference's np.add.at along that dim, which adds
  * the contributions of each output element in index order, starting from zero. Doing the
@@ -44,16 +48,15 @@
 #include <omp.h>
 #endif
 
-#define MAX_PAD_DIMS 3
 /* Calls moving fewer bytes than this run on one thread (a parallel region costs a few
  * microseconds): 256 KiB, the copy kernels' threshold in kernels.c. */
 #ifndef PARALLEL_MIN_BYTES
 #define PARALLEL_MIN_BYTES (256 * 1024)
 #endif
 
-/* An int64 index buffer of any length whose values all lie in [0, limit). */
-static int parse_index(held_t *h, PyObject *obj, long long limit, const char *what,
-                       const int64_t **values, ptrdiff_t *length)
+/* An int64 index buffer of any length whose values all lie in [lowest, limit). */
+static int parse_index(held_t *h, PyObject *obj, long long lowest, long long limit,
+                       const char *what, const int64_t **values, ptrdiff_t *length)
 {
     const Py_buffer *view = hold_buffer(h, obj, 0, what);
     if (view == NULL) return -1;
@@ -65,7 +68,7 @@ static int parse_index(held_t *h, PyObject *obj, long long limit, const char *wh
     const int64_t *v = (const int64_t *)view->buf;
     const ptrdiff_t n = (ptrdiff_t)(view->len / 8);
     for (ptrdiff_t i = 0; i < n; i++) {
-        if (v[i] < 0 || v[i] >= limit) {
+        if (v[i] < lowest || v[i] >= limit) {
             PyErr_Format(PyExc_IndexError, "%s[%zd] = %lld is out of range for a dim of size %lld",
                          what, i, (long long)v[i], limit);
             return -1;
@@ -79,16 +82,17 @@ static int parse_index(held_t *h, PyObject *obj, long long limit, const char *wh
 /* ---- gather ---------------------------------------------------------------------------- */
 
 /* A run of the last dim: output positions [start, start + length) read input positions
- * first, first + 1, ... */
+ * first, first + 1, ..., or take the fill value when first is -1. */
 typedef struct {
     ptrdiff_t start, first, length;
 } run_t;
 
 typedef struct {
-    int ndim, k;                      /* all dims, and the padded ones (the last k) */
+    int ndim;
     ptrdiff_t out_len[MAX_NDIM];      /* out's shape */
     ptrdiff_t stride[MAX_NDIM];       /* a's strides in elements */
     const int64_t *index[MAX_NDIM];   /* per dim: the padded dims' index arrays, else NULL */
+    const char *fill;                 /* the fill element, or NULL */
     const run_t *runs;
     ptrdiff_t n_runs;
     size_t width;                     /* bytes per element */
@@ -106,24 +110,44 @@ DEFINE_COPY_RUN(2, uint16_t)
 DEFINE_COPY_RUN(4, uint32_t)
 DEFINE_COPY_RUN(8, uint64_t)
 
+static void fill_run(char *o, const char *fill, ptrdiff_t n, size_t w)
+{
+    if (w == 1) {
+        memset(o, *(const uint8_t *)fill, (size_t)n);
+    } else if (w == 2) {
+        copy_run_2((uint16_t *)o, (const uint16_t *)fill, n, 0);
+    } else if (w == 4) {
+        copy_run_4((uint32_t *)o, (const uint32_t *)fill, n, 0);
+    } else {
+        copy_run_8((uint64_t *)o, (const uint64_t *)fill, n, 0);
+    }
+}
+
 /* Output row `row` (its position over every dim but the last, row-major). */
 static void gather_row(const gather_t *G, ptrdiff_t row)
 {
     const int last = G->ndim - 1;
+    const size_t w = G->width;
+    char *out_row = G->out + (size_t)row * G->out_len[last] * w;
     ptrdiff_t offset = 0, rem = row;
     for (int d = last - 1; d >= 0; d--) {
         const ptrdiff_t o = rem % G->out_len[d];
         rem /= G->out_len[d];
-        offset += (G->index[d] ? (ptrdiff_t)G->index[d][o] : o) * G->stride[d];
+        const ptrdiff_t i = G->index[d] ? (ptrdiff_t)G->index[d][o] : o;
+        if (i < 0) { /* a padded row: the value throughout */
+            fill_run(out_row, G->fill, G->out_len[last], w);
+            return;
+        }
+        offset += i * G->stride[d];
     }
-    const size_t w = G->width;
     const ptrdiff_t s = G->stride[last];
-    char *out_row = G->out + (size_t)row * G->out_len[last] * w;
     for (ptrdiff_t r = 0; r < G->n_runs; r++) {
         const run_t run = G->runs[r];
         char *o = out_row + (size_t)run.start * w;
         const char *a = G->a + (offset + run.first * s) * (ptrdiff_t)w;
-        if (s == 1) {
+        if (run.first < 0) {
+            fill_run(o, G->fill, run.length, w);
+        } else if (s == 1) {
             memcpy(o, a, (size_t)run.length * w);
         } else if (w == 1) {
             copy_run_1((uint8_t *)o, (const uint8_t *)a, run.length, s);
@@ -137,19 +161,24 @@ static void gather_row(const gather_t *G, ptrdiff_t row)
     }
 }
 
-/* The last dim's index cut into runs that count up by one (at most n runs). */
+/* The last dim's index (NULL: not padded) cut into runs that count up by one or are all -1
+ * (at most n runs). */
 static ptrdiff_t find_runs(const int64_t *index, ptrdiff_t n, run_t *runs)
 {
+    if (index == NULL) {
+        runs[0] = (run_t){0, 0, n};
+        return 1;
+    }
     ptrdiff_t count = 0;
     for (ptrdiff_t o = 0; o < n; o++) {
         if (count > 0) {
             run_t *prev = &runs[count - 1];
-            if (index[o] == prev->first + prev->length) {
+            if (prev->first < 0 ? index[o] < 0 : index[o] == prev->first + prev->length) {
                 prev->length++;
                 continue;
             }
         }
-        runs[count++] = (run_t){o, (ptrdiff_t)index[o], 1};
+        runs[count++] = (run_t){o, index[o] < 0 ? -1 : (ptrdiff_t)index[o], 1};
     }
     return count;
 }
@@ -157,9 +186,9 @@ static ptrdiff_t find_runs(const int64_t *index, ptrdiff_t n, run_t *runs)
 static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "gather(out, a, a_offset, a_strides, a_shape, indices) takes 6 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "gather(out, a, a_offset, a_strides, a_shape, indices, "
+                        "fill) takes 7 arguments");
         return NULL;
     }
     held_t h = {.held = 0};
@@ -169,29 +198,10 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
     long long shape[MAX_NDIM], strides[MAX_NDIM]; /* parse_dims fills up to MAX_NDIM */
     int ndim;
     if (parse_dims(args[4], "a_shape", -1, shape, &ndim) < 0) goto done;
-    PyObject *indices = PySequence_Fast(args[5], "indices must be a tuple of index arrays");
-    if (indices == NULL) goto done;
-    G.ndim = ndim;
-    G.k = (int)PySequence_Fast_GET_SIZE(indices);
-    if (G.k < 1 || G.k > MAX_PAD_DIMS || G.k > ndim) {
-        PyErr_Format(PyExc_ValueError, "indices must hold 1 to %d index arrays, one per padded "
-                     "dim (the last dims of a_shape)", MAX_PAD_DIMS);
-        Py_DECREF(indices);
+    if (ndim < 1) {
+        PyErr_SetString(PyExc_ValueError, "a_shape must have at least one dim");
         goto done;
     }
-    long long out_shape[MAX_NDIM];
-    for (int d = 0; d < ndim; d++) {
-        const int padded = d - (ndim - G.k); /* which index array, or < 0 for a batch dim */
-        ptrdiff_t n = (ptrdiff_t)shape[d];
-        if (padded >= 0 && parse_index(&h, PySequence_Fast_GET_ITEM(indices, padded), shape[d],
-                                       "indices", &G.index[d], &n) < 0) {
-            Py_DECREF(indices);
-            goto done;
-        }
-        G.out_len[d] = n;
-        out_shape[d] = n;
-    }
-    Py_DECREF(indices);
     const Py_buffer *out = hold_buffer(&h, args[0], 1, "out");
     const Py_buffer *a = out ? hold_buffer(&h, args[1], 0, "a") : NULL;
     if (a == NULL) goto done;
@@ -201,6 +211,37 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
                      "bytes (got %zd and %zd)", out->itemsize, a->itemsize);
         goto done;
     }
+    if (args[6] != Py_None) {
+        const Py_buffer *fill = hold_buffer(&h, args[6], 0, "fill");
+        if (fill == NULL) goto done;
+        if (fill->itemsize != a->itemsize || fill->len < fill->itemsize) {
+            PyErr_SetString(PyExc_TypeError, "fill must hold one element of a's width");
+            goto done;
+        }
+        G.fill = fill->buf;
+    }
+    PyObject *indices = PySequence_Fast(args[5], "indices must be a tuple");
+    if (indices == NULL) goto done;
+    if (PySequence_Fast_GET_SIZE(indices) != ndim) {
+        PyErr_Format(PyExc_ValueError, "indices must hold %d entries, an index array or None "
+                     "per dim of a", ndim);
+        Py_DECREF(indices);
+        goto done;
+    }
+    G.ndim = ndim;
+    long long out_shape[MAX_NDIM];
+    for (int d = 0; d < ndim; d++) {
+        PyObject *index = PySequence_Fast_GET_ITEM(indices, d);
+        ptrdiff_t n = (ptrdiff_t)shape[d];
+        if (index != Py_None && parse_index(&h, index, G.fill ? -1 : 0, shape[d], "indices",
+                                            &G.index[d], &n) < 0) {
+            Py_DECREF(indices);
+            goto done;
+        }
+        G.out_len[d] = n;
+        out_shape[d] = n;
+    }
+    Py_DECREF(indices);
     long long out_strides[MAX_NDIM];
     long long step = 1;
     for (int d = ndim - 1; d >= 0; d--) {
@@ -278,7 +319,7 @@ static PyObject *py_index_add(PyObject *self, PyObject *const *args, Py_ssize_t 
     ptrdiff_t n;
     if (parse_size(args[2], "outer", &outer) < 0 || parse_size(args[3], "size", &size) < 0 ||
         parse_size(args[4], "inner", &inner) < 0 ||
-        parse_index(&h, args[5], size, "index", &index, &n) < 0)
+        parse_index(&h, args[5], 0, size, "index", &index, &n) < 0)
         goto done;
     const Py_buffer *out = hold_buffer(&h, args[0], 1, "out");
     const Py_buffer *a = out ? hold_buffer(&h, args[1], 0, "a") : NULL;
@@ -325,7 +366,7 @@ done:
 
 static PyMethodDef METHODS[] = {
     {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
-     "gather(out, a, a_offset, a_strides, a_shape, indices): out[b.., o..] = a[b.., indices[d][o_d]..]."},
+     "gather(out, a, a_offset, a_strides, a_shape, indices, fill): out[o..] = a[indices[d][o_d]..]."},
     {"index_add", (PyCFunction)(void (*)(void))py_index_add, METH_FASTCALL,
      "index_add(out, a, outer, size, inner, index): out = 0; out[r, index[o], i] += a[r, o, i]."},
     COMMON_METHODS,
@@ -345,8 +386,7 @@ PyMODINIT_FUNC PyInit__pad(void)
     init_module_state();
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "MAX_PAD_DIMS", MAX_PAD_DIMS) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0) {
+    if (PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0) {
         Py_DECREF(m);
         return NULL;
     }

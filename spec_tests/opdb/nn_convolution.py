@@ -126,6 +126,19 @@ def _index_pad_samples(mode, nd):
     return samples
 
 
+def _constant_pad_samples(dtype, rng):
+    """F.pad's "constant" mode: the constant_pad_nd op, each sample padding or cropping."""
+    def t(*shape, layout="contiguous"):
+        return tensor(shape, dtype, rng, layout)
+    yield Sample((t(2, 3, 5, 4), (2, 1, 3, 2)), {"value": 1.5}, "2 dims")
+    yield Sample((t(3, 4, 5, layout="transposed"), (1, -2, 0, 3)), {}, "crop, transposed")
+    yield Sample((t(2, 3, 4, 5, layout="strided"), (1, 1)), {"value": -2}, "strided")
+    yield Sample((t(2, 3, 4, 5, layout="transposed"), (1, 2, 2, 1)), {"value": 3},
+                 "4-d transposed, integral value")
+    yield Sample((t(2, 3, 2, 4, 3), (1, 0, 0, 1, 2, 2)), {}, "3 dims")
+    yield Sample((t(2, 3, 4), (1, -1, 2, 0)), {"value": 0.5}, "small (for gradcheck)")
+
+
 def _conv1d_samples(dtype, rng):
     def t(*shape, layout="contiguous"):
         return tensor(shape, dtype, rng, layout)
@@ -196,6 +209,8 @@ OPS = [
     OpInfo("fold", _f("fold"), _fold_samples, dtypes=("int64",) + FLOAT_DTYPES),
     OpInfo("pad", _f("pad"), _pad_samples,
            dtypes=("bool", "uint8", "int64") + FLOAT_DTYPES),
+    OpInfo("constant_pad_nd", _f("pad"), _constant_pad_samples,
+           dtypes=("bool", "int8", "uint8", "int16", "int32", "int64") + FLOAT_DTYPES),
     *(OpInfo(f"{prefix}_pad{nd}d", _f("pad"), _index_pad_samples(mode, nd),
              dtypes=("int8", "uint8", "int16", "int32", "int64") + FLOAT_DTYPES)
       for prefix, mode in (("reflection", "reflect"), ("replication", "replicate"))

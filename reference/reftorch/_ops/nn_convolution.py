@@ -582,6 +582,13 @@ def _col2im(input, output_size, kernel_size, dilation, padding, stride):
 
 # --- padding ------------------------------------------------------------------------------------
 
+def pad_value(value, dtype):
+    """The element of NumPy `dtype` that constant padding writes for `value`: integers take
+    the value truncated toward zero (2.7 -> 2), as a C cast does."""
+    fill = bool(value) if dtype.kind == "b" else (int(value) if dtype.kind in "iu" else value)
+    return np.full((), fill, dtype=dtype)
+
+
 def constant_pad_kernel(input, pad, value):
     """Pad (or, for negative amounts, crop) the last len(pad)//2 dims; pad lists the last dim
     first: (last_before, last_after, second_last_before, ...)."""
@@ -596,12 +603,9 @@ def constant_pad_kernel(input, pad, value):
     cropped = input[tuple(crops)]
     if not any(w != (0, 0) for w in widths):
         return cropped.copy()
-    # Integers take the value truncated toward zero (2.7 -> 2), as a C cast does.
-    fill = bool(value) if input.dtype.kind == "b" else (
-        int(value) if input.dtype.kind in "iu" else value)
     # The value everywhere, then the input in the middle (what np.pad does, at 3/4 its time).
     shape = tuple(n + before + after for n, (before, after) in zip(cropped.shape, widths))
-    result = np.full(shape, fill, dtype=input.dtype)
+    result = np.full(shape, pad_value(value, input.dtype))
     result[tuple(slice(before, before + n) for n, (before, _) in zip(cropped.shape, widths))] \
         = cropped
     return result
