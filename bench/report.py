@@ -108,7 +108,10 @@ def bench_modules(selected=()):
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - one broken bench file must not hide others
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - one broken or skipped bench file (pytest's
+            # skip, a BaseException, when there is no GPU) must not hide the others
             print(f"# {path.name}: not run ({type(exc).__name__}: {exc})")
             continue
         if hasattr(module, "CASES"):

@@ -10,6 +10,7 @@ counter (`_gemm.calls()`) tells whether the C path really ran. Block sizes are s
 `_gemm.set_blocking` so that small matrices cross every block boundary (K slices, MC row
 blocks, NC column blocks, micro-tile edges) cheaply; one test crosses the real ones.
 """
+import contextlib
 import math
 import os
 import time
@@ -504,12 +505,9 @@ def test_conv2d_real_blocks_and_threads():
 
 def test_conv2d_declines_what_it_does_not_handle(no_threshold):
     x, w = tensor((2, 4, 10, 10), F32, 1), tensor((6, 4, 3, 3), F32, 2)
-    declined(lambda: reftorch.conv2d(x, tensor((6, 2, 3, 3), F32, 3), groups=2))
-    declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 3, 3, 3), F32, 3), groups=2))
     # an output_padding reaching the stride (allowed by the dilation): col2im cannot place it
     declined(lambda: reftorch.conv_transpose2d(x, tensor((4, 6, 3, 3), F32, 3),
                                                output_padding=1, dilation=2))
-    declined(lambda: reftorch.conv1d(tensor((2, 4, 10), F32, 1), tensor((6, 4, 3), F32, 2)))
     declined(lambda: reftorch.conv3d(tensor((1, 4, 5, 5, 5), F32, 1),
                                      tensor((6, 4, 3, 3, 3), F32, 2)))
     declined(lambda: reftorch.conv2d(x.to(reftorch.float16), w.to(reftorch.float16)))
@@ -692,12 +690,48 @@ def test_conv2d_weight_grad_declines_what_it_does_not_handle(no_threshold):
     x = tensor((2, 4, 10, 10), F32, 1)
     grad = tensor((2, 6, 8, 8), F32, 2)
     from reftorch._ops.nn_convolution import convolution_backward_weight
-    declined(lambda: convolution_backward_weight(x, grad, (6, 2, 3, 3), (1, 1), (0, 0), (1, 1), 2))
     declined(lambda: weight_grad(x.double(), grad, (6, 4, 3, 3)))
     declined(lambda: weight_grad(x, grad[:, :, :7], (6, 4, 3, 3)))   # fewer positions
-    declined(lambda: convolution_backward_weight(tensor((2, 4, 10), F32, 1),
-                                                 tensor((2, 6, 8), F32, 2), (6, 4, 3), (1,),
-                                                 (0,), (1,), 1))
+    declined(lambda: convolution_backward_weight(tensor((2, 4, 10, 10, 10), F32, 1),
+                                                 tensor((2, 6, 8, 8, 8), F32, 2),
+                                                 (6, 4, 3, 3, 3), (1,) * 3, (0,) * 3, (1,) * 3,
+                                                 1))
+
+
+@pytest.mark.parametrize("name,x_shape,w_shape,kw,calls", [
+    ("conv1d", (2, 4, 20), (6, 4, 3), {"stride": 2, "padding": 1}, 1),
+    ("conv1d", (2, 4, 20), (6, 2, 3), {"groups": 2, "dilation": 2}, 2),
+    ("conv2d", (2, 4, 10, 10), (6, 2, 3, 3), {"groups": 2, "padding": 1}, 2),
+    ("conv2d", (2, 4, 9, 9), (4, 1, 3, 3), {"groups": 4, "stride": 2, "padding": 1}, 4),
+    ("conv2d", (2, 4, 9, 9), (8, 1, 3, 3), {"groups": 4}, 4),     # a channel multiplier
+    ("conv_transpose1d", (2, 4, 10), (4, 3, 3), {"stride": 2}, None),
+    ("conv_transpose2d", (2, 4, 6, 6), (4, 3, 3, 3), {"groups": 2, "stride": 2}, None),
+    ("conv_transpose2d", (2, 4, 6, 6), (4, 1, 3, 3), {"groups": 4, "padding": 1}, 4),
+])
+def test_1d_and_grouped_convolutions_run_as_2d_ones(name, x_shape, w_shape, kw, calls,
+                                                   no_threshold):
+    """A 1-D convolution runs as the 2-D one of height 1, a grouped one as one 2-D
+    convolution per group (`calls`: the C calls of the forward, None where a transposed
+    group may take one or two); forward and every gradient (the transposed convolution and
+    the weight gradient, grouped or 1-D alike) agree with the reference."""
+    fn = getattr(reftorch, name)
+    results = []
+    for reference in (False, True):
+        x = tensor(x_shape, F64, 1).requires_grad_()
+        w = tensor(w_shape, F64, 2).requires_grad_()
+        out_channels = w_shape[1] * kw.get("groups", 1) if "transpose" in name else w_shape[0]
+        b = tensor((out_channels,), F64, 3).requires_grad_()
+        with contextlib.ExitStack() as stack:
+            if reference:
+                stack.enter_context(reftorch.plugins.use_reference_kernels())
+            out, ran = calls_during(lambda: fn(x, w, b, **kw))
+            _, backward_ran = calls_during(lambda: out.square().sum().backward())
+        if not reference:
+            assert ran == calls if calls is not None else ran >= kw.get("groups", 1)
+            assert backward_ran >= 2          # the input and the weight gradients
+        results.append([host(t.detach()) for t in (out, x.grad, w.grad, b.grad)])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())
 
 
 def test_conv2d_weight_grad_checks_its_buffers():
