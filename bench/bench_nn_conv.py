@@ -59,6 +59,22 @@ CASES["conv_transpose2d float32 4x32x14x14 w=32x16x4x4 stride=2"] = {
     "reftorch": lambda: reftorch.conv_transpose2d(_tr, _twr, stride=2, padding=1),
     "torch": lambda: torch.conv_transpose2d(_tt, _twt, stride=2, padding=1)}
 
+# Convolutions the 2-D path serves by reduction: 1-D, 3-D, grouped and depthwise.
+for _label, _xs, _ws, _kw, _fn in (
+        ("conv1d float32 8x64x1024 w=64x64x3 pad=1", (8, 64, 1024), (64, 64, 3), {}, "conv1d"),
+        ("conv3d float32 2x16x16x32x32 w=16x16x3x3x3 pad=1", (2, 16, 16, 32, 32),
+         (16, 16, 3, 3, 3), {}, "conv3d"),
+        ("conv2d groups=2 float32 8x64x56x56 w=64x32x3x3 pad=1", (8, 64, 56, 56),
+         (64, 32, 3, 3), {"groups": 2}, "conv2d"),
+        ("conv2d depthwise float32 8x64x56x56 w=64x1x3x3 pad=1", (8, 64, 56, 56),
+         (64, 1, 3, 3), {"groups": 64}, "conv2d")):
+    (_ixr, _ixt, _), (_iwr, _iwt, _) = float32_inputs(_xs, _RNG), float32_inputs(_ws, _RNG)
+    CASES[_label] = {
+        "reftorch": lambda x=_ixr, w=_iwr, kw=_kw, f=_fn: getattr(reftorch, f)(x, w, padding=1,
+                                                                              **kw),
+        "torch": lambda x=_ixt, w=_iwt, kw=_kw, f=_fn: getattr(torch, f)(x, w, padding=1,
+                                                                        **kw)}
+
 _pr, _pt, _pa = float32_inputs((8, 64, 56, 56), _RNG)
 for _mode in ("constant", "reflect", "replicate", "circular"):
     CASES[f"F.pad {_mode} float32 8x64x56x56 pad=2"] = {

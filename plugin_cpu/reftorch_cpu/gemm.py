@@ -12,7 +12,8 @@ never built (the packing reads the image), the bias added last. A transposed con
 (stride 1) or a product giving the columns weight^T @ x[n], added back by `_gemm.col2im`,
 whichever moves fewer elements. `convolution_backward_weight` (2-D) is one product through
 `_gemm.conv2d_weight_grad`: the sum over images of grad[n] @ im2col(x[n])^T. A 1-D
-convolution (and its weight gradient) is the 2-D one of height 1; a grouped one runs one 2-D
+convolution (and its weight gradient) is the 2-D one of height 1; a 3-D one a 2-D one over
+its output depth positions (see "3-D convolutions" below); a grouped one runs one
 convolution per group on views of the group's channels, the results joined along the
 channels (a depthwise one is thus one call per channel: 6x faster than the reference at
 8x64x56x56, still 9x slower than PyTorch's own depthwise kernel).
@@ -30,8 +31,8 @@ products (fewer than MIN_FLOPS multiply-adds), where the Python side of the call
 than NumPy's whole product, and skinny ones (fewer than MIN_SIDE rows or columns), where
 OpenBLAS's matrix-vector code wins. Convolution: 1-D or 2-D (3-D or 4-D input), non-empty, a
 weight whose (C, KH, KW) dims collapse into one stride (any weight when transposed), bias a
-vector; transposed: an output_padding below the stride. Weight gradient: 1-D or 2-D, a
-gradient covering every output position. 3-D convolutions run on the reference.
+vector; transposed: an output_padding below the stride. Weight gradient: 1-D, 2-D or
+3-D, a gradient covering every output position.
 """
 from __future__ import annotations
 
@@ -98,32 +99,36 @@ def addmm_kernel(out, inputs, dtypes, params):
 
 
 def convolution_kernel(out, inputs, dtypes, params):
-    """A 1-D or 2-D convolution (plain or transposed): a 1-D one as the 2-D one of height 1,
-    a grouped one as one 2-D convolution per group (see _convolution_2d). Anything else is
-    declined."""
+    """A 1-D, 2-D or 3-D convolution (plain or transposed), all through the 2-D one
+    (_convolution_2d): a grouped one as one convolution per group, a 1-D one as the 2-D one
+    of height 1, a 3-D one as a 2-D one over its depth positions (_convolution_3d). Anything
+    else is declined."""
     if len(inputs) != 3:
         return NotImplemented
     x, weight, bias = inputs
-    if len(x._shape) == 3 and len(weight._shape) == 3:
-        return _without_height(convolution_kernel(
-            out, (_with_height(x), _with_height(weight), bias), dtypes, _params_2d(params)))
-    if len(x._shape) != 4 or len(weight._shape) != 4:
+    if len(x._shape) not in (3, 4, 5) or len(weight._shape) != len(x._shape):
         return NotImplemented
     groups = params.get("groups", 1)
     if groups == 1:
-        return _convolution_2d(x, weight, bias, dtypes, params)
+        return _CONVOLUTIONS[len(x._shape)](x, weight, bias, dtypes, params)
     # weight (O, C/G, ...) or, transposed, (C, O/G, ...): its dim 0 is split into the groups
     if x._shape[1] % groups or weight._shape[0] % groups:
         return NotImplemented
     in_group, w_group = x._shape[1] // groups, weight._shape[0] // groups
     out_group = weight._shape[1] if params.get("transposed") else w_group
     one_group = dict(params, groups=1)
+    convolution = _CONVOLUTIONS[len(x._shape)]
     return _side_by_side(1, [
-        _convolution_2d(_narrowed(x, 1, g * in_group, in_group),
-                        _narrowed(weight, 0, g * w_group, w_group),
-                        None if bias is None else _narrowed(bias, 0, g * out_group, out_group),
-                        dtypes, one_group)
+        convolution(_narrowed(x, 1, g * in_group, in_group),
+                    _narrowed(weight, 0, g * w_group, w_group),
+                    None if bias is None else _narrowed(bias, 0, g * out_group, out_group),
+                    dtypes, one_group)
         for g in range(groups)])
+
+
+def _convolution_1d(x, weight, bias, dtypes, params):
+    return _without_height(_convolution_2d(_with_height(x), _with_height(weight), bias, dtypes,
+                                           _params_2d(params)))
 
 
 def _convolution_2d(x, weight, bias, dtypes, params):
@@ -240,31 +245,34 @@ def _transposed_by_col2im(x, weight, bias, stride, padding, dilation, output_pad
 
 
 def weight_grad_kernel(out, inputs, dtypes, params):
-    """convolution_backward_weight of a 1-D or 2-D convolution: a 1-D one as the 2-D one of
-    height 1, a grouped one group by group (each group's weight gradient is that of its own
-    convolution), see _weight_grad_2d. Anything else is declined."""
+    """convolution_backward_weight of a 1-D, 2-D or 3-D convolution, all through the 2-D one
+    (_weight_grad_2d), as convolution_kernel reduces them (a grouped one group by group: each
+    group's weight gradient is that of its own convolution). Anything else is declined."""
     if len(inputs) != 2:
         return NotImplemented
     x, grad = inputs
     weight_shape = tuple(params["weight_shape"])
-    if len(x._shape) == 3 and len(grad._shape) == 3 and len(weight_shape) == 3:
-        return _without_height(weight_grad_kernel(
-            out, (_with_height(x), _with_height(grad)), dtypes,
-            dict(_params_2d(params), weight_shape=weight_shape[:2] + (1,) + weight_shape[2:])))
-    if len(x._shape) != 4 or len(grad._shape) != 4 or len(weight_shape) != 4:
+    if len(x._shape) not in (3, 4, 5) or not len(grad._shape) == len(weight_shape) == \
+            len(x._shape):
         return NotImplemented
+    weight_grad = _WEIGHT_GRADS[len(x._shape)]
     groups = params.get("groups", 1)
     if groups == 1:
-        return _weight_grad_2d(x, grad, weight_shape, dtypes[0], params)
+        return weight_grad(x, grad, weight_shape, dtypes[0], params)
     if x._shape[1] % groups or weight_shape[0] % groups or grad._shape[1] != weight_shape[0]:
         return NotImplemented
     in_group, out_group = x._shape[1] // groups, weight_shape[0] // groups
     one_group = (out_group,) + weight_shape[1:]
     return _side_by_side(0, [
-        _weight_grad_2d(_narrowed(x, 1, g * in_group, in_group),
-                        _narrowed(grad, 1, g * out_group, out_group), one_group, dtypes[0],
-                        params)
+        weight_grad(_narrowed(x, 1, g * in_group, in_group),
+                    _narrowed(grad, 1, g * out_group, out_group), one_group, dtypes[0], params)
         for g in range(groups)])
+
+
+def _weight_grad_1d(x, grad, weight_shape, dtype, params):
+    return _without_height(_weight_grad_2d(
+        _with_height(x), _with_height(grad), weight_shape[:2] + (1,) + weight_shape[2:], dtype,
+        _params_2d(params)))
 
 
 def _weight_grad_2d(x, grad, weight_shape, dtype, params):
@@ -334,6 +342,129 @@ def _side_by_side(dim, parts):
     result = Tensor._empty(tuple(shape), parts[0]._storage.dtype)
     np.concatenate([part._np for part in parts], axis=dim, out=result._np)
     return result
+
+
+# --- 3-D convolutions as 2-D ones over the depth positions ------------------------------------
+#
+# A 3-D convolution is, at each output depth position od, the sum over the kernel's depth
+# taps kd of 2-D convolutions of the input's depth slice od * stride + kd * dilation - padding
+# with the kernel's slice kd. Gathering those slices as channels (C * KD of them, zero where
+# a tap falls in the padding) turns it into one 2-D convolution over N * D_out images with
+# the weight seen as (O, C * KD, KH, KW). Its weight gradient is the 2-D one of the same
+# images; a transposed one is the 2-D transposed convolution of each input depth slice,
+# whose C_out * KD channels are then added at their depth positions (the gather's adjoint).
+
+def _depth_params(params):
+    """The 2-D parameters of the (H, W) dims."""
+    return dict(params, stride=tuple(params["stride"][1:]), padding=tuple(params["padding"][1:]),
+                dilation=tuple(params["dilation"][1:]),
+                output_padding=tuple(params.get("output_padding", (0, 0, 0))[1:]))
+
+
+def _depth_taps(size, taps, stride, padding, dilation, positions):
+    """For each tap kd: (kd, first, last, depth): positions p in [first, last) of
+    range(positions) whose depth p * stride + kd * dilation - padding lies in [0, size),
+    and that depth at p = first."""
+    for kd in range(taps):
+        offset = kd * dilation - padding
+        first = max(0, -(offset // stride))                  # ceil(-offset / stride)
+        last = min(positions, (size - 1 - offset) // stride + 1) if size > offset else 0
+        yield kd, first, max(first, last), first * stride + offset
+
+
+def _depth_columns(x, taps, params):
+    """x (N, C, D, H, W) as (N * D_out, C * taps, H, W): the depth slices each output depth
+    position reads, tap by tap (zero in the padding); and D_out."""
+    n, c, d, h, w = x._shape
+    stride, padding, dilation = params["stride"][0], params["padding"][0], params["dilation"][0]
+    d_out = (d + 2 * padding - dilation * (taps - 1) - 1) // stride + 1
+    if d_out <= 0:
+        return None, d_out
+    columns = np.zeros((n, d_out, c, taps, h, w), x._storage.dtype.numpy_dtype)
+    source = x._np
+    for kd, first, last, depth in _depth_taps(d, taps, stride, padding, dilation, d_out):
+        if last > first:
+            columns[:, first:last, :, kd] = source[:, :, depth:depth + (last - first - 1) *
+                                                   stride + 1:stride].transpose(0, 2, 1, 3, 4)
+    return Tensor._from_array(columns.reshape(n * d_out, c * taps, h, w)), d_out
+
+
+def _convolution_3d(x, weight, bias, dtypes, params):
+    if params.get("transposed"):
+        return _transposed_3d(x, weight, bias, dtypes, params)
+    o, c, taps = weight._shape[:3]
+    if c != x._shape[1] or not (_on_cpu_as(x, dtypes[0]) and _on_cpu_as(weight, dtypes[0])):
+        return NotImplemented
+    columns, d_out = _depth_columns(x, taps, params)
+    if columns is None:
+        return NotImplemented
+    flat_weight = Tensor._from_array(np.ascontiguousarray(weight._np).reshape(
+        o, c * taps, *weight._shape[3:]))
+    planes = _convolution_2d(columns, flat_weight, bias, dtypes, _depth_params(params))
+    if planes is NotImplemented:
+        return NotImplemented
+    n = x._shape[0]
+    result = Tensor._empty((n, o, d_out) + planes._shape[2:], planes._storage.dtype)
+    result._np[...] = planes._np.reshape((n, d_out, o) + planes._shape[2:]).transpose(
+        0, 2, 1, 3, 4)
+    return result
+
+
+def _transposed_3d(x, weight, bias, dtypes, params):
+    """Each input depth slice's 2-D transposed convolution with the weight seen as
+    (C_in, C_out * KD, KH, KW), its KD channel groups added at output depths
+    d * stride + kd * dilation - padding (those inside [0, D_out)), the bias last."""
+    c_in, c_out, taps = weight._shape[:3]
+    n, c, d = x._shape[:3]
+    if c != c_in or not (_on_cpu_as(x, dtypes[0]) and _on_cpu_as(weight, dtypes[0])):
+        return NotImplemented
+    stride, padding, dilation = params["stride"][0], params["padding"][0], params["dilation"][0]
+    d_out = (d - 1) * stride - 2 * padding + dilation * (taps - 1) + \
+        params["output_padding"][0] + 1
+    if d_out <= 0:
+        return NotImplemented
+    slices = Tensor._from_array(np.ascontiguousarray(
+        x._np.transpose(0, 2, 1, 3, 4)).reshape((n * d, c) + x._shape[3:]))
+    flat_weight = Tensor._from_array(np.ascontiguousarray(weight._np).reshape(
+        c_in, c_out * taps, *weight._shape[3:]))
+    planes = _convolution_2d(slices, flat_weight, None, dtypes, _depth_params(params))
+    if planes is NotImplemented:
+        return NotImplemented
+    spatial = planes._shape[2:]
+    planes = planes._np.reshape((n, d, c_out, taps) + spatial)
+    result = Tensor._empty((n, c_out, d_out) + spatial, dtypes[0])
+    out = result._np
+    out[...] = 0
+    # input depth i reaches output depth i * stride + kd * dilation - padding: the forward's
+    # enumeration with input and output depths exchanged
+    for kd, first, last, depth in _depth_taps(d_out, taps, stride, padding, dilation, d):
+        if last > first:
+            out[:, :, depth:depth + (last - first - 1) * stride + 1:stride] += \
+                planes[:, first:last, :, kd].transpose(0, 2, 1, 3, 4)
+    if bias is not None:
+        out += bias._np.reshape(-1, 1, 1, 1)
+    return result
+
+
+def _weight_grad_3d(x, grad, weight_shape, dtype, params):
+    o, c, taps = weight_shape[:3]
+    if c != x._shape[1] or not (_on_cpu_as(x, dtype) and _on_cpu_as(grad, dtype)):
+        return NotImplemented
+    columns, d_out = _depth_columns(x, taps, params)
+    if columns is None or grad._shape[:3] != (x._shape[0], o, d_out):
+        return NotImplemented
+    n = x._shape[0]
+    planes = Tensor._from_array(np.ascontiguousarray(grad._np.transpose(0, 2, 1, 3, 4)).reshape(
+        (n * d_out, o) + grad._shape[3:]))
+    flat = _weight_grad_2d(columns, planes, (o, c * taps) + tuple(weight_shape[3:]), dtype,
+                           _depth_params(params))
+    if flat is NotImplemented:
+        return NotImplemented
+    return Tensor._from_array(flat._np.reshape(weight_shape))
+
+
+_CONVOLUTIONS = {3: _convolution_1d, 4: _convolution_2d, 5: _convolution_3d}
+_WEIGHT_GRADS = {3: _weight_grad_1d, 4: _weight_grad_2d, 5: _weight_grad_3d}
 
 
 def _flat_positions(t):
