@@ -22,7 +22,7 @@ import reftorch
 
 try:
     import reftorch_cpu
-    from reftorch_cpu import _gemm, gemm
+    from reftorch_cpu import _depthwise, _gemm, gemm
 except ImportError as exc:  # not built or not installed in this environment
     pytest.skip(f"reftorch_cpu is not importable ({exc}); build it with "
                 f"`pip install --no-build-isolation ./plugin_cpu`", allow_module_level=True)
@@ -702,11 +702,12 @@ def test_conv2d_weight_grad_declines_what_it_does_not_handle(no_threshold):
     ("conv1d", (2, 4, 20), (6, 4, 3), {"stride": 2, "padding": 1}, 1),
     ("conv1d", (2, 4, 20), (6, 2, 3), {"groups": 2, "dilation": 2}, 2),
     ("conv2d", (2, 4, 10, 10), (6, 2, 3, 3), {"groups": 2, "padding": 1}, 2),
-    ("conv2d", (2, 4, 9, 9), (4, 1, 3, 3), {"groups": 4, "stride": 2, "padding": 1}, 4),
+    ("conv2d", (2, 4, 9, 9), (4, 1, 3, 3), {"groups": 4, "stride": 2, "padding": 1}, 0),
     ("conv2d", (2, 4, 9, 9), (8, 1, 3, 3), {"groups": 4}, 4),     # a channel multiplier
     ("conv_transpose1d", (2, 4, 10), (4, 3, 3), {"stride": 2}, None),
     ("conv_transpose2d", (2, 4, 6, 6), (4, 3, 3, 3), {"groups": 2, "stride": 2}, None),
-    ("conv_transpose2d", (2, 4, 6, 6), (4, 1, 3, 3), {"groups": 4, "padding": 1}, 4),
+    ("conv_transpose2d", (2, 4, 6, 6), (4, 1, 3, 3), {"groups": 4, "padding": 1}, 0),
+    ("conv_transpose2d", (2, 4, 6, 6), (4, 1, 3, 3), {"groups": 4, "stride": 2}, None),
     ("conv3d", (2, 3, 5, 6, 6), (4, 3, 3, 3, 3), {"padding": 1, "stride": (2, 1, 1)}, 1),
     ("conv3d", (1, 4, 7, 5, 5), (4, 2, 2, 3, 3), {"groups": 2, "dilation": (3, 1, 1),
                                                   "padding": (2, 0, 1)}, 2),
@@ -721,9 +722,10 @@ def test_1d_3d_and_grouped_convolutions_run_as_2d_ones(name, x_shape, w_shape, k
     """A 1-D convolution runs as the 2-D one of height 1, a 3-D one as a 2-D one over its
     output depth positions (the depth taps gathered as channels; transposed: each input
     depth slice's 2-D transposed convolution, added at its depths), a grouped one as one
-    convolution per group (`calls`: the C calls of the forward, None where a transposed
-    group may take one or two); forward and every gradient (the transposed convolution and
-    the weight gradient, grouped, 1-D or 3-D alike) agree with the reference."""
+    convolution per group (`calls`: the GEMM module's C calls of the forward, None where a
+    transposed group may take one or two, 0 for the depthwise ones the direct kernel serves);
+    forward and every gradient (the transposed convolution and the weight gradient, grouped,
+    1-D or 3-D alike) agree with the reference."""
     fn = getattr(reftorch, name)
     results = []
     for reference in (False, True):
@@ -738,10 +740,84 @@ def test_1d_3d_and_grouped_convolutions_run_as_2d_ones(name, x_shape, w_shape, k
             _, backward_ran = calls_during(lambda: out.square().sum().backward())
         if not reference:
             assert ran == calls if calls is not None else ran >= kw.get("groups", 1)
-            assert backward_ran >= 2          # the input and the weight gradients
+            assert backward_ran >= (2 if calls else 0)   # the input and weight gradients
         results.append([host(t.detach()) for t in (out, x.grad, w.grad, b.grad)])
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("x_shape,kw,stride_1_backward", [
+    ((2, 6, 11, 13), {"padding": 1}, True),
+    ((3, 4, 9, 8), {"stride": (2, 1), "padding": (0, 2), "dilation": (1, 2)}, False),
+    ((1, 5, 7, 16), {"dilation": 2, "padding": 2}, True),
+])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_depthwise_convolution_runs_directly(x_shape, kw, stride_1_backward, dtype,
+                                             no_threshold):
+    """groups == channels with one filter each: the forward and the weight gradient run in
+    src/depthwise.c, and so does the input gradient at stride 1 (the flipped filters'
+    depthwise convolution); all agree with the reference, in every instruction set, with
+    the same bits on 1 and 2 threads."""
+    channels = x_shape[1]
+    results = {}
+    for run in ("reference", "1 thread", "2 threads") + tuple(_depthwise.supported_isas()):
+        x = tensor(x_shape, dtype, 1, "transposed" if run == "2 threads" else "contiguous")
+        x.requires_grad_()
+        w = tensor((channels, 1, 3, 3), dtype, 2).requires_grad_()
+        b = tensor((channels,), dtype, 3).requires_grad_()
+        previous_isa, previous_threads = _depthwise.isa(), _depthwise.set_num_threads(1)
+        try:
+            if run == "2 threads":
+                _depthwise.set_num_threads(2)
+            elif run in _depthwise.supported_isas():
+                _depthwise.set_isa(run)
+            before = _depthwise.calls()
+            with contextlib.ExitStack() as stack:
+                if run == "reference":
+                    stack.enter_context(reftorch.plugins.use_reference_kernels())
+                reftorch.conv2d(x, w, b, groups=channels, **kw).square().sum().backward()
+            direct = _depthwise.calls() - before
+        finally:
+            _depthwise.set_isa(previous_isa)
+            _depthwise.set_num_threads(previous_threads)
+        if run != "reference":
+            assert direct == (3 if stride_1_backward else 2)
+        results[run] = [host(t.detach()) for t in (x.grad, w.grad, b.grad)]
+    want = results.pop("reference")
+    for run, got in results.items():
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=RTOL[dtype] * 30,
+                                       atol=RTOL[dtype] * 30 * np.abs(e).max())
+        for g, e in zip(got, results["1 thread"]):
+            assert np.array_equal(g, e), run
+
+
+def test_depthwise_checks_its_arguments():
+    x = np.zeros(2 * 3 * 6 * 6, np.float32)
+    w = np.zeros(3 * 9, np.float32)
+    out = np.zeros(2 * 3 * 4 * 4, np.float32)
+    args = [out, x, 0, (2, 3, 6, 6), (108, 36, 6, 1), w, 0, (9, 3, 1), None, 0, 0, (3, 3),
+            (4, 4), (1, 1), (0, 0), (1, 1)]
+    _depthwise.conv(*args)
+    for position, bad in ((0, out[:-1]), (1, x[:-1]), (5, w[:-1]), (12, (5, 4)), (2, 1),
+                          (4, (108, 36, 7, 1)), (14, (-1, 0))):
+        wrong = list(args)
+        wrong[position] = bad
+        with pytest.raises((ValueError, IndexError)):
+            _depthwise.conv(*wrong)
+    wrong = list(args)
+    wrong[5] = w.astype(np.float64)
+    with pytest.raises(TypeError):
+        _depthwise.conv(*wrong)
+    grad = np.zeros(2 * 3 * 4 * 4, np.float32)
+    wargs = [w, x, 0, (2, 3, 6, 6), (108, 36, 6, 1), grad, 0, (48, 16, 4, 1), (3, 3), (4, 4),
+             (1, 1), (0, 0), (1, 1)]
+    _depthwise.weight_grad(*wargs)
+    for position, bad in ((0, w[:-1]), (5, grad[:-1]), (9, (4, 5))):
+        wrong = list(wargs)
+        wrong[position] = bad
+        with pytest.raises((ValueError, IndexError)):
+            _depthwise.weight_grad(*wrong)
 
 
 def test_conv2d_weight_grad_checks_its_buffers():

@@ -11,7 +11,8 @@ geometry, declining what it does not handle) over its own C extension module:
     nn_rows      softmax, log_softmax, norms, losses  _nn_rows  (src/nn_rows.c)
     indexing     gather/scatter/index ops, embedding  _index    (src/index.c)
     masked       masked_fill/select/scatter           _masked   (src/masked.c)
-    gemm         mm, bmm, addmm, convolution          _gemm     (src/gemm.c)
+    gemm         mm, bmm, addmm, convolution          _gemm     (src/gemm.c),
+                                                      _depthwise (src/depthwise.c)
     pooling      max/avg pooling, batch/group norm    _pool     (src/pool.c)
     sorting      sort, argsort, topk                  _sort     (src/sort.c)
     padding      reflection / replication padding     _pad      (src/pad.c)

@@ -1,0 +1,347 @@
+/* reftorch_cpu._depthwise: depthwise 2-D convolution (groups == input channels, one filter
+ * per channel) computed directly, and its weight gradient.
+ *
+ * Entry points (called from reftorch_cpu/gemm.py; sizes and strides in elements):
+ *
+ *   conv(out, x, x_offset, x_shape, x_strides, w, w_offset, w_strides, bias, bias_offset,
+ *        bias_stride, kernel, out_size, stride, padding, dilation)
+ *       out[n, c, i, j] = sum over (p, q) of x[n, c, i*sh + p*dh - ph, j*sw + q*dw - pw]
+ *                         * w[c, p, q]  (+ bias[c])
+ *       x (N, C, H, W) any strides; w viewed as (C, KH, KW); out a fresh row-major
+ *       (N, C, OH, OW); taps that fall in the padding are skipped.
+ *   weight_grad(out, x, x_offset, x_shape, x_strides, grad, grad_offset, grad_strides,
+ *               kernel, out_size, stride, padding, dilation)
+ *       out[c, p, q] = sum over n, i, j of grad[n, c, i, j] * x[n, c, i*sh + p*dh - ph, ...]
+ *       out a fresh row-major (C, KH, KW); grad (N, C, OH, OW) any strides.
+ *
+ * A depthwise layer moves far more data than it computes (KH*KW multiply-adds per output),
+ * so it runs as a convolution, not a product: an output row is accumulated tap by tap from
+ * input rows, the inner loop over the output columns a tap reaches inside the image (a unit
+ * stride along x's row vectorizes). Sums run in a fixed order (taps row-major, then the bias;
+ * for the weight gradient: per tap and output column over images and rows, then over the
+ * columns), planes (conv) or channels
+ * (weight_grad) are split among the threads: results do not depend on the thread count.
+ * They agree with the reference's (a grouped im2col product) within rounding.
+ *
+ * Safety: every view is bounds-checked over all its elements before anything is read or
+ * written (common.h), and the loops only visit taps inside the image.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Planes (or channels) of fewer multiply-adds than this in all run on one thread. */
+#ifndef PARALLEL_MIN_WORK
+#define PARALLEL_MIN_WORK (64 * 1024)
+#endif
+
+#define CACHED_TAPS 32 /* kernel widths up to this keep their column ranges in geometry_t */
+
+typedef struct {
+    ptrdiff_t n, c, h, w, kh, kw, oh, ow;
+    ptrdiff_t sh, sw, ph, pw, dh, dw;
+    ptrdiff_t lo[CACHED_TAPS], hi[CACHED_TAPS]; /* tap_columns of the first taps */
+} geometry_t;
+
+/* The output columns [lo, hi) whose tap q reads an input column inside [0, w). */
+static inline void column_range(const geometry_t *G, ptrdiff_t q, ptrdiff_t *lo, ptrdiff_t *hi)
+{
+    const ptrdiff_t offset = q * G->dw - G->pw; /* input column of output column 0 */
+    ptrdiff_t first = offset >= 0 ? 0 : (-offset + G->sw - 1) / G->sw;
+    ptrdiff_t last = offset > G->w - 1 ? 0 : (G->w - 1 - offset) / G->sw + 1;
+    if (last > G->ow) last = G->ow;
+    *lo = first;
+    *hi = last > first ? last : first;
+}
+
+static inline void tap_columns(const geometry_t *G, ptrdiff_t q, ptrdiff_t *lo, ptrdiff_t *hi)
+{
+    if (q < CACHED_TAPS) {
+        *lo = G->lo[q], *hi = G->hi[q];
+    } else {
+        column_range(G, q, lo, hi);
+    }
+}
+
+#define DEFINE_DEPTHWISE(T, ISA, ATTR)                                                        \
+    /* One output plane: each output row accumulates its taps (row-major, then the bias), a   \
+     * tap over the output columns whose input column is inside the image. */               \
+    ATTR static void conv_plane_##T##_##ISA(const geometry_t *G, T *restrict out,             \
+                                            const T *restrict x,                             \
+                                            const ptrdiff_t *xs, const T *w,                 \
+                                            const ptrdiff_t *ws, const T *bias)              \
+    {                                                                                        \
+        for (ptrdiff_t i = 0; i < G->oh; i++) {                                              \
+            T *restrict row = out + i * G->ow;                                               \
+            for (ptrdiff_t j = 0; j < G->ow; j++) row[j] = 0;                                \
+            for (ptrdiff_t p = 0; p < G->kh; p++) {                                          \
+                const ptrdiff_t r = i * G->sh + p * G->dh - G->ph;                           \
+                if (r < 0 || r >= G->h) continue;                                            \
+                const T *restrict xr = x + r * xs[0];                                        \
+                for (ptrdiff_t q = 0; q < G->kw; q++) {                                      \
+                    ptrdiff_t lo, hi;                                                        \
+                    tap_columns(G, q, &lo, &hi);                                             \
+                    const T wv = w[p * ws[0] + q * ws[1]];                                   \
+                    const ptrdiff_t first = q * G->dw - G->pw, step = G->sw;                 \
+                    if (step == 1 && xs[1] == 1) {                                           \
+                        for (ptrdiff_t j = lo; j < hi; j++) row[j] += xr[first + j] * wv;    \
+                    } else {                                                                 \
+                        for (ptrdiff_t j = lo; j < hi; j++)                                  \
+                            row[j] += xr[(first + j * step) * xs[1]] * wv;                   \
+                    }                                                                        \
+                }                                                                            \
+            }                                                                                \
+            if (bias)                                                                        \
+                for (ptrdiff_t j = 0; j < G->ow; j++) row[j] += *bias;                       \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    /* dw[c] for one channel. Each tap's products are first summed per output column over   \
+     * the images and rows (in `acc`, kh * kw rows of ow: elementwise, so it vectorizes),    \
+     * then each tap's row is summed in column order. */                                    \
+    ATTR static void weight_grad_channel_##T##_##ISA(const geometry_t *G, T *out, T *acc, const T *x,     \
+                                        const ptrdiff_t *xs, const T *g, const ptrdiff_t *gs) \
+    {                                                                                        \
+        const ptrdiff_t taps = G->kh * G->kw;                                                \
+        for (ptrdiff_t k = 0; k < taps * G->ow; k++) acc[k] = 0;                             \
+        for (ptrdiff_t n = 0; n < G->n; n++) {                                               \
+            for (ptrdiff_t i = 0; i < G->oh; i++) {                                          \
+                const T *grow = g + n * gs[0] + i * gs[2];                                   \
+                for (ptrdiff_t p = 0; p < G->kh; p++) {                                      \
+                    const ptrdiff_t r = i * G->sh + p * G->dh - G->ph;                       \
+                    if (r < 0 || r >= G->h) continue;                                        \
+                    const T *xr = x + n * xs[0] + r * xs[2];                                 \
+                    for (ptrdiff_t q = 0; q < G->kw; q++) {                                  \
+                        ptrdiff_t lo, hi;                                                    \
+                        tap_columns(G, q, &lo, &hi);                                         \
+                        T *a = acc + (p * G->kw + q) * G->ow;                                \
+                        const ptrdiff_t first = q * G->dw - G->pw, step = G->sw;             \
+                        if (step == 1 && xs[3] == 1 && gs[3] == 1) {                         \
+                            for (ptrdiff_t j = lo; j < hi; j++)                              \
+                                a[j] += grow[j] * xr[first + j];                             \
+                        } else {                                                             \
+                            for (ptrdiff_t j = lo; j < hi; j++)                              \
+                                a[j] += grow[j * gs[3]] * xr[(first + j * step) * xs[3]];    \
+                        }                                                                    \
+                    }                                                                        \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+        for (ptrdiff_t k = 0; k < taps; k++) {                                               \
+            T sum = 0;                                                                       \
+            for (ptrdiff_t j = 0; j < G->ow; j++) sum += acc[k * G->ow + j];                 \
+            out[k] = sum;                                                                    \
+        }                                                                                    \
+    }
+/* One clone per instruction set (the loops are the same C; the clones only vectorize them
+ * wider): multiplies and adds stay separate (-ffp-contract=off) and no loop reorders a sum,
+ * so every clone gives the same bits. */
+typedef void (*conv_fn)(const geometry_t *, void *, const void *, const ptrdiff_t *,
+                        const void *, const ptrdiff_t *, const void *);
+typedef void (*grad_fn)(const geometry_t *, void *, void *, const void *, const ptrdiff_t *,
+                        const void *, const ptrdiff_t *);
+#define CONV(f) ((conv_fn)(void (*)(void))(f))
+#define GRAD(f) ((grad_fn)(void (*)(void))(f))
+
+DEFINE_DEPTHWISE(float, baseline, )
+DEFINE_DEPTHWISE(double, baseline, )
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+DEFINE_DEPTHWISE(float, avx2, __attribute__((target("avx2"))))
+DEFINE_DEPTHWISE(double, avx2, __attribute__((target("avx2"))))
+DEFINE_DEPTHWISE(float, avx512f, __attribute__((target("avx512f"))))
+DEFINE_DEPTHWISE(double, avx512f, __attribute__((target("avx512f"))))
+static const conv_fn CONV_FNS[N_ISAS][2] = {
+    {CONV(conv_plane_float_baseline), CONV(conv_plane_double_baseline)},
+    {CONV(conv_plane_float_avx2), CONV(conv_plane_double_avx2)},
+    {CONV(conv_plane_float_avx512f), CONV(conv_plane_double_avx512f)}};
+static const grad_fn GRAD_FNS[N_ISAS][2] = {
+    {GRAD(weight_grad_channel_float_baseline), GRAD(weight_grad_channel_double_baseline)},
+    {GRAD(weight_grad_channel_float_avx2), GRAD(weight_grad_channel_double_avx2)},
+    {GRAD(weight_grad_channel_float_avx512f), GRAD(weight_grad_channel_double_avx512f)}};
+#else
+static const conv_fn CONV_FNS[N_ISAS][2] = {
+    {CONV(conv_plane_float_baseline), CONV(conv_plane_double_baseline)}};
+static const grad_fn GRAD_FNS[N_ISAS][2] = {
+    {GRAD(weight_grad_channel_float_baseline), GRAD(weight_grad_channel_double_baseline)}};
+#endif
+
+/* kernel, out_size, stride, padding, dilation: five pairs into G (and checks them). */
+static int parse_geometry(PyObject *const *args, geometry_t *G)
+{
+    long long k[2], o[2], s[2], p[2], d[2];
+    if (parse_dims(args[0], "kernel", 2, k, NULL) < 0 ||
+        parse_dims(args[1], "out_size", 2, o, NULL) < 0 ||
+        parse_dims(args[2], "stride", 2, s, NULL) < 0 ||
+        parse_dims(args[3], "padding", 2, p, NULL) < 0 ||
+        parse_dims(args[4], "dilation", 2, d, NULL) < 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        const long long extent = (i ? G->w : G->h) + 2 * p[i] - d[i] * (k[i] - 1) - 1;
+        if (k[i] < 1 || o[i] < 1 || s[i] < 1 || p[i] < 0 || d[i] < 1 || extent < 0 ||
+            extent / s[i] + 1 != o[i]) {
+            PyErr_SetString(PyExc_ValueError, "kernel, out_size, stride, padding and dilation "
+                            "do not describe a convolution of this input");
+            return -1;
+        }
+    }
+    G->kh = k[0], G->kw = k[1], G->oh = o[0], G->ow = o[1];
+    G->sh = s[0], G->sw = s[1], G->ph = p[0], G->pw = p[1], G->dh = d[0], G->dw = d[1];
+    for (ptrdiff_t q = 0; q < G->kw && q < CACHED_TAPS; q++) column_range(G, q, &G->lo[q], &G->hi[q]);
+    return 0;
+}
+
+static PyObject *py_conv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 16, "conv(out, x, x_offset, x_shape, x_strides, w, w_offset, "
+                               "w_strides, bias, bias_offset, bias_stride, kernel, out_size, "
+                               "stride, padding, dilation)") < 0)
+        return NULL;
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    geometry_t G;
+    long long xshape[MAX_NDIM], xstr[4], bstr[1];
+    int nd;
+    if (parse_dims(args[3], "x_shape", -1, xshape, &nd) < 0) goto done;
+    if (nd != 4) {
+        PyErr_SetString(PyExc_ValueError, "x_shape must be (N, C, H, W)");
+        goto done;
+    }
+    G.n = xshape[0], G.c = xshape[1], G.h = xshape[2], G.w = xshape[3];
+    if (parse_geometry(args + 11, &G) < 0) goto done;
+    const int kind = float_kind_of(args[1], "x");
+    if (kind < 0) goto done;
+    char *x, *w, *b = NULL, *out;
+    if (parse_dims(args[4], "x_strides", 4, xstr, NULL) < 0 ||
+        kind_operand(&h, args[1], args[2], 4, xshape, xstr, 0, kind, 0, "x", &x) < 0)
+        goto done;
+    const long long wshape[3] = {G.c, G.kh, G.kw};
+    long long wstr3[3];
+    if (parse_dims(args[7], "w_strides", 3, wstr3, NULL) < 0 ||
+        kind_operand(&h, args[5], args[6], 3, wshape, wstr3, 0, kind, 0, "w", &w) < 0)
+        goto done;
+    if (args[8] != Py_None) {
+        const long long bshape[1] = {G.c};
+        if (parse_int_entry(args[10], "bias_stride", bstr) < 0 ||
+            kind_operand(&h, args[8], args[9], 1, bshape, bstr, 0, kind, 0, "bias", &b) < 0)
+            goto done;
+    }
+    const long long oshape[4] = {G.n, G.c, G.oh, G.ow};
+    const long long ostr[4] = {G.c * G.oh * G.ow, G.oh * G.ow, G.ow, 1};
+    if (kind_operand(&h, args[0], NULL, 4, oshape, ostr, 1, kind, 0, "out", &out) < 0)
+        goto done;
+    const ptrdiff_t planes = G.n * G.c, plane_out = G.oh * G.ow;
+    const ptrdiff_t xs[2] = {(ptrdiff_t)xstr[2], (ptrdiff_t)xstr[3]}; /* a plane's row, column */
+    const ptrdiff_t ws[2] = {(ptrdiff_t)wstr3[1], (ptrdiff_t)wstr3[2]};
+    const int par = worth_parallel((double)planes * plane_out * G.kh * G.kw, PARALLEL_MIN_WORK);
+    const size_t size = kind == KIND_F32 ? sizeof(float) : sizeof(double);
+    const conv_fn plane = CONV_FNS[g_isa][kind == KIND_F32 ? 0 : 1];
+    Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel for schedule(static) if (par)
+    for (ptrdiff_t pl = 0; pl < planes; pl++) {
+        const ptrdiff_t n = pl / G.c, c = pl % G.c;
+        plane(&G, out + (size_t)(pl * plane_out) * size,
+              x + (size_t)(n * xstr[0] + c * xstr[1]) * size, xs,
+              w + (size_t)(c * wstr3[0]) * size, ws, b ? b + (size_t)(c * bstr[0]) * size : NULL);
+    }
+    Py_END_ALLOW_THREADS
+    g_calls++;
+    result = Py_None;
+done:
+    release_held(&h);
+    Py_XINCREF(result);
+    return result;
+}
+
+static PyObject *py_weight_grad(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 13, "weight_grad(out, x, x_offset, x_shape, x_strides, grad, "
+                               "grad_offset, grad_strides, kernel, out_size, stride, padding, "
+                               "dilation)") < 0)
+        return NULL;
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    geometry_t G;
+    long long xshape[MAX_NDIM], xstr[4], gstr[4];
+    int nd;
+    if (parse_dims(args[3], "x_shape", -1, xshape, &nd) < 0) goto done;
+    if (nd != 4) {
+        PyErr_SetString(PyExc_ValueError, "x_shape must be (N, C, H, W)");
+        goto done;
+    }
+    G.n = xshape[0], G.c = xshape[1], G.h = xshape[2], G.w = xshape[3];
+    if (parse_geometry(args + 8, &G) < 0) goto done;
+    const int kind = float_kind_of(args[1], "x");
+    if (kind < 0) goto done;
+    char *x, *g, *out;
+    const long long gshape[4] = {G.n, G.c, G.oh, G.ow};
+    const long long oshape[3] = {G.c, G.kh, G.kw}, ostr[3] = {G.kh * G.kw, G.kw, 1};
+    if (parse_dims(args[4], "x_strides", 4, xstr, NULL) < 0 ||
+        kind_operand(&h, args[1], args[2], 4, xshape, xstr, 0, kind, 0, "x", &x) < 0 ||
+        parse_dims(args[7], "grad_strides", 4, gstr, NULL) < 0 ||
+        kind_operand(&h, args[5], args[6], 4, gshape, gstr, 0, kind, 0, "grad", &g) < 0 ||
+        kind_operand(&h, args[0], NULL, 3, oshape, ostr, 1, kind, 0, "out", &out) < 0)
+        goto done;
+    const ptrdiff_t xs[4] = {(ptrdiff_t)xstr[0], (ptrdiff_t)xstr[1], (ptrdiff_t)xstr[2],
+                             (ptrdiff_t)xstr[3]};
+    const ptrdiff_t gs[4] = {(ptrdiff_t)gstr[0], (ptrdiff_t)gstr[1], (ptrdiff_t)gstr[2],
+                             (ptrdiff_t)gstr[3]};
+    const int par = worth_parallel((double)G.n * G.c * G.oh * G.ow * G.kh * G.kw,
+                                   PARALLEL_MIN_WORK);
+    const size_t size = kind == KIND_F32 ? sizeof(float) : sizeof(double);
+    const size_t scratch = (size_t)(G.kh * G.kw * G.ow); /* one channel's column sums */
+    char *acc = calloc((size_t)G.c * scratch, size);
+    if (acc == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const grad_fn channel = GRAD_FNS[g_isa][kind == KIND_F32 ? 0 : 1];
+    Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel for schedule(static) if (par)
+    for (ptrdiff_t c = 0; c < G.c; c++)
+        channel(&G, out + (size_t)(c * G.kh * G.kw) * size, acc + c * scratch * size,
+                x + (size_t)(c * xs[1]) * size, xs, g + (size_t)(c * gs[1]) * size, gs);
+    Py_END_ALLOW_THREADS
+    free(acc);
+    g_calls++;
+    result = Py_None;
+done:
+    release_held(&h);
+    Py_XINCREF(result);
+    return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"conv", (PyCFunction)(void (*)(void))py_conv, METH_FASTCALL,
+     "conv(out, x, x_offset, x_shape, x_strides, w, w_offset, w_strides, bias, bias_offset, "
+     "bias_stride, kernel, out_size, stride, padding, dilation): depthwise 2-D convolution."},
+    {"weight_grad", (PyCFunction)(void (*)(void))py_weight_grad, METH_FASTCALL,
+     "weight_grad(out, x, x_offset, x_shape, x_strides, grad, grad_offset, grad_strides, "
+     "kernel, out_size, stride, padding, dilation): its (C, KH, KW) weight gradient."},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "reftorch_cpu._depthwise",
+    .m_doc = "Depthwise 2-D convolution and its weight gradient for reftorch.",
+    .m_size = -1,
+    .m_methods = METHODS,
+};
+
+PyMODINIT_FUNC PyInit__depthwise(void)
+{
+    init_module_state();
+    return PyModule_Create(&MODULE);
+}
