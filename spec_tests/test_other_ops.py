@@ -132,6 +132,61 @@ def test_out_argument_is_resized_and_written():
     _close(r_out, t_out)
 
 
+# out= tensors of the wrong shape: (name, call(module, out_of_5_elements)). Structured ops,
+# pointwise ops, reductions, products, index ops, linalg, tuples of outs and arange warn
+# (PyTorch's resize_output); the other factories and the samplers resize silently.
+_RESIZED_OUTS = {
+    "add": lambda m, o: m.add(m.ones(3), 1, out=o),
+    "mul": lambda m, o: m.mul(m.ones(3), m.ones(3), out=o),
+    "exp": lambda m, o: m.exp(m.ones(3), out=o),
+    "clamp": lambda m, o: m.clamp(m.ones(3), 0, 1, out=o),
+    "where": lambda m, o: m.where(m.ones(3) > 0, m.ones(3), m.zeros(3), out=o),
+    "special.erf": lambda m, o: m.special.erf(m.ones(3), out=o),
+    "special.ndtr": lambda m, o: m.special.ndtr(m.ones(3), out=o),
+    "sum": lambda m, o: m.sum(m.ones(3, 3), 0, out=o),
+    "logsumexp": lambda m, o: m.logsumexp(m.ones(3, 3), 0, out=o),
+    "cumsum": lambda m, o: m.cumsum(m.ones(3), 0, out=o),
+    "mm": lambda m, o: m.mm(m.ones(2, 2), m.ones(2, 2), out=o),
+    "addmm": lambda m, o: m.addmm(m.ones(2, 2), m.ones(2, 2), m.ones(2, 2), out=o),
+    "cat": lambda m, o: m.cat([m.ones(3)], out=o),
+    "gather": lambda m, o: m.gather(m.ones(3), 0, m.zeros(2, dtype=m.int64), out=o),
+    "linalg.inv": lambda m, o: m.linalg.inv(m.eye(2), out=o),
+    "max with dim": lambda m, o: m.max(m.ones(3, 3), 0,
+                                       out=(o, m.empty(o.numel(), dtype=m.int64))),
+    "arange": lambda m, o: m.arange(3.0, out=o),
+    "zeros": lambda m, o: m.zeros(3, out=o),
+    "linspace": lambda m, o: m.linspace(0, 1, 3, out=o),
+    "randn": lambda m, o: m.randn(3, out=o),
+    "bernoulli": lambda m, o: m.bernoulli(m.full((3,), 0.5), out=o),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_RESIZED_OUTS))
+def test_resizing_a_non_empty_out_warns_as_torch_does(name):
+    """Where PyTorch warns that a non-empty out= tensor was resized, so do we (and nowhere
+    else); an empty out= never warns; either way the result has the new shape."""
+    call = _RESIZED_OUTS[name]
+    outcomes = []
+    for lib in (reftorch, torch):
+        for out in (lib.empty(5), lib.empty(0)):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                call(lib, out)
+            resized = [w for w in caught if issubclass(w.category, UserWarning) and (
+                "was resized since it had shape" in str(w.message) or
+                "does not match the computed number of elements" in str(w.message))]
+            outcomes.append((bool(resized), out.numel() != 5))
+    assert outcomes[:2] == outcomes[2:]
+    assert outcomes[1][0] is False     # an empty out: no warning
+
+
+def test_arange_keeps_an_out_of_the_right_size_in_its_shape():
+    for lib in (reftorch, torch):
+        out = lib.empty(2, 2)
+        lib.arange(4.0, out=out)
+        assert tuple(out.shape) == (2, 2) and out.tolist() == [[0.0, 1.0], [2.0, 3.0]]
+
+
 def test_flip_returns_a_copy():
     r = reftorch.arange(4.0)
     flipped = reftorch.flip(r, [0])

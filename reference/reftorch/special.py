@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ._ops import special_pointwise as _S
+from ._ops.inplace_meta import resize_output
 
 erf = _S.erf
 erfc = _S.erfc
@@ -34,8 +35,7 @@ def ndtr(input, *, out=None):
     """The standard normal CDF, (1 + erf(x / sqrt(2))) / 2: a composition, as in PyTorch."""
     result = (1 + erf(input * (1 / math.sqrt(2)))) * 0.5
     if out is not None:
-        return out.copy_(result) if out.shape == result.shape else \
-            out.resize_(result.shape).copy_(result)
+        return resize_output(out, result.shape).copy_(result)
     return result
 
 

@@ -284,7 +284,23 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
     values = start + np.arange(count, dtype=np.float64 if dtype.category >= D.Category.FLOATING
                                or any(isinstance(v, builtins.float) for v in (start, end, step))
                                else np.int64) * step
+    if out is not None:
+        values = values.reshape(_arange_out_shape(out, values.size))
     return _finish(values.astype(dtype.numpy_dtype), dtype, device, requires_grad, out)
+
+
+def _arange_out_shape(out, count):
+    """The shape arange's `out` gets: its own when it holds `count` elements (filled in
+    row-major order, as PyTorch's arange fills it), else (count,), with a UserWarning when it
+    held any (the one factory that warns: a rounded (end - start) / step can be the cause)."""
+    if out.numel() == count:
+        return out._shape
+    if out.numel() != 0:
+        warnings.warn(f"The number of elements in the out tensor of shape {list(out._shape)} "
+                      f"is {out.numel()} which does not match the computed number of elements "
+                      f"{count}. Rounding (end - start) / step can cause this; out is resized "
+                      f"to shape ({count},).", UserWarning, stacklevel=3)
+    return (count,)
 
 
 def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,  # noqa: A001

@@ -23,6 +23,7 @@ from .._tensor import Tensor
 from ..autograd.graph import prepare_inplace, record
 from ..autograd.grad_mode import is_grad_enabled
 from .copy import laid_out
+from .inplace_meta import resize_output
 from .._numpy_compat import FP_STATE, IGNORE_ALL
 
 _SCALAR_TYPES = (bool, int, float, complex)
@@ -243,7 +244,7 @@ def apply(op, operands, out=None, inplace=False, params=None):
         if inplace:
             check_inplace_shape(out._shape, shape)
         elif out._shape != shape:
-            out.resize_(shape)
+            resize_output(out, shape)
         if out._storage.device is not device and out.device != device:
             raise RuntimeError(f"Expected out tensor to be on {device} but got {out.device}")
         if any(t.requires_grad for t in tensors):

@@ -1,6 +1,8 @@
 """In-place changes of a tensor's geometry (resize_, t_, set_) and fills (fill_, zero_)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import _dtype as D
@@ -23,6 +25,22 @@ def resize_(self, *sizes, memory_format=None):
         self._storage.resize_(needed)
     self._set_geometry(self._storage, self._offset, shape, contiguous_strides(shape))
     return self
+
+
+def resize_output(out, shape):
+    """Give an `out=` tensor the result's shape. As PyTorch's resize_output does, a tensor that
+    held elements and had another shape is resized with a UserWarning (a deprecated use: a
+    caller reusing `out` should empty it first with out.resize_(0)); an empty one silently."""
+    shape = tuple(shape)
+    if out._shape == shape:
+        return out
+    if out.numel() != 0:
+        warnings.warn(f"An output with one or more elements was resized since it had shape "
+                      f"{list(out._shape)}, which does not match the required output shape "
+                      f"{list(shape)}. Resizing a non-empty out= tensor is deprecated; resize "
+                      f"it to zero elements first (out.resize_(0)) to reuse it.", UserWarning,
+                      stacklevel=3)
+    return resize_(out, shape)
 
 
 def resize_as_(self, other, memory_format=None):

@@ -18,6 +18,7 @@ from ..autograd.grad_mode import is_grad_enabled, no_grad
 from .._shape import common_format, format_strides, kept_strides, suggested_format
 from .copy import laid_out
 from .elementwise import _common_device, _is_one_of
+from .inplace_meta import resize_output
 
 
 def declare(name, reference, family, params=None, dtypes=None, layout=None, doc=""):
@@ -149,7 +150,6 @@ def write_out(out, result):
     if out.device != result.device:
         raise RuntimeError(f"Expected out tensor to be on {result.device} but got "
                            f"{out.device}")
-    if out._shape != result._shape:
-        out.resize_(result._shape)
+    resize_output(out, result._shape)
     out.copy_(result)
     return out
