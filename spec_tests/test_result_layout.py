@@ -9,6 +9,7 @@ dims, 1 to 3 operands, and Python numbers both as operands (x * 0.5) and as para
 from __future__ import annotations
 
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -444,3 +445,29 @@ def test_nonzero_indices_are_laid_out_transposed(shape, nonzero):
     assert tuple(got.shape) == tuple(want.shape)
     assert tuple(got.stride()) == tuple(want.stride())
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("out_shape,transposed", [((0,), False), ((10, 2), False),
+                                                  ((3, 2), False), ((2, 3), True)])
+def test_nonzero_out_is_resized_and_laid_out_as_torchs(out_shape, transposed):
+    """An out= of another shape becomes the transpose of an (ndim, n) tensor, strides (1, n)
+    (with the resize warning when it held elements); one of the right shape keeps its own
+    strides; the out tensor itself is returned, holding the indices."""
+    values = np.array([[0, 1, 0], [2, 0, 3]], np.float32)
+    results = []
+    for lib in (torch, reftorch):
+        out = lib.empty(out_shape, dtype=lib.int64)
+        out = out.t() if transposed else out
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = lib.nonzero(lib.from_numpy(values.copy()), out=out)
+        assert got is out
+        results.append((tuple(got.shape), tuple(got.stride()), got.tolist(),
+                        any("was resized" in str(w.message) for w in caught)))
+    assert results[1] == results[0]
+
+
+def test_nonzero_out_must_hold_int64():
+    for lib in (torch, reftorch):
+        with pytest.raises(RuntimeError, match="Expected out tensor to have scalar type Long"):
+            lib.nonzero(lib.ones(3), out=lib.empty(0))

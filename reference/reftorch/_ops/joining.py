@@ -24,6 +24,7 @@ from ..autograd.grad_mode import no_grad
 from ..autograd.graph import record
 from . import structured
 from .copy import laid_out
+from .inplace_meta import resize_output
 
 __all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
            "column_stack", "chunk", "split", "tensor_split", "hsplit", "vsplit", "dsplit",
@@ -1028,11 +1029,21 @@ NONZERO = structured.declare("nonzero", lambda a: np.argwhere(a).astype(np.int64
 
 def nonzero(input, *, out=None, as_tuple=False):
     """Indices of the nonzero elements: an (n, ndim) int64 tensor, or one tensor per dim."""
-    result = structured.run(NONZERO, (input,), {}, out=None if as_tuple else out)
+    result = structured.run(NONZERO, (input,), {})
     if not as_tuple:
         # PyTorch writes the indices one dim after another: its (n, ndim) result is the
-        # transpose of an (ndim, n) tensor, strides (1, n), whichever kernel made it.
-        return result if out is not None else laid_out(result, (1, result._shape[0]))
+        # transpose of an (ndim, n) tensor, strides (1, n), whichever kernel made it. An out=
+        # tensor of another shape is resized to (ndim, n) and transposed the same way.
+        if out is None:
+            return laid_out(result, (1, result._shape[0]))
+        if out.dtype is not D.int64:
+            raise RuntimeError(f"nonzero: Expected out tensor to have scalar type Long but got "
+                               f"scalar type{out.dtype.scalar_name}")
+        if out._shape != result._shape:
+            n, ndim = result._shape
+            resize_output(out, (ndim, n))
+            out._set_geometry(out._storage, out._offset, (n, ndim), (1, n))
+        return structured.write_out(out, result)
     if input.ndim == 0:
         # A 0-dim input counts as one element at index 0 (kept only if it is nonzero).
         return (Tensor._from_array(np.zeros(int(builtins.bool(input.item())), np.int64)),)
