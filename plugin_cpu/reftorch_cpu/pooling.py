@@ -70,6 +70,7 @@ MIN_NUMEL = {"pool": 1, "norm": 1}
 def register(registrar):
     """Register this group's kernels with reftorch (called by reftorch_cpu.register)."""
     registrar.kernel("max_pool2d_with_indices", "cpu", DTYPES, max_pool2d_kernel)
+    registrar.kernel("adaptive_max_pool2d", "cpu", DTYPES, adaptive_max_pool2d_kernel)
     registrar.kernel("avg_pool2d", "cpu", DTYPES, avg_pool2d_kernel)
     registrar.kernel("avg_pool2d_backward", "cpu", DTYPES, avg_pool2d_backward_kernel)
     registrar.kernel("adaptive_avg_pool2d", "cpu", DTYPES, adaptive_avg_pool2d_kernel)
@@ -106,6 +107,25 @@ def max_pool2d_kernel(out, inputs, dtypes, params):
                   tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation), out_size,
                   values._storage.array, indices._storage.array)
     return values, indices
+
+
+def adaptive_max_pool2d_kernel(out, inputs, dtypes, params):
+    """An adaptive max pool whose output size divides the input's: its windows are then the
+    regular ones of kernel = stride = input / output (adaptive window i spans
+    [floor(i H / OH), ceil((i + 1) H / OH)) = [i k, (i + 1) k)), and both ops keep the first
+    maximum (or NaN) of a window in the same order: max_pool2d's C loop, its bits. Other
+    sizes (windows of varying size) are declined."""
+    x = _single(inputs)
+    size = params.get("output_size")
+    if x is None or not _ints(size) or len(size) != 2 or min(size) < 1 or len(x._shape) < 3:
+        return NotImplemented
+    height, width = x._shape[-2:]
+    if height % size[0] or width % size[1]:
+        return NotImplemented
+    kernel = (height // size[0], width // size[1])
+    return max_pool2d_kernel(out, inputs, dtypes, {
+        "kernel_size": kernel, "stride": kernel, "padding": (0, 0), "dilation": (1, 1),
+        "ceil_mode": False})
 
 
 def max_pool2d_backward_kernel(out, inputs, dtypes, params):

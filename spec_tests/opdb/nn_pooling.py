@@ -49,6 +49,16 @@ def _adaptive_avg_samples(dtype, rng):
     yield Sample((tensor((5,), dtype, rng), 2), {}, "1-d input")
 
 
+def _adaptive_max_samples(dtype, rng):
+    yield Sample((tensor((2, 3, 8, 12), dtype, rng), (4, 3)), {}, "shrink, sizes divide")
+    yield Sample((tensor((2, 3, 7, 8), dtype, rng), (3, 5)), {}, "shrink, uneven windows")
+    yield Sample((tensor((3, 6, 4), dtype, rng, "transposed"), 2), {}, "unbatched transposed")
+    yield Sample((tensor((1, 2, 9, 6), dtype, rng, "strided"), (None, 2)), {}, "None keeps")
+    yield Sample((tensor((2, 2, 5, 5), dtype, rng), 1), {"return_indices": True},
+                 "global, indices")
+    yield Sample((tensor((1, 1, 4, 6), dtype, rng), (2, 3)), {}, "small (for gradcheck)")
+
+
 def _max_pool1d_samples(dtype, rng):
     yield Sample((tensor((2, 3, 9), dtype, rng), 3, 2, 1), {}, "k3 s2 p1")
     yield Sample((tensor((3, 8), dtype, rng, "transposed"), 2), {}, "unbatched transposed")
@@ -115,6 +125,8 @@ OPS = [
            dtypes=_FLOATING + ("int64", "int32")),
     OpInfo("adaptive_avg_pool2d", _functional("adaptive_avg_pool2d"), _adaptive_avg_samples,
            dtypes=_FLOATING + ("int64",)),
+    OpInfo("adaptive_max_pool2d", _functional("adaptive_max_pool2d"), _adaptive_max_samples,
+           dtypes=_FLOATING),
     OpInfo("max_pool1d", _functional("max_pool1d"), _max_pool1d_samples, dtypes=_FLOATING),
     OpInfo("max_pool3d", _functional("max_pool3d"), _max_pool3d_samples, dtypes=_FLOATING),
     OpInfo("avg_pool1d", _functional("avg_pool1d"), _avg_pool1d_samples, dtypes=_FLOATING),
