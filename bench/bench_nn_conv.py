@@ -96,6 +96,13 @@ for _mode in ("reflect", "replicate"):
         "reftorch": lambda m=_mode: _pad_backward(reftorch, _pr, _pgr, m),
         "torch": lambda m=_mode: _pad_backward(torch, _pt, _pgt, m)}
 
+_vr, _vt, _ = float32_inputs((4, 64, 56, 56), _RNG)
+for _mode in ("nearest", "bilinear", "bicubic"):
+    CASES[f"F.interpolate {_mode} x2 float32 4x64x56x56"] = {
+        "reftorch": lambda m=_mode: reftorch.nn.functional.interpolate(_vr, scale_factor=2,
+                                                                       mode=m),
+        "torch": lambda m=_mode: torch.nn.functional.interpolate(_vt, scale_factor=2, mode=m)}
+
 _ur, _ut, _ = float32_inputs((8, 16, 32, 32), _RNG)
 CASES["F.unfold float32 8x16x32x32 k=3 pad=1"] = {
     "reftorch": lambda: reftorch.nn.functional.unfold(_ur, 3, padding=1),

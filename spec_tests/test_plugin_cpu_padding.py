@@ -1,4 +1,4 @@
-"""The C plugin's constant, reflection and replication padding (reftorch_cpu.padding over _pad)
+"""The C plugin's constant, reflection and replication padding (reftorch_cpu.padding over _gather)
 against the reference kernels.
 
 The forward moves elements, so it must give the reference's result bit for bit (compared as
@@ -17,7 +17,7 @@ import reftorch
 import reftorch.nn.functional as F
 
 try:
-    from reftorch_cpu import _pad
+    from reftorch_cpu import _gather
     # the masked tests' plugin fixture and values (NaN and -0 among the floats)
     from .test_plugin_cpu_masked import plugin_loaded, values
 except ImportError as exc:  # not built or not installed in this environment
@@ -38,10 +38,10 @@ def as_bytes(t):
 def run_both(fn):
     """fn() with the plugin (its size threshold off) and on the reference kernels, and how
     many C calls ran."""
-    before = _pad.calls()
+    before = _gather.calls()
     with reftorch.plugins.all_sizes():
         got = fn()
-    ran = _pad.calls() - before
+    ran = _gather.calls() - before
     with reftorch.plugins.use_reference_kernels():
         want = fn()
     return got, want, ran
@@ -108,9 +108,9 @@ def test_replicate_crops_like_the_reference():
 
 def test_small_calls_go_to_the_reference():
     x = values((2, 3, 5, 6), reftorch.float32, 5)
-    before = _pad.calls()
+    before = _gather.calls()
     got = F.pad(x, (2, 2, 2, 2), "reflect")
-    assert _pad.calls() == before
+    assert _gather.calls() == before
     with reftorch.plugins.use_reference_kernels():
         assert_same(got, F.pad(x, (2, 2, 2, 2), "reflect"))
 
@@ -173,17 +173,17 @@ def test_backward_is_the_references_bits(mode, dtype, shape, pad):
 def test_results_do_not_depend_on_the_thread_count():
     x = values((16, 64, 56, 56), reftorch.float32, 8)
     grad = values((16, 64, 60, 60), reftorch.float32, 9).nan_to_num()
-    previous = _pad.set_num_threads(1)
+    previous = _gather.set_num_threads(1)
     try:
         outs = {}
         for threads in (1, 2, 3):
-            _pad.set_num_threads(threads)
+            _gather.set_num_threads(threads)
             leaf = x.clone().requires_grad_()
             y = F.pad(leaf, (2, 2, 2, 2), "reflect")
             y.backward(grad)
             outs[threads] = (as_bytes(y), as_bytes(leaf.grad))
     finally:
-        _pad.set_num_threads(previous)
+        _gather.set_num_threads(previous)
     for threads in (2, 3):
         assert all(np.array_equal(a, b) for a, b in zip(outs[threads], outs[1]))
 
@@ -195,50 +195,50 @@ def test_gather_checks_its_arguments():
     a = np.arange(24, dtype=np.float32)
     out = np.empty(2 * 5, np.float32)
     ok = (None, np.array([1, 0, 1, 2, 1], np.int64))
-    _pad.gather(out, a, 0, (12, 1), (2, 3), ok, None)
+    _gather.gather(out, a, 0, (12, 1), (2, 3), ok, None)
     assert out.tolist() == [1, 0, 1, 2, 1, 13, 12, 13, 14, 13]
     fill = np.array([-7.0], np.float32)
-    _pad.gather(out, a, 0, (12, 1), (2, 3), (np.array([1, -1]), ok[1] - 1), fill)
+    _gather.gather(out, a, 0, (12, 1), (2, 3), (np.array([1, -1]), ok[1] - 1), fill)
     assert out.tolist() == [12, -7, 12, 13, 12] + [-7] * 5
     with pytest.raises(IndexError, match="out of range"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), (None, np.array([0, 1, 3, 1, 0])), None)
+        _gather.gather(out, a, 0, (12, 1), (2, 3), (None, np.array([0, 1, 3, 1, 0])), None)
     with pytest.raises(IndexError, match="out of range"):    # -1 only with a fill value
-        _pad.gather(out, a, 0, (12, 1), (2, 3), (None, np.array([0, -1, 1, 1, 0])), None)
+        _gather.gather(out, a, 0, (12, 1), (2, 3), (None, np.array([0, -1, 1, 1, 0])), None)
     with pytest.raises(IndexError, match="out of range"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), (None, np.array([0, -2, 1, 1, 0])), fill)
+        _gather.gather(out, a, 0, (12, 1), (2, 3), (None, np.array([0, -2, 1, 1, 0])), fill)
     with pytest.raises(ValueError, match="buffer holds"):      # a's view past its end
-        _pad.gather(out, a, 20, (12, 1), (2, 3), ok, None)
+        _gather.gather(out, a, 20, (12, 1), (2, 3), ok, None)
     with pytest.raises(ValueError, match="buffer holds"):      # a's strides reach past it
-        _pad.gather(out, a, 0, (13, 6), (2, 3), ok, None)
+        _gather.gather(out, a, 0, (13, 6), (2, 3), ok, None)
     with pytest.raises(ValueError, match="buffer holds"):      # out too small
-        _pad.gather(np.empty(9, np.float32), a, 0, (12, 1), (2, 3), ok, None)
+        _gather.gather(np.empty(9, np.float32), a, 0, (12, 1), (2, 3), ok, None)
     with pytest.raises(TypeError, match="width"):
-        _pad.gather(np.empty(10, np.float64), a, 0, (12, 1), (2, 3), ok, None)
+        _gather.gather(np.empty(10, np.float64), a, 0, (12, 1), (2, 3), ok, None)
     with pytest.raises(TypeError, match="fill"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), ok, np.zeros(1, np.float64))
+        _gather.gather(out, a, 0, (12, 1), (2, 3), ok, np.zeros(1, np.float64))
     with pytest.raises(TypeError, match="fill"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), ok, np.zeros(0, np.float32))
+        _gather.gather(out, a, 0, (12, 1), (2, 3), ok, np.zeros(0, np.float32))
     with pytest.raises(TypeError, match="int64"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), (None, ok[1].astype(np.int32)), None)
+        _gather.gather(out, a, 0, (12, 1), (2, 3), (None, ok[1].astype(np.int32)), None)
     with pytest.raises(ValueError, match="per dim"):
-        _pad.gather(out, a, 0, (12, 1), (2, 3), ok[1:], None)
+        _gather.gather(out, a, 0, (12, 1), (2, 3), ok[1:], None)
     with pytest.raises(ValueError, match="at least one dim"):
-        _pad.gather(out, a, 0, (), (), (), None)
+        _gather.gather(out, a, 0, (), (), (), None)
 
 
 def test_index_add_checks_its_arguments():
     a = np.ones(2 * 5, np.float64)
     out = np.full(2 * 3, np.nan)
     index = np.array([1, 0, 1, 2, 1], np.int64)
-    _pad.index_add(out, a, 2, 3, 1, index)
+    _gather.index_add(out, a, 2, 3, 1, index)
     assert out.tolist() == [1.0, 3.0, 1.0] * 2
     with pytest.raises(IndexError, match="out of range"):
-        _pad.index_add(out, a, 2, 3, 1, np.array([1, 0, 3, 2, 1], np.int64))
+        _gather.index_add(out, a, 2, 3, 1, np.array([1, 0, 3, 2, 1], np.int64))
     with pytest.raises(ValueError, match="buffer holds"):
-        _pad.index_add(np.empty(5), a, 2, 3, 1, index)
+        _gather.index_add(np.empty(5), a, 2, 3, 1, index)
     with pytest.raises(ValueError, match="buffer holds"):
-        _pad.index_add(out, np.ones(9), 2, 3, 1, index)
+        _gather.index_add(out, np.ones(9), 2, 3, 1, index)
     with pytest.raises(TypeError):
-        _pad.index_add(out, a.astype(np.float32), 2, 3, 1, index)
+        _gather.index_add(out, a.astype(np.float32), 2, 3, 1, index)
     with pytest.raises(TypeError):
-        _pad.index_add(out.astype(np.int64), a.astype(np.int64), 2, 3, 1, index)
+        _gather.index_add(out.astype(np.int64), a.astype(np.int64), 2, 3, 1, index)

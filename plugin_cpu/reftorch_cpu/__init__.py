@@ -15,7 +15,8 @@ geometry, declining what it does not handle) over its own C extension module:
                                                       _depthwise (src/depthwise.c)
     pooling      max/avg pooling, batch/group norm    _pool     (src/pool.c)
     sorting      sort, argsort, topk                  _sort     (src/sort.c)
-    padding      reflection / replication padding     _pad      (src/pad.c)
+    padding      constant / reflect / replicate pads   _gather   (src/gather.c)
+    upsampling   nearest and (bi/tri)linear, bicubic  _gather   (src/gather.c)
     random       mt19937 streams: rand, randn, ...    _random   (src/random.c)
 """
 import importlib
@@ -97,7 +98,7 @@ def _keep_freed_memory():
 _keep_freed_memory()
 
 GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing", "masked", "gemm", "pooling",
-          "sorting", "padding", "random")
+          "sorting", "padding", "upsampling", "random")
 
 
 def register(registrar):

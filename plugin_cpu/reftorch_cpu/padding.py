@@ -1,4 +1,4 @@
-"""Padding over the C module `_pad` (src/pad.c): constant_pad_nd (F.pad's "constant" mode),
+"""Padding over the C module `_gather` (src/gather.c): constant_pad_nd (F.pad's "constant" mode),
 reflection_pad{1,2,3}d and replication_pad{1,2,3}d ("reflect", "replicate") and the latter's
 backward ops.
 
@@ -32,7 +32,7 @@ from reftorch._storage import _host_array
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
 
-from . import _pad
+from . import _gather
 from .masked import _bits, _on_cpu
 
 # Calls writing fewer elements go to the reference, whose np.take passes cost about what
@@ -62,7 +62,7 @@ def _forward_kernel(mode):
         (x,), padding = inputs, params["padding"]
         nd = len(padding) // 2
         if out is not None or not _on_cpu(x) or x._storage.dtype not in DTYPES or \
-                not nd < len(x._shape) <= _pad.MAX_NDIM:
+                not nd < len(x._shape) <= _gather.MAX_NDIM:
             return NotImplemented
         spatial = x._shape[-nd:]
         indices = tuple(_source_index(spatial[nd - 1 - i], padding[2 * i], padding[2 * i + 1],
@@ -71,7 +71,7 @@ def _forward_kernel(mode):
         if math.prod(out_shape) < size_threshold(MIN_NUMEL):
             return NotImplemented
         result = Tensor._empty(out_shape, x._storage.dtype)
-        _pad.gather(_bits(result), _bits(x), x._offset, x._strides, x._shape,
+        _gather.gather(_bits(result), _bits(x), x._offset, x._strides, x._shape,
                     (None,) * (len(x._shape) - nd) + indices, None)
         return result
     return kernel
@@ -87,7 +87,7 @@ def constant_pad_kernel(out, inputs, dtypes, params):
     (x,), pad, value = inputs, params["pad"], params["value"]
     nd = len(pad) // 2
     if out is not None or not _on_cpu(x) or x._storage.dtype not in CONSTANT_DTYPES or \
-            not 0 < len(x._shape) <= _pad.MAX_NDIM or isinstance(value, Tensor):
+            not 0 < len(x._shape) <= _gather.MAX_NDIM or isinstance(value, Tensor):
         return NotImplemented
     indices = [None] * len(x._shape)
     for i in range(nd):
@@ -103,7 +103,7 @@ def constant_pad_kernel(out, inputs, dtypes, params):
     result = Tensor._empty(out_shape, dtype, strides=format_strides(out_shape, memory_format))
     order = MEMORY_ORDER.get(memory_format, range(len(x._shape)))
     fill = pad_value(value, dtype.numpy_dtype).reshape(1)
-    _pad.gather(_bits(result), _bits(x), x._offset, [x._strides[d] for d in order],
+    _gather.gather(_bits(result), _bits(x), x._offset, [x._strides[d] for d in order],
                 [x._shape[d] for d in order], [indices[d] for d in order],
                 fill.view(np.dtype(f"u{fill.itemsize}")))
     return result
@@ -128,7 +128,7 @@ def _backward_kernel(mode):
             index = _source_index(size, padding[2 * i], padding[2 * i + 1], mode)
             outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
             summed = _host_array(outer * size * inner, dtype.numpy_dtype)
-            _pad.index_add(summed, values, outer, size, inner, index.astype(np.int64))
+            _gather.index_add(summed, values, outer, size, inner, index.astype(np.int64))
             shape[axis], values = size, summed
         return Tensor._from_array(values.reshape(shape), dtype)
     return kernel

@@ -1,8 +1,9 @@
-/* reftorch_cpu._pad: reflection and replication padding (F.pad modes "reflect" and
- * "replicate") and their backward.
+/* reftorch_cpu._gather: padding (F.pad's constant, reflect and replicate modes) and the
+ * backward of the latter two, and upsampling (nearest by gather, linear and cubic by weighted
+ * taps).
  *
- * Entry points (called from reftorch_cpu/padding.py, which builds the index arrays with the
- * reference's own _source_index):
+ * Entry points (called from reftorch_cpu/padding.py and upsampling.py, which build the index
+ * arrays and weights with the reference's own functions):
  *
  *   gather(out, a, a_offset, a_strides, a_shape, indices, fill)
  *       out[o_0, .., o_last] = a[i_0(o_0), .., i_last(o_last)] with i_d(o) = indices[d][o],
@@ -11,6 +12,11 @@
  *       a is viewed as a_shape (at most MAX_NDIM dims) from element a_offset with a_strides;
  *       out is a fresh row-major array of shape (len(indices[d]) or a_shape[d] per dim);
  *       fill is None or a one-element buffer of a's width.
+ *   taps(out, a, outer, size, inner, index, weights)
+ *       out[r, o, i] = sum over t of a[r, index[o, t], i] * weights[o, t], the products
+ *       added in t order (the first one alone, then + the next); float32 / float64;
+ *       a row-major (outer, size, inner), out row-major (outer, len(index), inner), index
+ *       and weights (len(index), T). One spatial axis of an upsampling.
  *   index_add(out, a, outer, size, inner, index)
  *       out (outer, size, inner), row-major, is set to zero, then
  *       out[r, index[o], i] += a[r, o, i] for o = 0, 1, .. in order; a is row-major
@@ -24,6 +30,10 @@
  * output is cut once into runs whose indices count up by one, or are all -1; with a unit
  * input stride a run is one memcpy (the padded image's middle), a fill run one loop of
  * stores, the rest element by element (the mirrored or repeated edges).
+ *
+ * taps is one axis of the reference's separable upsampling: each output element one product
+ * per tap, added in the reference's order, so the bits are its own. Rows are split among
+ * the threads.
  *
  * index_add is one dim of the backward: the reference's np.add.at along that dim, which adds
  * the contributions of each output element in index order, starting from zero. Doing the
@@ -93,6 +103,8 @@ typedef struct {
     ptrdiff_t stride[MAX_NDIM];       /* a's strides in elements */
     const int64_t *index[MAX_NDIM];   /* per dim: the padded dims' index arrays, else NULL */
     const char *fill;                 /* the fill element, or NULL */
+    const ptrdiff_t *offsets;         /* the last dim's element offsets in a, when its runs
+                                         are too short to copy run by run; else NULL */
     const run_t *runs;
     ptrdiff_t n_runs;
     size_t width;                     /* bytes per element */
@@ -123,6 +135,14 @@ static void fill_run(char *o, const char *fill, ptrdiff_t n, size_t w)
     }
 }
 
+/* out[o] = a[offsets[o]] for o < n, elements of type UT (offsets in elements of a) */
+#define GATHER_ELEMENTS(UT, out, a, offsets, n)                                              \
+    do {                                                                                     \
+        UT *o_ = (UT *)(out);                                                                \
+        const UT *a_ = (const UT *)(a);                                                      \
+        for (ptrdiff_t k_ = 0; k_ < (n); k_++) o_[k_] = a_[(offsets)[k_]];                   \
+    } while (0)
+
 /* Output row `row` (its position over every dim but the last, row-major). */
 static void gather_row(const gather_t *G, ptrdiff_t row)
 {
@@ -141,6 +161,20 @@ static void gather_row(const gather_t *G, ptrdiff_t row)
         offset += i * G->stride[d];
     }
     const ptrdiff_t s = G->stride[last];
+    if (G->offsets) { /* short runs (nearest upsampling repeats each index): element-wise */
+        const char *a = G->a + offset * (ptrdiff_t)w;
+        const ptrdiff_t n = G->out_len[last];
+        if (w == 1) {
+            GATHER_ELEMENTS(uint8_t, out_row, a, G->offsets, n);
+        } else if (w == 2) {
+            GATHER_ELEMENTS(uint16_t, out_row, a, G->offsets, n);
+        } else if (w == 4) {
+            GATHER_ELEMENTS(uint32_t, out_row, a, G->offsets, n);
+        } else {
+            GATHER_ELEMENTS(uint64_t, out_row, a, G->offsets, n);
+        }
+        return;
+    }
     for (ptrdiff_t r = 0; r < G->n_runs; r++) {
         const run_t run = G->runs[r];
         char *o = out_row + (size_t)run.start * w;
@@ -194,6 +228,7 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
     held_t h = {.held = 0};
     PyObject *result = NULL;
     run_t *runs = NULL;
+    ptrdiff_t *offsets = NULL;
     gather_t G = {0};
     long long shape[MAX_NDIM], strides[MAX_NDIM]; /* parse_dims fills up to MAX_NDIM */
     int ndim;
@@ -270,6 +305,17 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     G.runs = runs;
     G.n_runs = find_runs(G.index[ndim - 1], n_last, runs);
+    if (G.index[ndim - 1] != NULL && G.fill == NULL && G.n_runs * 4 > n_last) {
+        /* runs average under 4 elements: gather element by element through offsets */
+        offsets = malloc((size_t)n_last * sizeof *offsets);
+        if (offsets == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (ptrdiff_t o = 0; o < n_last; o++)
+            offsets[o] = (ptrdiff_t)G.index[ndim - 1][o] * G.stride[ndim - 1];
+        G.offsets = offsets;
+    }
     const double bytes = (double)rows * n_last * G.width;
     Py_BEGIN_ALLOW_THREADS
     if (worth_parallel(bytes, PARALLEL_MIN_BYTES)) {
@@ -283,12 +329,123 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
     result = Py_None;
 done:
     free(runs);
+    free(offsets);
+    release_held(&h);
+    Py_XINCREF(result);
+    return result;
+}
+
+/* ---- taps (one axis of an upsampling) ----------------------------------------------------- */
+
+#define DEFINE_TAPS(T)                                                                       \
+    static void taps_row_##T(T *out, const T *a, ptrdiff_t inner, const int64_t *index,      \
+                             const T *weights, ptrdiff_t n, ptrdiff_t taps)                  \
+    {                                                                                        \
+        if (inner == 1) { /* the last axis: one element per output, its sum in a register */  \
+            for (ptrdiff_t o = 0; o < n; o++) {                                              \
+                const int64_t *ix = index + o * taps;                                        \
+                const T *w = weights + o * taps;                                             \
+                T acc = a[ix[0]] * w[0];                                                     \
+                for (ptrdiff_t t = 1; t < taps; t++) acc = acc + a[ix[t]] * w[t];            \
+                out[o] = acc;                                                                \
+            }                                                                                \
+            return;                                                                          \
+        }                                                                                    \
+        for (ptrdiff_t o = 0; o < n; o++) {                                                  \
+            T *dst = out + o * inner;                                                        \
+            const int64_t *ix = index + o * taps;                                            \
+            const T *w = weights + o * taps;                                                 \
+            const T *src = a + ix[0] * inner;                                                \
+            for (ptrdiff_t i = 0; i < inner; i++) dst[i] = src[i] * w[0];                    \
+            for (ptrdiff_t t = 1; t < taps; t++) {                                           \
+                src = a + ix[t] * inner;                                                     \
+                for (ptrdiff_t i = 0; i < inner; i++) dst[i] = dst[i] + src[i] * w[t];       \
+            }                                                                                \
+        }                                                                                    \
+    }
+DEFINE_TAPS(float)
+DEFINE_TAPS(double)
+
+static PyObject *py_taps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "taps(out, a, outer, size, inner, index, weights) takes 7 arguments");
+        return NULL;
+    }
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    long long outer, size, inner;
+    const int64_t *index;
+    ptrdiff_t entries;
+    if (parse_size(args[2], "outer", &outer) < 0 || parse_size(args[3], "size", &size) < 0 ||
+        parse_size(args[4], "inner", &inner) < 0 ||
+        parse_index(&h, args[5], 0, size, "index", &index, &entries) < 0)
+        goto done;
+    const Py_buffer *out = hold_buffer(&h, args[0], 1, "out");
+    const Py_buffer *a = out ? hold_buffer(&h, args[1], 0, "a") : NULL;
+    const Py_buffer *weights = a ? hold_buffer(&h, args[6], 0, "weights") : NULL;
+    if (weights == NULL) goto done;
+    const int kind = buffer_float_kind(out, "out");
+    if (kind < 0) goto done;
+    if (buffer_float_kind(a, "a") != kind || buffer_float_kind(weights, "weights") != kind) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a and weights must hold out's element type");
+        goto done;
+    }
+    /* index and weights are (n, T) alike, n the length of out's middle dim */
+    const ptrdiff_t n_weights = (ptrdiff_t)(weights->len / weights->itemsize);
+    const ptrdiff_t row = (ptrdiff_t)(outer * inner);
+    if (row == 0) { /* nothing to read or write */
+        result = Py_None;
+        goto done;
+    }
+    const ptrdiff_t n = row > 0 ? (ptrdiff_t)(out->len / out->itemsize) / row : 0;
+    if (n_weights != entries || n == 0 || entries % n) {
+        PyErr_SetString(PyExc_ValueError, "index and weights must both be (n, T), n the length "
+                        "of out's middle dim");
+        goto done;
+    }
+    const ptrdiff_t taps = entries / n;
+    const long long out_shape[3] = {outer, n, inner}, a_shape[3] = {outer, size, inner};
+    const long long out_strides[3] = {n * inner, inner, 1}, a_strides[3] = {size * inner, inner, 1};
+    char *out_start, *a_start;
+    if (view_start(out, "out", 0, 3, out_shape, out_strides, &out_start) < 0 ||
+        view_start(a, "a", 0, 3, a_shape, a_strides, &a_start) < 0)
+        goto done;
+    if (taps == 0) {
+        result = Py_None;
+        goto done;
+    }
+    const double bytes = (double)outer * n * inner * (double)(taps + 1) * out->itemsize;
+    const int threaded = worth_parallel(bytes, PARALLEL_MIN_BYTES);
+    const char *w = weights->buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == KIND_F32) {
+#pragma omp parallel for schedule(static) if (threaded)
+        for (ptrdiff_t r = 0; r < outer; r++)
+            taps_row_float((float *)out_start + r * n * inner,
+                           (const float *)a_start + r * size * inner, inner, index,
+                           (const float *)w, n, taps);
+    } else {
+#pragma omp parallel for schedule(static) if (threaded)
+        for (ptrdiff_t r = 0; r < outer; r++)
+            taps_row_double((double *)out_start + r * n * inner,
+                            (const double *)a_start + r * size * inner, inner, index,
+                            (const double *)w, n, taps);
+    }
+    Py_END_ALLOW_THREADS
+    g_calls++;
+    result = Py_None;
+done:
     release_held(&h);
     Py_XINCREF(result);
     return result;
 }
 
 /* ---- index_add (one dim of the backward) ------------------------------------------------ */
+
 
 #define DEFINE_INDEX_ADD(T)                                                                  \
     static void index_add_row_##T(T *out, const T *a, ptrdiff_t size, ptrdiff_t inner,        \
@@ -367,6 +524,8 @@ done:
 static PyMethodDef METHODS[] = {
     {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
      "gather(out, a, a_offset, a_strides, a_shape, indices, fill): out[o..] = a[indices[d][o_d]..]."},
+    {"taps", (PyCFunction)(void (*)(void))py_taps, METH_FASTCALL,
+     "taps(out, a, outer, size, inner, index, weights): out[r, o, i] = sum_t a[r, index[o, t], i] * weights[o, t]."},
     {"index_add", (PyCFunction)(void (*)(void))py_index_add, METH_FASTCALL,
      "index_add(out, a, outer, size, inner, index): out = 0; out[r, index[o], i] += a[r, o, i]."},
     COMMON_METHODS,
@@ -375,13 +534,13 @@ static PyMethodDef METHODS[] = {
 
 static struct PyModuleDef MODULE = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "reftorch_cpu._pad",
-    .m_doc = "Reflection and replication padding and their backward for reftorch.",
+    .m_name = "reftorch_cpu._gather",
+    .m_doc = "Padding and upsampling gathers for reftorch.",
     .m_size = -1,
     .m_methods = METHODS,
 };
 
-PyMODINIT_FUNC PyInit__pad(void)
+PyMODINIT_FUNC PyInit__gather(void)
 {
     init_module_state();
     PyObject *m = PyModule_Create(&MODULE);
