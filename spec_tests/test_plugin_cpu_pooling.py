@@ -10,6 +10,7 @@ within bounds derived from the float32 rounding (and the plugin's statistics aga
 float64 computation of the exact ones). Results must not depend on the thread count or the
 instruction-set clone.
 """
+import contextlib
 import math
 import os
 import time
@@ -169,6 +170,39 @@ def test_max_pool2d_nan_and_infinity_rules(dtype):
                                                              return_indices=True, **kwargs)
         assert indices.tolist() == t_indices.tolist()
         np.testing.assert_array_equal(values_.numpy(), t_values.numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(3, 2, 2), stride=(2, 1, 1), ceil_mode=True),
+    dict(kernel_size=2, dilation=2, padding=1), dict(kernel_size=(1, 3, 3), padding=(0, 1, 1)),
+    dict(kernel_size=3, stride=1, padding=1)])
+def test_max_pool3d_folds_depth_slices_with_the_2d_rule(dtype, kwargs):
+    """max_pool3d: each depth slice's 2-d pool in C, the depth windows folded in depth order;
+    NaN (a later one wins), infinities and ties anywhere in the 3-d window give the
+    reference's values and indices, batched or not, and the gradient lands where they say."""
+    for special, ties in ((False, False), (True, False), (False, True)):
+        x = reftorch.from_numpy(values((2, 3, 7, 9, 8), dtype, 3, special=special, ties=ties))
+        # contiguous, unbatched, H and W swapped in memory; then C outside N, which leaves
+        # no plane stride for the 2-d loop: the reference runs
+        for case, runs in ((x, True), (x[0], True), (x.transpose(-1, -2), True),
+                           (x.transpose(0, 1).contiguous().transpose(0, 1)[:, ::2], False)):
+            got, expected, ran = both(lambda: F.max_pool3d(case, return_indices=True,
+                                                          **kwargs))
+            assert (ran >= 1) == runs
+            assert got[0].shape == expected[0].shape
+            np.testing.assert_array_equal(got[0].numpy(), expected[0].numpy())
+            assert got[1].tolist() == expected[1].tolist()
+    grads = []
+    for reference in (False, True):
+        leaf = x.clone().nan_to_num().requires_grad_()
+        with contextlib.ExitStack() as stack:
+            if reference:
+                stack.enter_context(reftorch.plugins.use_reference_kernels())
+            F.max_pool3d(leaf, **kwargs).square().sum().backward()
+        grads.append(leaf.grad.numpy())
+    np.testing.assert_array_equal(*grads)
 
 
 def test_max_pool2d_unbatched_empty_and_declines():

@@ -71,6 +71,9 @@ def register(registrar):
     """Register this group's kernels with reftorch (called by reftorch_cpu.register)."""
     registrar.kernel("max_pool2d_with_indices", "cpu", DTYPES, max_pool2d_kernel)
     registrar.kernel("adaptive_max_pool2d", "cpu", DTYPES, adaptive_max_pool2d_kernel)
+    registrar.kernel("max_pool3d_with_indices", "cpu", DTYPES, max_pool3d_kernel)
+    registrar.kernel("max_pool3d_with_indices_backward", "cpu", DTYPES,
+                     max_pool3d_backward_kernel)
     registrar.kernel("avg_pool2d", "cpu", DTYPES, avg_pool2d_kernel)
     registrar.kernel("avg_pool2d_backward", "cpu", DTYPES, avg_pool2d_backward_kernel)
     registrar.kernel("adaptive_avg_pool2d", "cpu", DTYPES, adaptive_avg_pool2d_kernel)
@@ -126,6 +129,99 @@ def adaptive_max_pool2d_kernel(out, inputs, dtypes, params):
     return max_pool2d_kernel(out, inputs, dtypes, {
         "kernel_size": kernel, "stride": kernel, "padding": (0, 0), "dilation": (1, 1),
         "ceil_mode": False})
+
+
+def max_pool3d_kernel(out, inputs, dtypes, params):
+    """(values, indices) of a 3-d max pool: the (H, W) max pool of every depth slice (the C
+    2-d loop), then each depth window's slices folded in depth order by the 2-d loop's own
+    rule (the first valid one starts, a later one replaces it if larger or NaN). That picks
+    what the reference's scan in (kd, kh, kw) order picks, the last NaN if there is one, else
+    the first maximum: the same values and indices."""
+    x = _single(inputs)
+    if x is None or not _cpu_float(x) or len(x._shape) not in (4, 5) or \
+            math.prod(x._shape) < MIN_NUMEL["pool"]:
+        return NotImplemented
+    kernel, stride, padding, dilation = (params[k] for k in ("kernel_size", "stride", "padding",
+                                                            "dilation"))
+    if not _ints(kernel, stride, padding, dilation) or \
+            not len(kernel) == len(stride) == len(padding) == len(dilation) == 3:
+        return NotImplemented
+    planes = _merged_planes(x, 3)          # (P, D, H, W): every depth slice a 2-d plane
+    if planes is None:
+        return NotImplemented
+    ceil_mode = bool(params["ceil_mode"])
+    sliced = max_pool2d_kernel(None, (planes,), dtypes, {
+        "kernel_size": kernel[1:], "stride": stride[1:], "padding": padding[1:],
+        "dilation": dilation[1:], "ceil_mode": ceil_mode})
+    depth, height, width = x._shape[-3:]
+    out_depth = pooling_output_size(depth, kernel[0], stride[0], padding[0], dilation[0],
+                                    ceil_mode)
+    if sliced is NotImplemented or out_depth < 1:
+        return NotImplemented
+    values, flat = sliced[0]._np, sliced[1]._np          # (P, D, OH, OW)
+    best = np.empty((values.shape[0], out_depth) + values.shape[2:], values.dtype)
+    index = np.empty(best.shape, np.int64)
+    started = np.zeros((1, out_depth, 1, 1), bool)
+    for kd in range(kernel[0]):
+        depths = np.arange(out_depth) * stride[0] + kd * dilation[0] - padding[0]
+        valid = ((depths >= 0) & (depths < depth)).reshape(started.shape)
+        slab = values[:, depths.clip(0, depth - 1)]
+        wins = valid & ~started | valid & ((slab > best) | (slab != slab))
+        np.copyto(best, slab, where=wins)
+        np.copyto(index, depths.clip(0, depth - 1).reshape(started.shape) * height * width +
+                  flat[:, depths.clip(0, depth - 1)], where=wins)
+        started |= valid
+    shape = x._shape[:-3] + best.shape[1:]
+    return Tensor._from_array(best.reshape(shape)), Tensor._from_array(index.reshape(shape))
+
+
+def max_pool3d_backward_kernel(out, inputs, dtypes, params):
+    """The 3-d max-pool gradient as the 2-d one: a depth-and-height pair is one row of a
+    (D*H, W) plane, and the indices already count in the flat (D, H, W) plane."""
+    if len(inputs) != 2 or not isinstance(inputs[0], Tensor):
+        return NotImplemented
+    grad, indices = inputs
+    input_shape = tuple(params.get("input_shape") or ())
+    if len(input_shape) not in (4, 5) or len(grad._shape) != len(input_shape):
+        return NotImplemented
+    grad2, indices2 = _rows_merged(grad), _rows_merged(indices) \
+        if isinstance(indices, Tensor) else None
+    if grad2 is None or indices2 is None:
+        return NotImplemented
+    shape2 = input_shape[:-3] + (input_shape[-3] * input_shape[-2], input_shape[-1])
+    result = max_pool2d_backward_kernel(None, (grad2, indices2), dtypes,
+                                        {"input_shape": shape2})
+    if result is NotImplemented:
+        return NotImplemented
+    return Tensor._make(result._storage, result._offset, input_shape,
+                        contiguous_strides(input_shape))
+
+
+def _merged_planes(x, spatial):
+    """x (..., D, H, W) viewed as (P, D, H, W), P the leading dims' product (one plane per
+    depth slice to the 2-d loop), without a copy; None if those dims do not merge."""
+    lead, lead_strides = x._shape[:-spatial], x._strides[:-spatial]
+    size, stride = 1, 0
+    for n, st in zip(reversed(lead), reversed(lead_strides)):
+        if n == 1:
+            continue
+        if size > 1 and st != stride * size:
+            return None
+        if size == 1:
+            stride = st
+        size *= n
+    return Tensor._make(x._storage, x._offset, (size,) + x._shape[-spatial:],
+                        (stride,) + x._strides[-spatial:])
+
+
+def _rows_merged(t):
+    """(..., D, H, W) viewed as (..., D*H, W) without a copy, or None."""
+    if t._shape[-3] > 1 and t._shape[-2] > 1 and t._strides[-3] != t._shape[-2] * t._strides[-2]:
+        return None
+    return Tensor._make(t._storage, t._offset,
+                        t._shape[:-3] + (t._shape[-3] * t._shape[-2], t._shape[-1]),
+                        t._strides[:-3] + (t._strides[-2] if t._shape[-2] > 1 else
+                                           t._strides[-3], t._strides[-1]))
 
 
 def max_pool2d_backward_kernel(out, inputs, dtypes, params):
