@@ -5,6 +5,8 @@ and float64 on cpu:
     max_pool2d_with_indices_backward  (grad_output, indices; the input's shape a param)
     avg_pool2d, avg_pool2d_backward
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward
+    adaptive_max_pool2d             (when the output size divides the input's: max_pool2d)
+    max_pool3d_with_indices, max_pool3d_with_indices_backward  (through the 2-d loops, below)
     native_batch_norm               (output, save_mean, save_invstd); training mode updates
                                     running_mean / running_var in place, as the reference
     native_batch_norm_backward      (grad_input, grad_weight, grad_bias), training mode
@@ -34,10 +36,12 @@ Results against the reference (the tests check them):
 Nothing depends on the OpenMP thread count (fixed blocks of rows or planes).
 
 The 1-d torch forms (max_pool1d, avg_pool1d, adaptive_avg_pool1d) run the 2-d ops on an
-unsqueezed input, so they are served too. Declined (the reference runs): other dtypes (half
-types, integers), 3-d pooling, parameters of another dtype or not contiguous, running
-statistics sharing memory with another operand, channels-last normalization inputs, and
-empty inputs.
+unsqueezed input, so they are served too. max_pool3d pools each depth slice with the 2-d
+loop, then folds the depth window's slices by the same rule (see max_pool3d_kernel); its
+gradient is the 2-d one over (D*H, W) planes. Declined (the reference runs): other dtypes
+(half types, integers), avg and adaptive 3-d pooling, adaptive max pooling with uneven
+windows, parameters of another dtype or not contiguous, running statistics sharing memory
+with another operand, channels-last normalization inputs, and empty inputs.
 """
 from __future__ import annotations
 
