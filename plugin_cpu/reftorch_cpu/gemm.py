@@ -16,7 +16,8 @@ convolution (and its weight gradient) is the 2-D one of height 1; a 3-D one a 2-
 its output depth positions (see "3-D convolutions" below); a grouped one runs one
 convolution per group on views of the group's channels, the results joined along the
 channels; a depthwise one (one filter per channel) runs directly in src/depthwise.c, forward,
-weight gradient and the stride-1 input gradient.
+weight gradient and input gradient (at stride 1 the flipped filters' convolution, at other
+strides a scatter).
 
 Rounding: the reference is NumPy's matmul (OpenBLAS), whose summation order differs from
 ours, so results agree within a few ulps times sqrt(K), not bit for bit. Ours is fixed by K
@@ -370,10 +371,13 @@ def _depthwise_2d(x, weight, bias, dtype, params):
     if dtype not in DTYPES or not (_on_cpu_as(x, dtype) and _on_cpu_as(weight, dtype)) or \
             (bias is not None and not _on_cpu_as(bias, dtype)):
         return NotImplemented
-    if params.get("transposed"):   # the flipped filters' convolution, for stride 1
-        padding = tuple(d * (k - 1) - p for k, p, d in zip(kernel, padding, dilation))
-        if any(s != 1 for s in stride) or any(params["output_padding"]) or min(padding) < 0:
-            return NotImplemented
+    if params.get("transposed"):
+        flipped_padding = tuple(d * (k - 1) - p for k, p, d in zip(kernel, padding, dilation))
+        if any(s != 1 for s in stride) or any(params["output_padding"]) or \
+                min(flipped_padding) < 0:
+            return _depthwise_transposed(x, weight, bias, dtype, params)
+        # stride 1: the flipped filters' convolution (a gather: it vectorizes)
+        padding = flipped_padding
         weight = Tensor._make(weight._storage, weight._offset + weight._strides[2] * (
             kernel[0] - 1) + weight._strides[3] * (kernel[1] - 1), weight._shape,
             weight._strides[:2] + (-weight._strides[2], -weight._strides[3]))
@@ -389,6 +393,29 @@ def _depthwise_2d(x, weight, bias, dtype, params):
                     tuple(x._strides), weight._storage.array, weight._offset,
                     (weight._strides[0],) + tuple(weight._strides[2:]), *bias_args, kernel,
                     out_size, tuple(stride), tuple(padding), tuple(dilation))
+    return result
+
+
+def _depthwise_transposed(x, weight, bias, dtype, params):
+    """A transposed depthwise convolution at any stride (the input gradient of a strided
+    one): each input element's products scattered to the positions the forward read."""
+    stride, padding, dilation = params["stride"], params["padding"], params["dilation"]
+    kernel = tuple(weight._shape[2:])
+    out_size = tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in
+                     zip(x._shape[2:], stride, padding, dilation, kernel,
+                         params["output_padding"]))
+    n, c = x._shape[:2]
+    if min(out_size) <= 0 or min(padding) < 0 or \
+            _output_size(out_size, kernel, stride, padding, dilation) != tuple(x._shape[2:]):
+        return NotImplemented
+    result = Tensor._empty((n, c) + out_size, dtype)
+    bias_args = (None, 0, 0) if bias is None else \
+        (bias._storage.array, bias._offset, bias._strides[0])
+    _depthwise.transposed(result._storage.array, tuple(result._shape), x._storage.array,
+                          x._offset, tuple(x._strides), weight._storage.array, weight._offset,
+                          (weight._strides[0],) + tuple(weight._strides[2:]), *bias_args,
+                          kernel, tuple(x._shape[2:]), tuple(stride), tuple(padding),
+                          tuple(dilation))
     return result
 
 

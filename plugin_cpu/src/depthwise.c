@@ -1,7 +1,8 @@
 /* reftorch_cpu._depthwise: depthwise 2-D convolution (groups == input channels, one filter
  * per channel) computed directly, and its weight gradient.
  *
- * Entry points (called from reftorch_cpu/gemm.py; sizes and strides in elements):
+ * Entry points (called from reftorch_cpu/gemm.py; sizes and strides in elements; transposed,
+ * the input gradient at any stride, is described where it is defined):
  *
  *   conv(out, x, x_offset, x_shape, x_strides, w, w_offset, w_strides, bias, bias_offset,
  *        bias_stride, kernel, out_size, stride, padding, dilation)
@@ -387,6 +388,104 @@ done:
     return result;
 }
 
+/* ---- transposed (the input gradient at any stride) ----------------------------------------
+ * out (N, C, H, W), H x W the forward's input size, each position the sum of g[i, j] * w[p, q]
+ * over the taps whose forward read it: scattered plane by plane, output rows then taps then
+ * columns (a fixed order), into a zeroed plane, then + bias. */
+#define DEFINE_TRANSPOSED(T)                                                                  \
+    static void transposed_plane_##T(const geometry_t *G, T *out, const T *g,                \
+                                     const ptrdiff_t *gs, const T *w, const ptrdiff_t *ws,   \
+                                     const T *bias)                                          \
+    {                                                                                        \
+        for (ptrdiff_t k = 0; k < G->h * G->w; k++) out[k] = 0;                              \
+        for (ptrdiff_t i = 0; i < G->oh; i++) {                                              \
+            const T *grow = g + i * gs[0];                                                   \
+            for (ptrdiff_t p = 0; p < G->kh; p++) {                                          \
+                const ptrdiff_t r = i * G->sh + p * G->dh - G->ph;                           \
+                if (r < 0 || r >= G->h) continue;                                            \
+                T *orow = out + r * G->w;                                                    \
+                for (ptrdiff_t q = 0; q < G->kw; q++) {                                      \
+                    ptrdiff_t lo, hi;                                                        \
+                    tap_columns(G, q, &lo, &hi);                                             \
+                    const T wv = w[p * ws[0] + q * ws[1]];                                   \
+                    const ptrdiff_t first = q * G->dw - G->pw;                               \
+                    for (ptrdiff_t j = lo; j < hi; j++)                                      \
+                        orow[first + j * G->sw] += grow[j * gs[1]] * wv;                     \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+        if (bias)                                                                            \
+            for (ptrdiff_t k = 0; k < G->h * G->w; k++) out[k] += *bias;                     \
+    }
+DEFINE_TRANSPOSED(float)
+DEFINE_TRANSPOSED(double)
+
+static PyObject *py_transposed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 16, "transposed(out, out_shape, g, g_offset, g_strides, w, w_offset, "
+                               "w_strides, bias, bias_offset, bias_stride, kernel, g_size, "
+                               "stride, padding, dilation)") < 0)
+        return NULL;
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    geometry_t G;
+    long long oshape[MAX_NDIM], gstr[4], wstr[3], bstr[1];
+    int nd;
+    if (parse_dims(args[1], "out_shape", -1, oshape, &nd) < 0) goto done;
+    if (nd != 4) {
+        PyErr_SetString(PyExc_ValueError, "out_shape must be (N, C, H, W)");
+        goto done;
+    }
+    /* the forward's geometry: its input is out, its output g */
+    G.n = oshape[0], G.c = oshape[1], G.h = oshape[2], G.w = oshape[3];
+    if (parse_geometry(args + 11, &G) < 0) goto done;
+    const int kind = float_kind_of(args[2], "g");
+    if (kind < 0) goto done;
+    char *g, *w, *b = NULL, *out;
+    const long long gshape[4] = {G.n, G.c, G.oh, G.ow}, wshape[3] = {G.c, G.kh, G.kw};
+    const long long ostr[4] = {G.c * G.h * G.w, G.h * G.w, G.w, 1};
+    if (parse_dims(args[4], "g_strides", 4, gstr, NULL) < 0 ||
+        kind_operand(&h, args[2], args[3], 4, gshape, gstr, 0, kind, 0, "g", &g) < 0 ||
+        parse_dims(args[7], "w_strides", 3, wstr, NULL) < 0 ||
+        kind_operand(&h, args[5], args[6], 3, wshape, wstr, 0, kind, 0, "w", &w) < 0 ||
+        kind_operand(&h, args[0], NULL, 4, oshape, ostr, 1, kind, 0, "out", &out) < 0)
+        goto done;
+    if (args[8] != Py_None) {
+        const long long bshape[1] = {G.c};
+        if (parse_int_entry(args[10], "bias_stride", bstr) < 0 ||
+            kind_operand(&h, args[8], args[9], 1, bshape, bstr, 0, kind, 0, "bias", &b) < 0)
+            goto done;
+    }
+    const ptrdiff_t planes = G.n * G.c, plane = G.h * G.w;
+    const ptrdiff_t gs[2] = {(ptrdiff_t)gstr[2], (ptrdiff_t)gstr[3]};
+    const ptrdiff_t ws[2] = {(ptrdiff_t)wstr[1], (ptrdiff_t)wstr[2]};
+    const int par = worth_parallel((double)planes * G.oh * G.ow * G.kh * G.kw, PARALLEL_MIN_WORK);
+    const size_t size = kind == KIND_F32 ? sizeof(float) : sizeof(double);
+    Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel for schedule(static) if (par)
+    for (ptrdiff_t pl = 0; pl < planes; pl++) {
+        const ptrdiff_t n = pl / G.c, c = pl % G.c;
+        char *o = out + (size_t)(pl * plane) * size;
+        const char *gp = g + (size_t)(n * gstr[0] + c * gstr[1]) * size;
+        const char *wp = w + (size_t)(c * wstr[0]) * size;
+        const char *bp = b ? b + (size_t)(c * bstr[0]) * size : NULL;
+        if (kind == KIND_F32)
+            transposed_plane_float(&G, (float *)o, (const float *)gp, gs, (const float *)wp, ws,
+                                   (const float *)bp);
+        else
+            transposed_plane_double(&G, (double *)o, (const double *)gp, gs,
+                                    (const double *)wp, ws, (const double *)bp);
+    }
+    Py_END_ALLOW_THREADS
+    g_calls++;
+    result = Py_None;
+done:
+    release_held(&h);
+    Py_XINCREF(result);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
     {"conv", (PyCFunction)(void (*)(void))py_conv, METH_FASTCALL,
      "conv(out, x, x_offset, x_shape, x_strides, w, w_offset, w_strides, bias, bias_offset, "
@@ -394,6 +493,10 @@ static PyMethodDef METHODS[] = {
     {"weight_grad", (PyCFunction)(void (*)(void))py_weight_grad, METH_FASTCALL,
      "weight_grad(out, x, x_offset, x_shape, x_strides, grad, grad_offset, grad_strides, "
      "kernel, out_size, stride, padding, dilation): its (C, KH, KW) weight gradient."},
+    {"transposed", (PyCFunction)(void (*)(void))py_transposed, METH_FASTCALL,
+     "transposed(out, out_shape, g, g_offset, g_strides, w, w_offset, w_strides, bias, "
+     "bias_offset, bias_stride, kernel, g_size, stride, padding, dilation): the transposed "
+     "depthwise convolution (the input gradient), any stride."},
     COMMON_METHODS,
     {NULL, NULL, 0, NULL},
 };
