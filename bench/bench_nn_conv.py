@@ -75,6 +75,21 @@ for _label, _xs, _ws, _kw, _fn in (
         "torch": lambda x=_ixt, w=_iwt, kw=_kw, f=_fn: getattr(torch, f)(x, w, padding=1,
                                                                         **kw)}
 
+_dxr, _dxt, _ = float32_inputs((8, 64, 56, 56), _RNG)
+_dwr, _dwt, _ = float32_inputs((64, 1, 3, 3), _RNG)
+
+
+def _depthwise_step(module, x, w, stride):
+    x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+    out = module.conv2d(x, w, padding=1, groups=64, stride=stride)
+    return module.autograd.grad(out, (x, w), module.ones_like(out))
+
+
+for _stride in (1, 2):
+    CASES[f"conv2d depthwise forward+backward stride={_stride} float32 8x64x56x56"] = {
+        "reftorch": lambda s=_stride: _depthwise_step(reftorch, _dxr, _dwr, s),
+        "torch": lambda s=_stride: _depthwise_step(torch, _dxt, _dwt, s)}
+
 _pr, _pt, _pa = float32_inputs((8, 64, 56, 56), _RNG)
 for _mode in ("constant", "reflect", "replicate", "circular"):
     CASES[f"F.pad {_mode} float32 8x64x56x56 pad=2"] = {

@@ -2,7 +2,7 @@
 float32 (16, 64, 56, 56): max_pool2d 2x2 forward and forward+backward, avg_pool2d 2x2 and
 3x3/stride 2/padding 1 (forward+backward), global adaptive_avg_pool2d on (64, 512, 7, 7),
 batch_norm in training mode (batch statistics and the running-stat update) forward and
-forward+backward, group_norm with 32 groups.
+forward+backward, group_norm with 32 groups; adaptive_max_pool2d to 7x7 and max_pool3d.
 
 The issue names N = 64; at (64, 64, 56, 56) the reference-only max pool alone takes about
 a second, so the batch is 16 to keep every case well under a second.
@@ -30,6 +30,7 @@ _POOLED = dict(zip(("reftorch", "torch", "numpy"), float32_inputs((16, 64, 28, 2
 _HEAD = dict(zip(("reftorch", "torch", "numpy"), float32_inputs((64, 512, 7, 7), _RNG)))
 _GLOBAL = dict(zip(("reftorch", "torch", "numpy"), float32_inputs((64, 512, 1, 1), _RNG)))
 _GRAD = dict(zip(("reftorch", "torch", "numpy"), float32_inputs(SHAPE, _RNG)))
+_X3 = dict(zip(("reftorch", "torch", "numpy"), float32_inputs((4, 32, 16, 32, 32), _RNG)))
 _LIBS = {"reftorch": reftorch, "torch": torch}
 _PARAMS = {name: {"weight": lib.ones(64), "bias": lib.zeros(64),
                   "running_mean": lib.zeros(64), "running_var": lib.ones(64)}
@@ -132,6 +133,10 @@ CASES = {
     f"batch_norm train {_S}": _case(_forward(_batch_norm), _np_batch_norm),
     f"batch_norm train fwd+bwd {_S}": _case(_forward_backward(_batch_norm, _GRAD)),
     f"group_norm 32 groups {_S}": _case(_forward(_group_norm), _np_group_norm),
+    f"adaptive_max_pool2d to 7x7 {_S}": _case(_forward(
+        lambda lib, x, name: lib.nn.functional.adaptive_max_pool2d(x, 7))),
+    "max_pool3d 2x2x2 float32 (4,32,16,32,32)": _case(_forward(
+        lambda lib, x, name: lib.nn.functional.max_pool3d(x, 2), _X3)),
 }
 
 test_plugin_pooling = as_tests(CASES)
