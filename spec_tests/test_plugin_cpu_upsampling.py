@@ -14,8 +14,10 @@ import reftorch.nn.functional as F
 
 try:
     from reftorch_cpu import _gather
-    # the masked tests' plugin fixture and values (NaN and -0 among the floats)
+    # the masked tests' plugin fixture and values (NaN and -0 among the floats); the
+    # padding tests' bit-for-bit comparison against the reference through _gather
     from .test_plugin_cpu_masked import plugin_loaded, values
+    from .test_plugin_cpu_padding import as_bytes, assert_same, run_both
 except ImportError as exc:  # not built or not installed in this environment
     pytest.skip(f"reftorch_cpu is not importable ({exc}); build it with "
                 f"`pip install --no-build-isolation ./plugin_cpu`", allow_module_level=True)
@@ -37,28 +39,6 @@ CASES = [   # (mode, input shape, interpolate's keywords, C passes)
     ("bicubic", (2, 3, 10, 12), {"scale_factor": 2, "align_corners": True}, 2),
     ("trilinear", (2, 3, 4, 5, 6), {"scale_factor": 1.7}, 3),
 ]
-
-
-def as_bytes(t):
-    return np.ascontiguousarray(t.detach().numpy()).view(np.uint8)
-
-
-def run_both(fn):
-    """fn() with the plugin (its size threshold off) and on the reference kernels, and how
-    many C calls ran."""
-    before = _gather.calls()
-    with reftorch.plugins.all_sizes():
-        got = fn()
-    ran = _gather.calls() - before
-    with reftorch.plugins.use_reference_kernels():
-        want = fn()
-    return got, want, ran
-
-
-def assert_same(got, want):
-    assert got.shape == want.shape and got.dtype == want.dtype
-    assert got.stride() == want.stride()
-    assert np.array_equal(as_bytes(got), as_bytes(want))
 
 
 @pytest.mark.parametrize("mode,shape,kw,passes", CASES)

@@ -266,6 +266,21 @@ static int parse_geometry(PyObject *const *args, geometry_t *G)
     return 0;
 }
 
+/* An (N, C, H, W) shape (`what`) and the five geometry pairs after it into G. */
+static int parse_planes(PyObject *shape_obj, const char *what, PyObject *const *geometry,
+                        geometry_t *G)
+{
+    long long shape[MAX_NDIM];
+    int nd;
+    if (parse_dims(shape_obj, what, -1, shape, &nd) < 0) return -1;
+    if (nd != 4) {
+        PyErr_Format(PyExc_ValueError, "%s must be (N, C, H, W)", what);
+        return -1;
+    }
+    G->n = shape[0], G->c = shape[1], G->h = shape[2], G->w = shape[3];
+    return parse_geometry(geometry, G);
+}
+
 static PyObject *py_conv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -276,15 +291,9 @@ static PyObject *py_conv(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     held_t h = {.held = 0};
     PyObject *result = NULL;
     geometry_t G;
-    long long xshape[MAX_NDIM], xstr[4], bstr[1];
-    int nd;
-    if (parse_dims(args[3], "x_shape", -1, xshape, &nd) < 0) goto done;
-    if (nd != 4) {
-        PyErr_SetString(PyExc_ValueError, "x_shape must be (N, C, H, W)");
-        goto done;
-    }
-    G.n = xshape[0], G.c = xshape[1], G.h = xshape[2], G.w = xshape[3];
-    if (parse_geometry(args + 11, &G) < 0) goto done;
+    long long xstr[4], bstr[1];
+    if (parse_planes(args[3], "x_shape", args + 11, &G) < 0) goto done;
+    const long long xshape[4] = {G.n, G.c, G.h, G.w};
     const int kind = float_kind_of(args[1], "x");
     if (kind < 0) goto done;
     char *x, *w, *b = NULL, *out;
@@ -339,15 +348,9 @@ static PyObject *py_weight_grad(PyObject *self, PyObject *const *args, Py_ssize_
     held_t h = {.held = 0};
     PyObject *result = NULL;
     geometry_t G;
-    long long xshape[MAX_NDIM], xstr[4], gstr[4];
-    int nd;
-    if (parse_dims(args[3], "x_shape", -1, xshape, &nd) < 0) goto done;
-    if (nd != 4) {
-        PyErr_SetString(PyExc_ValueError, "x_shape must be (N, C, H, W)");
-        goto done;
-    }
-    G.n = xshape[0], G.c = xshape[1], G.h = xshape[2], G.w = xshape[3];
-    if (parse_geometry(args + 8, &G) < 0) goto done;
+    long long xstr[4], gstr[4];
+    if (parse_planes(args[3], "x_shape", args + 8, &G) < 0) goto done;
+    const long long xshape[4] = {G.n, G.c, G.h, G.w};
     const int kind = float_kind_of(args[1], "x");
     if (kind < 0) goto done;
     char *x, *g, *out;
@@ -430,16 +433,10 @@ static PyObject *py_transposed(PyObject *self, PyObject *const *args, Py_ssize_t
     held_t h = {.held = 0};
     PyObject *result = NULL;
     geometry_t G;
-    long long oshape[MAX_NDIM], gstr[4], wstr[3], bstr[1];
-    int nd;
-    if (parse_dims(args[1], "out_shape", -1, oshape, &nd) < 0) goto done;
-    if (nd != 4) {
-        PyErr_SetString(PyExc_ValueError, "out_shape must be (N, C, H, W)");
-        goto done;
-    }
+    long long gstr[4], wstr[3], bstr[1];
     /* the forward's geometry: its input is out, its output g */
-    G.n = oshape[0], G.c = oshape[1], G.h = oshape[2], G.w = oshape[3];
-    if (parse_geometry(args + 11, &G) < 0) goto done;
+    if (parse_planes(args[1], "out_shape", args + 11, &G) < 0) goto done;
+    const long long oshape[4] = {G.n, G.c, G.h, G.w};
     const int kind = float_kind_of(args[2], "g");
     if (kind < 0) goto done;
     char *g, *w, *b = NULL, *out;
