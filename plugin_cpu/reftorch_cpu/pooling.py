@@ -162,6 +162,12 @@ def max_pool3d_kernel(out, inputs, dtypes, params):
                                     ceil_mode)
     if sliced is NotImplemented or out_depth < 1:
         return NotImplemented
+    reached = np.zeros(out_depth, bool)    # every depth window must hold an input slice
+    for kd in range(kernel[0]):
+        depths = np.arange(out_depth) * stride[0] + kd * dilation[0] - padding[0]
+        reached |= (depths >= 0) & (depths < depth)
+    if not reached.all():
+        return NotImplemented
     values, flat = sliced[0]._np, sliced[1]._np          # (P, D, OH, OW)
     best = np.empty((values.shape[0], out_depth) + values.shape[2:], values.dtype)
     index = np.empty(best.shape, np.int64)
