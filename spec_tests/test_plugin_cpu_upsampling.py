@@ -94,15 +94,15 @@ def test_taps_checks_its_arguments():
     out = np.empty(2 * 2 * 4, np.float32)
     index = np.array([[0, 1], [2, 1]], np.int64)
     weights = np.array([[0.5, 0.5], [1.0, 2.0]], np.float32)
-    _gather.taps(out, a, 2, 3, 4, index, weights)
+    _gather.taps(out, a, 2, 3, 2, 4, index, weights)
     rows = a.reshape(2, 3, 4)
     np.testing.assert_array_equal(out.reshape(2, 2, 4)[:, 0], rows[:, 0] * 0.5 + rows[:, 1] * 0.5)
     np.testing.assert_array_equal(out.reshape(2, 2, 4)[:, 1], rows[:, 2] + rows[:, 1] * 2)
     with pytest.raises(IndexError, match="out of range"):
-        _gather.taps(out, a, 2, 3, 4, np.array([[0, 3], [2, 1]], np.int64), weights)
+        _gather.taps(out, a, 2, 3, 2, 4, np.array([[0, 3], [2, 1]], np.int64), weights)
     with pytest.raises(ValueError, match="buffer holds"):
-        _gather.taps(out, a[:-1], 2, 3, 4, index, weights)
+        _gather.taps(out, a[:-1], 2, 3, 2, 4, index, weights)
     with pytest.raises(ValueError, match=r"\(n, T\)"):
-        _gather.taps(out, a, 2, 3, 4, index, weights[:1])
+        _gather.taps(out, a, 2, 3, 2, 4, index, weights[:1])
     with pytest.raises(TypeError):
-        _gather.taps(out, a, 2, 3, 4, index, weights.astype(np.float64))
+        _gather.taps(out, a, 2, 3, 2, 4, index, weights.astype(np.float64))

@@ -173,13 +173,10 @@ def _convolution_2d(x, weight, bias, dtypes, params):
             n * o * out_size[0] * out_size[1] * c * kh * kw < size_threshold(MIN_FLOPS):
         return NotImplemented
     result = Tensor._empty((n, o) + out_size, dtype)
-    if bias is None:
-        bias_args = (None, 0, 0)
-    else:
-        bias_args = (bias._storage.array, bias._offset, bias._strides[0])
     _gemm.conv2d(result._storage.array, result._offset, x._storage.array, x._offset,
                  tuple(x._shape), tuple(x._strides), w_array, w_offset, w_strides, o,
-                 (kh, kw), out_size, tuple(stride), tuple(padding), tuple(dilation), *bias_args)
+                 (kh, kw), out_size, tuple(stride), tuple(padding), tuple(dilation),
+                 *_bias_args(bias))
     return result
 
 
@@ -241,10 +238,8 @@ def _transposed_by_col2im(x, weight, bias, stride, padding, dilation, output_pad
                (x._strides[0], x._strides[1], position_stride),
                1.0, 0.0, None, 0, (0, 0, 0))
     result = Tensor._empty((n, c_out) + out_size, dtype)
-    bias_args = (None, 0, 0) if bias is None else \
-        (bias._storage.array, bias._offset, bias._strides[0])
     _gemm.col2im(result._storage.array, result._offset, cols._storage.array, 0,
-                 tuple(result._shape), tuple(result._strides), *bias_args, rows, kernel,
+                 tuple(result._shape), tuple(result._strides), *_bias_args(bias), rows, kernel,
                  (ih, iw), tuple(stride), tuple(padding), tuple(dilation))
     return result
 
@@ -358,7 +353,8 @@ def _side_by_side(dim, parts):
 # One filter per channel (groups == channels, one output channel each): KH*KW multiply-adds
 # per output element, too few for a product to pay for its packing (the grouped path makes
 # one product per channel). Its input gradient is, for stride 1, the depthwise convolution
-# of the gradient with each filter flipped; other strides take the grouped path.
+# of the gradient with each filter flipped (a gather, which vectorizes); other strides
+# scatter (_depthwise.transposed).
 
 def _is_depthwise(x, weight, groups):
     return len(x._shape) == 4 and groups == x._shape[1] == weight._shape[0] and \
@@ -387,12 +383,9 @@ def _depthwise_2d(x, weight, bias, dtype, params):
             size_threshold(MIN_FLOPS):
         return NotImplemented
     result = Tensor._empty((n, c) + out_size, dtype)
-    bias_args = (None, 0, 0) if bias is None else \
-        (bias._storage.array, bias._offset, bias._strides[0])
     _depthwise.conv(result._storage.array, x._storage.array, x._offset, tuple(x._shape),
-                    tuple(x._strides), weight._storage.array, weight._offset,
-                    (weight._strides[0],) + tuple(weight._strides[2:]), *bias_args, kernel,
-                    out_size, tuple(stride), tuple(padding), tuple(dilation))
+                    tuple(x._strides), *_filters(weight), *_bias_args(bias), kernel, out_size,
+                    tuple(stride), tuple(padding), tuple(dilation))
     return result
 
 
@@ -401,22 +394,31 @@ def _depthwise_transposed(x, weight, bias, dtype, params):
     one): each input element's products scattered to the positions the forward read."""
     stride, padding, dilation = params["stride"], params["padding"], params["dilation"]
     kernel = tuple(weight._shape[2:])
-    out_size = tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in
-                     zip(x._shape[2:], stride, padding, dilation, kernel,
-                         params["output_padding"]))
+    out_size = _transposed_output_size(x, weight, stride, padding, dilation,
+                                       params["output_padding"])
     n, c = x._shape[:2]
     if min(out_size) <= 0 or min(padding) < 0 or \
             _output_size(out_size, kernel, stride, padding, dilation) != tuple(x._shape[2:]):
         return NotImplemented
     result = Tensor._empty((n, c) + out_size, dtype)
-    bias_args = (None, 0, 0) if bias is None else \
-        (bias._storage.array, bias._offset, bias._strides[0])
     _depthwise.transposed(result._storage.array, tuple(result._shape), x._storage.array,
-                          x._offset, tuple(x._strides), weight._storage.array, weight._offset,
-                          (weight._strides[0],) + tuple(weight._strides[2:]), *bias_args,
+                          x._offset, tuple(x._strides), *_filters(weight), *_bias_args(bias),
                           kernel, tuple(x._shape[2:]), tuple(stride), tuple(padding),
                           tuple(dilation))
     return result
+
+
+def _filters(weight):
+    """A depthwise weight (C, 1, KH, KW) as the C code takes it: array, offset and the
+    (C, KH, KW) strides."""
+    return weight._storage.array, weight._offset, (weight._strides[0],) + tuple(
+        weight._strides[2:])
+
+
+def _bias_args(bias):
+    """A bias vector as the C entry points take it (array, offset, stride), or none."""
+    return (None, 0, 0) if bias is None else (bias._storage.array, bias._offset,
+                                              bias._strides[0])
 
 
 def _depthwise_weight_grad(x, grad, weight_shape, dtype, params):

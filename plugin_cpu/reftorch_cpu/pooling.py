@@ -57,6 +57,7 @@ from reftorch._tensor import Tensor
 from reftorch_plugins.geometry import coalesce
 
 from . import _pool as _P
+from .gemm import _collapsed_stride
 
 DTYPES = (D.float32, D.float64)
 
@@ -162,24 +163,24 @@ def max_pool3d_kernel(out, inputs, dtypes, params):
                                     ceil_mode)
     if sliced is NotImplemented or out_depth < 1:
         return NotImplemented
-    reached = np.zeros(out_depth, bool)    # every depth window must hold an input slice
-    for kd in range(kernel[0]):
-        depths = np.arange(out_depth) * stride[0] + kd * dilation[0] - padding[0]
-        reached |= (depths >= 0) & (depths < depth)
-    if not reached.all():
+    # each depth tap's input slice for every output depth, and whether it is inside
+    taps = np.arange(out_depth) * stride[0] + np.arange(kernel[0])[:, None] * dilation[0] - \
+        padding[0]
+    inside = (taps >= 0) & (taps < depth)
+    if not inside.any(axis=0).all():     # a window of padding alone: nothing starts its fold
         return NotImplemented
+    slices = taps.clip(0, depth - 1)
     values, flat = sliced[0]._np, sliced[1]._np          # (P, D, OH, OW)
     best = np.empty((values.shape[0], out_depth) + values.shape[2:], values.dtype)
     index = np.empty(best.shape, np.int64)
     started = np.zeros((1, out_depth, 1, 1), bool)
     for kd in range(kernel[0]):
-        depths = np.arange(out_depth) * stride[0] + kd * dilation[0] - padding[0]
-        valid = ((depths >= 0) & (depths < depth)).reshape(started.shape)
-        slab = values[:, depths.clip(0, depth - 1)]
+        valid = inside[kd].reshape(started.shape)
+        slab = values[:, slices[kd]]
         wins = valid & ~started | valid & ((slab > best) | (slab != slab))
         np.copyto(best, slab, where=wins)
-        np.copyto(index, depths.clip(0, depth - 1).reshape(started.shape) * height * width +
-                  flat[:, depths.clip(0, depth - 1)], where=wins)
+        np.copyto(index, slices[kd].reshape(started.shape) * height * width +
+                  flat[:, slices[kd]], where=wins)
         started |= valid
     shape = x._shape[:-3] + best.shape[1:]
     return Tensor._from_array(best.reshape(shape)), Tensor._from_array(index.reshape(shape))
@@ -210,28 +211,21 @@ def max_pool3d_backward_kernel(out, inputs, dtypes, params):
 def _merged_planes(x, spatial):
     """x (..., D, H, W) viewed as (P, D, H, W), P the leading dims' product (one plane per
     depth slice to the 2-d loop), without a copy; None if those dims do not merge."""
-    lead, lead_strides = x._shape[:-spatial], x._strides[:-spatial]
-    size, stride = 1, 0
-    for n, st in zip(reversed(lead), reversed(lead_strides)):
-        if n == 1:
-            continue
-        if size > 1 and st != stride * size:
-            return None
-        if size == 1:
-            stride = st
-        size *= n
-    return Tensor._make(x._storage, x._offset, (size,) + x._shape[-spatial:],
-                        (stride,) + x._strides[-spatial:])
+    stride = _collapsed_stride(x._shape[:-spatial], x._strides[:-spatial])
+    if stride is None:
+        return None
+    return Tensor._make(x._storage, x._offset, (math.prod(x._shape[:-spatial]),) +
+                        x._shape[-spatial:], (stride,) + x._strides[-spatial:])
 
 
 def _rows_merged(t):
     """(..., D, H, W) viewed as (..., D*H, W) without a copy, or None."""
-    if t._shape[-3] > 1 and t._shape[-2] > 1 and t._strides[-3] != t._shape[-2] * t._strides[-2]:
+    stride = _collapsed_stride(t._shape[-3:-1], t._strides[-3:-1])
+    if stride is None:
         return None
     return Tensor._make(t._storage, t._offset,
                         t._shape[:-3] + (t._shape[-3] * t._shape[-2], t._shape[-1]),
-                        t._strides[:-3] + (t._strides[-2] if t._shape[-2] > 1 else
-                                           t._strides[-3], t._strides[-1]))
+                        t._strides[:-3] + (stride, t._strides[-1]))
 
 
 def max_pool2d_backward_kernel(out, inputs, dtypes, params):

@@ -83,7 +83,7 @@ def _weighted(x, taps, compute):
         axis = lead + d
         outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
         passed = np.empty(outer * index.shape[0] * inner, compute)
-        _gather.taps(passed, values.reshape(-1), outer, shape[axis], inner,
+        _gather.taps(passed, values.reshape(-1), outer, shape[axis], index.shape[0], inner,
                      np.ascontiguousarray(index, np.int64),
                      np.ascontiguousarray(weights, compute))
         shape[axis] = index.shape[0]

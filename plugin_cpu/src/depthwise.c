@@ -281,6 +281,48 @@ static int parse_planes(PyObject *shape_obj, const char *what, PyObject *const *
     return parse_geometry(geometry, G);
 }
 
+/* The filters (C, KH, KW) from args[0..2] (buffer, offset, strides) and the optional bias
+ * from args[3..5] (buffer or None, offset, stride), both of `kind`: held, checked, element 0
+ * in *w / *b (NULL without a bias), their strides in w_strides / *b_stride. */
+static int parse_filters(held_t *h, PyObject *const *args, const geometry_t *G, int kind,
+                         char **w, long long *w_strides, char **b, long long *b_stride)
+{
+    const long long w_shape[3] = {G->c, G->kh, G->kw}, b_shape[1] = {G->c};
+    *b = NULL;
+    if (parse_dims(args[2], "w_strides", 3, w_strides, NULL) < 0 ||
+        kind_operand(h, args[0], args[1], 3, w_shape, w_strides, 0, kind, 0, "w", w) < 0)
+        return -1;
+    if (args[3] == Py_None) return 0;
+    if (parse_int_entry(args[5], "bias_stride", b_stride) < 0) return -1;
+    return kind_operand(h, args[3], args[4], 1, b_shape, b_stride, 0, kind, 0, "bias", b);
+}
+
+/* fn over every (image, channel) plane: `in` (N, C, ...) at in_strides, out row-major planes
+ * of out_plane elements, each plane its channel's filter and bias. */
+static void run_planes(conv_fn fn, const geometry_t *G, int kind, char *out,
+                       ptrdiff_t out_plane, const char *in, const long long *in_strides,
+                       const char *w, const long long *w_strides, const char *b,
+                       long long b_stride)
+{
+    const ptrdiff_t planes = G->n * G->c;
+    const ptrdiff_t rows[2] = {(ptrdiff_t)in_strides[2], (ptrdiff_t)in_strides[3]};
+    const ptrdiff_t taps[2] = {(ptrdiff_t)w_strides[1], (ptrdiff_t)w_strides[2]};
+    const int par = worth_parallel((double)planes * G->oh * G->ow * G->kh * G->kw,
+                                   PARALLEL_MIN_WORK);
+    const size_t size = kind == KIND_F32 ? sizeof(float) : sizeof(double);
+    Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel for schedule(static) if (par)
+    for (ptrdiff_t pl = 0; pl < planes; pl++) {
+        const ptrdiff_t n = pl / G->c, c = pl % G->c;
+        fn(G, out + (size_t)(pl * out_plane) * size,
+           in + (size_t)(n * in_strides[0] + c * in_strides[1]) * size, rows,
+           w + (size_t)(c * w_strides[0]) * size, taps,
+           b ? b + (size_t)(c * b_stride) * size : NULL);
+    }
+    Py_END_ALLOW_THREADS
+    g_calls++;
+}
+
 static PyObject *py_conv(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -291,46 +333,21 @@ static PyObject *py_conv(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     held_t h = {.held = 0};
     PyObject *result = NULL;
     geometry_t G;
-    long long xstr[4], bstr[1];
+    long long xstr[4], bstr[1] = {0};
     if (parse_planes(args[3], "x_shape", args + 11, &G) < 0) goto done;
     const long long xshape[4] = {G.n, G.c, G.h, G.w};
-    const int kind = float_kind_of(args[1], "x");
-    if (kind < 0) goto done;
-    char *x, *w, *b = NULL, *out;
-    if (parse_dims(args[4], "x_strides", 4, xstr, NULL) < 0 ||
-        kind_operand(&h, args[1], args[2], 4, xshape, xstr, 0, kind, 0, "x", &x) < 0)
-        goto done;
-    const long long wshape[3] = {G.c, G.kh, G.kw};
-    long long wstr3[3];
-    if (parse_dims(args[7], "w_strides", 3, wstr3, NULL) < 0 ||
-        kind_operand(&h, args[5], args[6], 3, wshape, wstr3, 0, kind, 0, "w", &w) < 0)
-        goto done;
-    if (args[8] != Py_None) {
-        const long long bshape[1] = {G.c};
-        if (parse_int_entry(args[10], "bias_stride", bstr) < 0 ||
-            kind_operand(&h, args[8], args[9], 1, bshape, bstr, 0, kind, 0, "bias", &b) < 0)
-            goto done;
-    }
     const long long oshape[4] = {G.n, G.c, G.oh, G.ow};
     const long long ostr[4] = {G.c * G.oh * G.ow, G.oh * G.ow, G.ow, 1};
-    if (kind_operand(&h, args[0], NULL, 4, oshape, ostr, 1, kind, 0, "out", &out) < 0)
+    const int kind = float_kind_of(args[1], "x");
+    char *x, *w, *b, *out;
+    long long wstr[3];
+    if (kind < 0 || parse_dims(args[4], "x_strides", 4, xstr, NULL) < 0 ||
+        kind_operand(&h, args[1], args[2], 4, xshape, xstr, 0, kind, 0, "x", &x) < 0 ||
+        parse_filters(&h, args + 5, &G, kind, &w, wstr, &b, bstr) < 0 ||
+        kind_operand(&h, args[0], NULL, 4, oshape, ostr, 1, kind, 0, "out", &out) < 0)
         goto done;
-    const ptrdiff_t planes = G.n * G.c, plane_out = G.oh * G.ow;
-    const ptrdiff_t xs[2] = {(ptrdiff_t)xstr[2], (ptrdiff_t)xstr[3]}; /* a plane's row, column */
-    const ptrdiff_t ws[2] = {(ptrdiff_t)wstr3[1], (ptrdiff_t)wstr3[2]};
-    const int par = worth_parallel((double)planes * plane_out * G.kh * G.kw, PARALLEL_MIN_WORK);
-    const size_t size = kind == KIND_F32 ? sizeof(float) : sizeof(double);
-    const conv_fn plane = CONV_FNS[g_isa][kind == KIND_F32 ? 0 : 1];
-    Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (par)
-    for (ptrdiff_t pl = 0; pl < planes; pl++) {
-        const ptrdiff_t n = pl / G.c, c = pl % G.c;
-        plane(&G, out + (size_t)(pl * plane_out) * size,
-              x + (size_t)(n * xstr[0] + c * xstr[1]) * size, xs,
-              w + (size_t)(c * wstr3[0]) * size, ws, b ? b + (size_t)(c * bstr[0]) * size : NULL);
-    }
-    Py_END_ALLOW_THREADS
-    g_calls++;
+    run_planes(CONV_FNS[g_isa][kind == KIND_F32 ? 0 : 1], &G, kind, out, G.oh * G.ow, x, xstr,
+               w, wstr, b, bstr[0]);
     result = Py_None;
 done:
     release_held(&h);
@@ -433,49 +450,20 @@ static PyObject *py_transposed(PyObject *self, PyObject *const *args, Py_ssize_t
     held_t h = {.held = 0};
     PyObject *result = NULL;
     geometry_t G;
-    long long gstr[4], wstr[3], bstr[1];
+    long long gstr[4], wstr[3], bstr[1] = {0};
     /* the forward's geometry: its input is out, its output g */
     if (parse_planes(args[1], "out_shape", args + 11, &G) < 0) goto done;
-    const long long oshape[4] = {G.n, G.c, G.h, G.w};
-    const int kind = float_kind_of(args[2], "g");
-    if (kind < 0) goto done;
-    char *g, *w, *b = NULL, *out;
-    const long long gshape[4] = {G.n, G.c, G.oh, G.ow}, wshape[3] = {G.c, G.kh, G.kw};
+    const long long oshape[4] = {G.n, G.c, G.h, G.w}, gshape[4] = {G.n, G.c, G.oh, G.ow};
     const long long ostr[4] = {G.c * G.h * G.w, G.h * G.w, G.w, 1};
-    if (parse_dims(args[4], "g_strides", 4, gstr, NULL) < 0 ||
+    const int kind = float_kind_of(args[2], "g");
+    char *g, *w, *b, *out;
+    if (kind < 0 || parse_dims(args[4], "g_strides", 4, gstr, NULL) < 0 ||
         kind_operand(&h, args[2], args[3], 4, gshape, gstr, 0, kind, 0, "g", &g) < 0 ||
-        parse_dims(args[7], "w_strides", 3, wstr, NULL) < 0 ||
-        kind_operand(&h, args[5], args[6], 3, wshape, wstr, 0, kind, 0, "w", &w) < 0 ||
+        parse_filters(&h, args + 5, &G, kind, &w, wstr, &b, bstr) < 0 ||
         kind_operand(&h, args[0], NULL, 4, oshape, ostr, 1, kind, 0, "out", &out) < 0)
         goto done;
-    if (args[8] != Py_None) {
-        const long long bshape[1] = {G.c};
-        if (parse_int_entry(args[10], "bias_stride", bstr) < 0 ||
-            kind_operand(&h, args[8], args[9], 1, bshape, bstr, 0, kind, 0, "bias", &b) < 0)
-            goto done;
-    }
-    const ptrdiff_t planes = G.n * G.c, plane = G.h * G.w;
-    const ptrdiff_t gs[2] = {(ptrdiff_t)gstr[2], (ptrdiff_t)gstr[3]};
-    const ptrdiff_t ws[2] = {(ptrdiff_t)wstr[1], (ptrdiff_t)wstr[2]};
-    const int par = worth_parallel((double)planes * G.oh * G.ow * G.kh * G.kw, PARALLEL_MIN_WORK);
-    const size_t size = kind == KIND_F32 ? sizeof(float) : sizeof(double);
-    Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (par)
-    for (ptrdiff_t pl = 0; pl < planes; pl++) {
-        const ptrdiff_t n = pl / G.c, c = pl % G.c;
-        char *o = out + (size_t)(pl * plane) * size;
-        const char *gp = g + (size_t)(n * gstr[0] + c * gstr[1]) * size;
-        const char *wp = w + (size_t)(c * wstr[0]) * size;
-        const char *bp = b ? b + (size_t)(c * bstr[0]) * size : NULL;
-        if (kind == KIND_F32)
-            transposed_plane_float(&G, (float *)o, (const float *)gp, gs, (const float *)wp, ws,
-                                   (const float *)bp);
-        else
-            transposed_plane_double(&G, (double *)o, (const double *)gp, gs,
-                                    (const double *)wp, ws, (const double *)bp);
-    }
-    Py_END_ALLOW_THREADS
-    g_calls++;
+    run_planes(kind == KIND_F32 ? CONV(transposed_plane_float) : CONV(transposed_plane_double),
+               &G, kind, out, G.h * G.w, g, gstr, w, wstr, b, bstr[0]);
     result = Py_None;
 done:
     release_held(&h);

@@ -12,11 +12,11 @@
  *       a is viewed as a_shape (at most MAX_NDIM dims) from element a_offset with a_strides;
  *       out is a fresh row-major array of shape (len(indices[d]) or a_shape[d] per dim);
  *       fill is None or a one-element buffer of a's width.
- *   taps(out, a, outer, size, inner, index, weights)
+ *   taps(out, a, outer, size, n, inner, index, weights)
  *       out[r, o, i] = sum over t of a[r, index[o, t], i] * weights[o, t], the products
  *       added in t order (the first one alone, then + the next); float32 / float64;
- *       a row-major (outer, size, inner), out row-major (outer, len(index), inner), index
- *       and weights (len(index), T). One spatial axis of an upsampling.
+ *       a row-major (outer, size, inner), out row-major (outer, n, inner), index and
+ *       weights (n, T). One spatial axis of an upsampling.
  *   index_add(out, a, outer, size, inner, index)
  *       out (outer, size, inner), row-major, is set to zero, then
  *       out[r, index[o], i] += a[r, o, i] for o = 0, 1, .. in order; a is row-major
@@ -122,16 +122,17 @@ DEFINE_COPY_RUN(2, uint16_t)
 DEFINE_COPY_RUN(4, uint32_t)
 DEFINE_COPY_RUN(8, uint64_t)
 
-static void fill_run(char *o, const char *fill, ptrdiff_t n, size_t w)
+/* n elements of w bytes, every `stride`-th from a (stride 0: one value repeated) */
+static void copy_run(char *o, const char *a, ptrdiff_t n, ptrdiff_t stride, size_t w)
 {
     if (w == 1) {
-        memset(o, *(const uint8_t *)fill, (size_t)n);
+        copy_run_1((uint8_t *)o, (const uint8_t *)a, n, stride);
     } else if (w == 2) {
-        copy_run_2((uint16_t *)o, (const uint16_t *)fill, n, 0);
+        copy_run_2((uint16_t *)o, (const uint16_t *)a, n, stride);
     } else if (w == 4) {
-        copy_run_4((uint32_t *)o, (const uint32_t *)fill, n, 0);
+        copy_run_4((uint32_t *)o, (const uint32_t *)a, n, stride);
     } else {
-        copy_run_8((uint64_t *)o, (const uint64_t *)fill, n, 0);
+        copy_run_8((uint64_t *)o, (const uint64_t *)a, n, stride);
     }
 }
 
@@ -155,7 +156,7 @@ static void gather_row(const gather_t *G, ptrdiff_t row)
         rem /= G->out_len[d];
         const ptrdiff_t i = G->index[d] ? (ptrdiff_t)G->index[d][o] : o;
         if (i < 0) { /* a padded row: the value throughout */
-            fill_run(out_row, G->fill, G->out_len[last], w);
+            copy_run(out_row, G->fill, G->out_len[last], 0, w);
             return;
         }
         offset += i * G->stride[d];
@@ -180,17 +181,11 @@ static void gather_row(const gather_t *G, ptrdiff_t row)
         char *o = out_row + (size_t)run.start * w;
         const char *a = G->a + (offset + run.first * s) * (ptrdiff_t)w;
         if (run.first < 0) {
-            fill_run(o, G->fill, run.length, w);
+            copy_run(o, G->fill, run.length, 0, w);
         } else if (s == 1) {
             memcpy(o, a, (size_t)run.length * w);
-        } else if (w == 1) {
-            copy_run_1((uint8_t *)o, (const uint8_t *)a, run.length, s);
-        } else if (w == 2) {
-            copy_run_2((uint16_t *)o, (const uint16_t *)a, run.length, s);
-        } else if (w == 4) {
-            copy_run_4((uint32_t *)o, (const uint32_t *)a, run.length, s);
         } else {
-            copy_run_8((uint64_t *)o, (const uint64_t *)a, run.length, s);
+            copy_run(o, a, run.length, s, w);
         }
     }
 }
@@ -366,74 +361,71 @@ done:
 DEFINE_TAPS(float)
 DEFINE_TAPS(double)
 
+/* out (outer, n, inner) and a (outer, size, inner), row-major floats of one kind (out's):
+ * held, checked, their element 0 in *out_start / *a_start; returns the kind, or -1. */
+static int axis_operands(held_t *h, PyObject *out_obj, PyObject *a_obj, long long outer,
+                         long long n, long long size, long long inner, char **out_start,
+                         char **a_start)
+{
+    const int kind = float_kind_of(out_obj, "out");
+    const long long out_shape[3] = {outer, n, inner}, a_shape[3] = {outer, size, inner};
+    const long long out_strides[3] = {n * inner, inner, 1}, a_strides[3] = {size * inner, inner, 1};
+    if (kind < 0 ||
+        kind_operand(h, out_obj, NULL, 3, out_shape, out_strides, 1, kind, 0, "out",
+                     out_start) < 0 ||
+        kind_operand(h, a_obj, NULL, 3, a_shape, a_strides, 0, kind, 0, "a", a_start) < 0)
+        return -1;
+    return kind;
+}
+
 static PyObject *py_taps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError,
-                        "taps(out, a, outer, size, inner, index, weights) takes 7 arguments");
+    if (check_nargs(nargs, 8, "taps(out, a, outer, size, n, inner, index, weights)") < 0)
         return NULL;
-    }
     held_t h = {.held = 0};
     PyObject *result = NULL;
-    long long outer, size, inner;
+    long long outer, size, n, inner;
     const int64_t *index;
     ptrdiff_t entries;
+    char *out, *a, *w;
     if (parse_size(args[2], "outer", &outer) < 0 || parse_size(args[3], "size", &size) < 0 ||
-        parse_size(args[4], "inner", &inner) < 0 ||
-        parse_index(&h, args[5], 0, size, "index", &index, &entries) < 0)
+        parse_size(args[4], "n", &n) < 0 || parse_size(args[5], "inner", &inner) < 0 ||
+        parse_index(&h, args[6], 0, size, "index", &index, &entries) < 0)
         goto done;
-    const Py_buffer *out = hold_buffer(&h, args[0], 1, "out");
-    const Py_buffer *a = out ? hold_buffer(&h, args[1], 0, "a") : NULL;
-    const Py_buffer *weights = a ? hold_buffer(&h, args[6], 0, "weights") : NULL;
+    const int kind = axis_operands(&h, args[0], args[1], outer, n, size, inner, &out, &a);
+    const Py_buffer *weights = kind < 0 ? NULL : hold_buffer(&h, args[7], 0, "weights");
     if (weights == NULL) goto done;
-    const int kind = buffer_float_kind(out, "out");
-    if (kind < 0) goto done;
-    if (buffer_float_kind(a, "a") != kind || buffer_float_kind(weights, "weights") != kind) {
+    if (buffer_kind(weights, "weights") != kind) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "a and weights must hold out's element type");
+            PyErr_SetString(PyExc_TypeError, "weights must hold out's element type");
         goto done;
     }
-    /* index and weights are (n, T) alike, n the length of out's middle dim */
-    const ptrdiff_t n_weights = (ptrdiff_t)(weights->len / weights->itemsize);
-    const ptrdiff_t row = (ptrdiff_t)(outer * inner);
-    if (row == 0) { /* nothing to read or write */
+    if (weights->len / weights->itemsize != entries ||
+        (n == 0 ? entries != 0 : entries % n != 0)) {
+        PyErr_SetString(PyExc_ValueError, "index and weights must both be (n, T)");
+        goto done;
+    }
+    const ptrdiff_t taps = n ? entries / n : 0;
+    w = weights->buf;
+    if (outer == 0 || n == 0 || inner == 0 || taps == 0) {
         result = Py_None;
         goto done;
     }
-    const ptrdiff_t n = row > 0 ? (ptrdiff_t)(out->len / out->itemsize) / row : 0;
-    if (n_weights != entries || n == 0 || entries % n) {
-        PyErr_SetString(PyExc_ValueError, "index and weights must both be (n, T), n the length "
-                        "of out's middle dim");
-        goto done;
-    }
-    const ptrdiff_t taps = entries / n;
-    const long long out_shape[3] = {outer, n, inner}, a_shape[3] = {outer, size, inner};
-    const long long out_strides[3] = {n * inner, inner, 1}, a_strides[3] = {size * inner, inner, 1};
-    char *out_start, *a_start;
-    if (view_start(out, "out", 0, 3, out_shape, out_strides, &out_start) < 0 ||
-        view_start(a, "a", 0, 3, a_shape, a_strides, &a_start) < 0)
-        goto done;
-    if (taps == 0) {
-        result = Py_None;
-        goto done;
-    }
-    const double bytes = (double)outer * n * inner * (double)(taps + 1) * out->itemsize;
+    const double bytes = (double)outer * n * inner * (double)(taps + 1) *
+                         (kind == KIND_F32 ? sizeof(float) : sizeof(double));
     const int threaded = worth_parallel(bytes, PARALLEL_MIN_BYTES);
-    const char *w = weights->buf;
     Py_BEGIN_ALLOW_THREADS
     if (kind == KIND_F32) {
 #pragma omp parallel for schedule(static) if (threaded)
         for (ptrdiff_t r = 0; r < outer; r++)
-            taps_row_float((float *)out_start + r * n * inner,
-                           (const float *)a_start + r * size * inner, inner, index,
-                           (const float *)w, n, taps);
+            taps_row_float((float *)out + r * n * inner, (const float *)a + r * size * inner,
+                           inner, index, (const float *)w, n, taps);
     } else {
 #pragma omp parallel for schedule(static) if (threaded)
         for (ptrdiff_t r = 0; r < outer; r++)
-            taps_row_double((double *)out_start + r * n * inner,
-                            (const double *)a_start + r * size * inner, inner, index,
-                            (const double *)w, n, taps);
+            taps_row_double((double *)out + r * n * inner, (const double *)a + r * size * inner,
+                            inner, index, (const double *)w, n, taps);
     }
     Py_END_ALLOW_THREADS
     g_calls++;
@@ -464,11 +456,7 @@ DEFINE_INDEX_ADD(double)
 static PyObject *py_index_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "index_add(out, a, outer, size, inner, index) takes 6 arguments");
-        return NULL;
-    }
+    if (check_nargs(nargs, 6, "index_add(out, a, outer, size, inner, index)") < 0) return NULL;
     held_t h = {.held = 0};
     PyObject *result = NULL;
     long long outer, size, inner;
@@ -478,26 +466,15 @@ static PyObject *py_index_add(PyObject *self, PyObject *const *args, Py_ssize_t 
         parse_size(args[4], "inner", &inner) < 0 ||
         parse_index(&h, args[5], 0, size, "index", &index, &n) < 0)
         goto done;
-    const Py_buffer *out = hold_buffer(&h, args[0], 1, "out");
-    const Py_buffer *a = out ? hold_buffer(&h, args[1], 0, "a") : NULL;
-    if (a == NULL) goto done;
-    const int kind = buffer_float_kind(out, "out");
-    if (kind < 0) goto done;
-    if (buffer_float_kind(a, "a") != kind) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a must hold out's element type");
-        goto done;
-    }
-    const long long out_shape[3] = {outer, size, inner}, a_shape[3] = {outer, n, inner};
-    const long long out_strides[3] = {size * inner, inner, 1}, a_strides[3] = {n * inner, inner, 1};
     char *out_start, *a_start;
-    if (view_start(out, "out", 0, 3, out_shape, out_strides, &out_start) < 0 ||
-        view_start(a, "a", 0, 3, a_shape, a_strides, &a_start) < 0)
-        goto done;
+    const int kind = axis_operands(&h, args[0], args[1], outer, size, n, inner, &out_start,
+                                   &a_start);
+    if (kind < 0) goto done;
     if (outer == 0 || size == 0 || inner == 0) {
         result = Py_None;
         goto done;
     }
-    const size_t width = (size_t)out->itemsize;
+    const size_t width = kind == KIND_F32 ? sizeof(float) : sizeof(double);
     const double bytes = (double)outer * (double)(n + size) * (double)inner * (double)width;
     const int threaded = worth_parallel(bytes, PARALLEL_MIN_BYTES);
     Py_BEGIN_ALLOW_THREADS
@@ -525,7 +502,7 @@ static PyMethodDef METHODS[] = {
     {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
      "gather(out, a, a_offset, a_strides, a_shape, indices, fill): out[o..] = a[indices[d][o_d]..]."},
     {"taps", (PyCFunction)(void (*)(void))py_taps, METH_FASTCALL,
-     "taps(out, a, outer, size, inner, index, weights): out[r, o, i] = sum_t a[r, index[o, t], i] * weights[o, t]."},
+     "taps(out, a, outer, size, n, inner, index, weights): out[r, o, i] = sum_t a[r, index[o, t], i] * weights[o, t]."},
     {"index_add", (PyCFunction)(void (*)(void))py_index_add, METH_FASTCALL,
      "index_add(out, a, outer, size, inner, index): out = 0; out[r, index[o], i] += a[r, o, i]."},
     COMMON_METHODS,
