@@ -503,6 +503,55 @@ def test_conv2d_real_blocks_and_threads():
     np.testing.assert_array_equal(one.view(np.uint32), two.view(np.uint32))
 
 
+# Stride 1, the padding adding at most 1/8 to the row length: these run over a zero-padded
+# copy of each image (conv_shifted in src/gemm.c) rather than through the im2col packing.
+SHIFTED_CASES = [
+    ((2, 3, 9, 30), (5, 3, 3, 3), dict(padding=1)),
+    ((2, 4, 10, 40), (6, 4, 2, 3), dict(padding=(1, 2), dilation=(2, 1))),
+    ((1, 5, 12, 64), (7, 5, 5, 5), dict(padding=2)),
+    ((2, 6, 8, 50), (3, 6, 1, 3), dict(padding=(0, 1))),
+    ((3, 2, 7, 33), (4, 2, 3, 3), {}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_conv2d_over_a_padded_copy_gives_the_im2col_bits(dtype, no_threshold, small_blocks):
+    """A stride-1 convolution over a zero-padded copy of each image sums the same products in
+    the same order as the im2col packing: the same bits, with and without bias, from
+    contiguous, channels-last and stepped inputs, and close to the reference."""
+    for i, (xs, ws, kw) in enumerate(SHIFTED_CASES):
+        x, w, b = tensor(xs, dtype, i), tensor(ws, dtype, 10 + i), tensor((ws[0],), dtype, 20)
+        channels_last = reftorch.from_numpy(np.ascontiguousarray(
+            host(x).transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+        stepped = reftorch.from_numpy(np.repeat(host(x), 2, axis=3))[..., ::2]
+        for xv in (x, channels_last, stepped):
+            for bias in (None, b):
+                before = _gemm.conv_shifted_calls()
+                got = host(check_conv(xv, w, bias, dtype, **kw))
+                assert _gemm.conv_shifted_calls() == before + 1
+                previous = _gemm.set_conv_shifted(False)
+                try:
+                    packed = host(reftorch.conv2d(xv, w, bias, **kw))
+                finally:
+                    _gemm.set_conv_shifted(previous)
+                assert _gemm.conv_shifted_calls() == before + 1
+                np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8),
+                                              np.ascontiguousarray(packed).view(np.uint8))
+
+
+def test_conv2d_takes_the_padded_copy_only_when_it_pays():
+    """Strided convolutions, and padding that would widen the rows by more than 1/8, keep
+    the im2col packing."""
+    x, w = tensor((1, 3, 9, 11), F32, 1), tensor((4, 3, 3, 3), F32, 2)
+    before = _gemm.conv_shifted_calls()
+    with reftorch.plugins.all_sizes():
+        reftorch.conv2d(x, w, padding=1)               # 13 columns for 11: not taken
+        reftorch.conv2d(tensor((1, 3, 9, 40), F32, 3), w, padding=1, stride=2)
+        assert _gemm.conv_shifted_calls() == before
+        reftorch.conv2d(tensor((1, 3, 9, 40), F32, 3), w, padding=1)
+    assert _gemm.conv_shifted_calls() == before + 1
+
+
 def test_conv2d_declines_what_it_does_not_handle(no_threshold):
     x, w = tensor((2, 4, 10, 10), F32, 1), tensor((6, 4, 3, 3), F32, 2)
     # an output_padding reaching the stride (allowed by the dilation): col2im cannot place it

@@ -91,9 +91,16 @@ typedef struct {
 } conv_geometry;
 
 /* What B is: a strided matrix; the im2col matrix of an image (a convolution: rows (c, kh,
- * kw), columns output positions); or its transpose (a convolution's weight gradient: rows
- * output positions, columns (c, kh, kw)). */
-enum { B_MATRIX, B_IM2COL, B_IM2COL_T };
+ * kw), columns output positions); the same for a stride-1 convolution over a zero-padded
+ * copy of the image (conv_shifted), where row p is one contiguous run of the copy; or the
+ * im2col matrix's transpose (a convolution's weight gradient: rows output positions,
+ * columns (c, kh, kw)). */
+enum { B_MATRIX, B_IM2COL, B_SHIFTED, B_IM2COL_T };
+
+/* Whether stride-1 convolutions may take conv_shifted (tests turn it off to compare), and
+ * how many have. */
+static int g_conv_shifted = 1;
+static unsigned long long g_conv_shifted_calls = 0;
 
 /* One product's operands, as checked element offsets and strides (in elements).
  *
@@ -388,6 +395,17 @@ AVX512 static void pack14_rows_f64(ptrdiff_t kc, int rows, const double *a, ptrd
         _mm512_mask_storeu_pd(dst + p * 14 + 8, 0x3F,
                               _mm512_mask_i32gather_pd(_mm512_setzero_pd(), valid_hi, hi, a + p, 8));
     }
+}
+
+/* Whole NR-wide micro-panels of one packed row: `panels` pieces of `width` bytes (a
+ * multiple of 64) from consecutive memory at src, each to its panel, panel_bytes apart
+ * (pack_b_shifted's rows). */
+AVX512 static void copy_panels_avx512(ptrdiff_t panels, ptrdiff_t width, const char *src,
+                                      char *dst, ptrdiff_t panel_bytes)
+{
+    for (ptrdiff_t r = 0; r < panels; r++, src += width, dst += panel_bytes)
+        for (ptrdiff_t o = 0; o < width; o += 64)
+            _mm512_store_si512((void *)(dst + o), _mm512_loadu_si512((const void *)(src + o)));
 }
 #endif
 
@@ -882,6 +900,22 @@ static PyObject *py_col2im(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+static PyObject *py_set_conv_shifted(PyObject *self, PyObject *flag)
+{
+    (void)self;
+    const int on = PyObject_IsTrue(flag);
+    if (on < 0) return NULL;
+    const int previous = g_conv_shifted;
+    g_conv_shifted = on;
+    return PyBool_FromLong(previous);
+}
+
+static PyObject *py_conv_shifted_calls(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyLong_FromUnsignedLongLong(g_conv_shifted_calls);
+}
+
 /* set_blocking(isa, type, kc, mc, nc) -> the previous (kc, mc, nc): for tuning, and for
  * tests that cross block boundaries with small matrices. Sets products' and convolutions'
  * blocks alike (returns the products' old ones). mc is rounded up to a multiple of MR and
@@ -924,6 +958,11 @@ static PyMethodDef METHODS[] = {
      "col2im(image, image_offset, cols, cols_offset, image_shape, image_strides, bias, "
      "bias_offset, bias_stride, rows, kernel, cols_size, stride, padding, dilation): the "
      "adjoint of im2col into a contiguous image, bias added last; see src/gemm.c."},
+    {"set_conv_shifted", py_set_conv_shifted, METH_O,
+     "set_conv_shifted(flag): whether stride-1 convolutions may run over a zero-padded copy "
+     "of the image (same bits either way; for tests); returns the previous flag."},
+    {"conv_shifted_calls", py_conv_shifted_calls, METH_NOARGS,
+     "conv_shifted_calls(): how many convolutions have run over a zero-padded copy."},
     {"set_blocking", py_set_blocking, METH_VARARGS,
      "set_blocking(isa, type, kc, mc, nc): change one block-size set (type 0 float32, 1 "
      "float64); returns the previous (kc, mc, nc)."},
@@ -1085,6 +1124,37 @@ static void NAME(pack_b_conv)(ptrdiff_t kc, ptrdiff_t nc, int nr, ptrdiff_t p0, 
     }
 }
 
+/* pack_b for a stride-1 convolution over a zero-padded image (B_SHIFTED; cv describes the
+ * padded copy: xs_c = its plane, xs_h = its row length Wp, no padding): im2col row
+ * p = (c, kh, kw) at output position j' = oh * Wp + ow is x[c][oh + kh*dh][ow + kw*dw], so
+ * columns [j0, j0 + nc) of it are the contiguous run x[shift(p) + j0 ...]. Columns
+ * ow >= OW read across into the next row: the product computes them and conv_shifted drops
+ * them. No bounds logic, no zeros but past nc: the padding is in the copy. */
+static void NAME(pack_b_shifted)(ptrdiff_t kc, ptrdiff_t nc, int nr, ptrdiff_t p0,
+                                 ptrdiff_t j0, const conv_geometry *cv, const T *x,
+                                 T *restrict dst)
+{
+    const ptrdiff_t full = nc / nr * nr;
+    for (ptrdiff_t p = 0; p < kc; p++) {
+        const ptrdiff_t q = p0 + p, kw = q % cv->kw, kh = q / cv->kw % cv->kh,
+                        c = q / (cv->kw * cv->kh);
+        const T *src = x + c * cv->xs_c + kh * cv->dh * cv->xs_h + kw * cv->dw + j0;
+        T *d = dst + p * nr;
+#if HAVE_X86_CLONES
+        if (g_isa == ISA_AVX512F && (nr * sizeof(T)) % 64 == 0)
+            copy_panels_avx512(full / nr, nr * (ptrdiff_t)sizeof(T), (const char *)src,
+                               (char *)d, nr * kc * (ptrdiff_t)sizeof(T));
+        else
+#endif
+            for (ptrdiff_t jp = 0; jp < full; jp += nr)
+                for (int j = 0; j < nr; j++) d[jp * kc + j] = src[jp + j];
+        if (full < nc) {
+            T *t = d + full * kc;
+            for (ptrdiff_t j = 0; j < nr; j++) t[j] = full + j < nc ? src[full + j] : 0;
+        }
+    }
+}
+
 /* pack_b for a weight gradient: rows [p0, p0 + kc) x columns [j0, j0 + nc) of the
  * transposed im2col matrix (rows output positions, columns (c, kh, kw)). Per micro-panel,
  * its NR im2col rows are first copied as contiguous spans into `rows` (NR x kc), which is
@@ -1240,6 +1310,8 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
             const ptrdiff_t kc = g->seg_len - r0 < kc_step ? g->seg_len - r0 : kc_step;
             if (g->b_kind == B_IM2COL)
                 NAME(pack_b_conv)(kc, nc, bk->nr, r0, j0, g->conv, b_seg, bbuf);
+            else if (g->b_kind == B_SHIFTED)
+                NAME(pack_b_shifted)(kc, nc, bk->nr, r0, j0, g->conv, b_seg, bbuf);
             else if (g->b_kind == B_IM2COL_T)
                 NAME(pack_b_im2col_t)(kc, nc, bk->nr, r0, j0, g->conv, b_seg, scratch, bbuf);
             else
@@ -1266,13 +1338,19 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
 #define K_GROUP_MAX_OUTPUT (16 * 1024)
 #define K_GROUPS 4
 
+static int NAME(conv_shifted)(const gemm_args *g, int isa);
+
 /* The whole product: choose block sizes, cut C into items, run them on the threads.
  * Returns -1 when the packing buffers cannot be allocated. */
 static int NAME(gemm)(const gemm_args *g, int isa)
 {
+    if (g->b_kind == B_IM2COL) {
+        const int shifted = NAME(conv_shifted)(g, isa);
+        if (shifted <= 0) return shifted;     /* done (0) or out of memory (-1) */
+    }
     const int type = sizeof(T) == 4 ? T_F32 : T_F64;
-    const blocking bk_copy = g->b_kind == B_IM2COL ? CONV_BLOCKING[isa][type]
-                                                     : BLOCKING[isa][type];
+    const blocking bk_copy = g->b_kind == B_IM2COL || g->b_kind == B_SHIFTED
+                                 ? CONV_BLOCKING[isa][type] : BLOCKING[isa][type];
     const blocking *bk = &bk_copy;   /* set_blocking may change the table meanwhile */
     const ptrdiff_t M = g->m, N = g->n, K = g->k;
     if (g->batch == 0 || M == 0 || N == 0) return 0;
@@ -1378,6 +1456,76 @@ static int NAME(gemm)(const gemm_args *g, int isa)
     free(partials);
     free(buffers);
     return 0;
+}
+
+/* A stride-1 convolution (g: B_IM2COL) the cheaper way, when its extra work is small:
+ * each image is copied once with its zero padding (H + 2ph rows of Wp = W + 2pw), which
+ * makes every im2col row a contiguous run of the copy (pack_b_shifted: whole-vector copies
+ * where pack_b_conv copied short runs between zeros, 20-25% of a 64-channel 3x3 layer's
+ * time); the product then covers OH x Wp output positions, of which the OW x OH real ones
+ * are copied out (with the bias the epilogue added). Every real output element sums the
+ * same products, zeros of the padding included, in the same order: same bits.
+ * Returns 1 (not taken: the caller runs the im2col product), 0 (done) or -1 (no memory). */
+static int NAME(conv_shifted)(const gemm_args *g, int isa)
+{
+    const conv_geometry *cv = g->conv;
+    const ptrdiff_t C = cv->kh > 0 && cv->kw > 0 ? g->k / (cv->kh * cv->kw) : 0;
+    const ptrdiff_t hp = cv->h + 2 * cv->ph, wp = cv->w + 2 * cv->pw;
+    /* (wp > ow by the (KW - 1) * dw columns a row's last taps reach) */
+    if (!g_conv_shifted || cv->sh != 1 || cv->sw != 1 || C == 0 || g->m == 0 || cv->oh == 0 || cv->ow == 0 ||
+        wp * 8 > cv->ow * 9)
+        return 1;                                /* over 12.5% more columns: not worth it */
+    const ptrdiff_t N = g->batch, plane = hp * wp, slack = (cv->kw - 1) * cv->dw + 64;
+    const ptrdiff_t wide = cv->oh * wp;          /* output positions of the product */
+    T *padded = malloc((size_t)(N * C * plane + slack) * sizeof(T));
+    T *wide_out = aligned_alloc(64, (size_t)round_up(N * g->m * wide * (ptrdiff_t)sizeof(T), 64));
+    if (padded == NULL || wide_out == NULL) {
+        free(padded);
+        free(wide_out);
+        return 1;
+    }
+    const T *x = (const T *)g->b;
+    const int par = worth_parallel((double)N * C * plane, 64 * 1024);
+#pragma omp parallel for if (par) schedule(static)
+    for (ptrdiff_t pc = 0; pc < N * C; pc++) {   /* the padded copy, plane by plane */
+        const T *src = x + (pc / C) * g->b_s[0] + (pc % C) * cv->xs_c;
+        T *d = padded + pc * plane;
+        for (ptrdiff_t i = 0; i < hp; i++, d += wp) {
+            const ptrdiff_t ih = i - cv->ph;
+            if (ih < 0 || ih >= cv->h) {
+                for (ptrdiff_t j = 0; j < wp; j++) d[j] = 0;
+                continue;
+            }
+            const T *row = src + ih * cv->xs_h;
+            for (ptrdiff_t j = 0; j < cv->pw; j++) d[j] = 0;
+            for (ptrdiff_t j = 0; j < cv->w; j++) d[cv->pw + j] = row[j * cv->xs_w];
+            for (ptrdiff_t j = cv->pw + cv->w; j < wp; j++) d[j] = 0;
+        }
+    }
+    for (ptrdiff_t j = 0; j < slack; j++) padded[N * C * plane + j] = 0;  /* read, unused */
+
+    g_conv_shifted_calls++;
+    conv_geometry shifted = *cv;
+    shifted.h = hp, shifted.w = wp, shifted.ph = shifted.pw = 0, shifted.ow = wp;
+    shifted.xs_c = plane, shifted.xs_h = wp, shifted.xs_w = 1;
+    gemm_args wg = *g;
+    wg.b_kind = B_SHIFTED, wg.conv = &shifted;
+    wg.n = wide, wg.b = (const char *)padded, wg.b_s[0] = C * plane;
+    wg.out = (char *)wide_out, wg.out_s[0] = g->m * wide, wg.out_s[1] = wide, wg.out_s[2] = 1;
+    const int status = NAME(gemm)(&wg, isa);
+    free(padded);
+    if (status == 0) {
+        const ptrdiff_t planes = N * g->m;
+#pragma omp parallel for if (par) schedule(static)
+        for (ptrdiff_t po = 0; po < planes; po++) {  /* the real columns, into out */
+            T *d = (T *)g->out + (po / g->m) * g->out_s[0] + (po % g->m) * g->out_s[1];
+            const T *src = wide_out + po * wide;
+            for (ptrdiff_t i = 0; i < cv->oh; i++)
+                for (ptrdiff_t j = 0; j < cv->ow; j++) d[i * cv->ow + j] = src[i * wp + j];
+        }
+    }
+    free(wide_out);
+    return status;
 }
 
 #endif /* GEMM_TEMPLATE */
