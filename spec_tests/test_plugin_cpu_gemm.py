@@ -514,11 +514,22 @@ SHIFTED_CASES = [
 ]
 
 
+@pytest.mark.parametrize("isa", _gemm.supported_isas())
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-def test_conv2d_over_a_padded_copy_gives_the_im2col_bits(dtype, no_threshold, small_blocks):
-    """A stride-1 convolution over a zero-padded copy of each image sums the same products in
-    the same order as the im2col packing: the same bits, with and without bias, from
-    contiguous, channels-last and stepped inputs, and close to the reference."""
+def test_conv2d_over_a_padded_copy_gives_the_im2col_bits(isa, dtype, no_threshold,
+                                                         small_blocks):
+    """A stride-1 convolution over a zero-padded copy of each image (packed, or read in place
+    by the AVX-512 float32 kernel) sums the same products in the same order as the im2col
+    packing: the same bits, with and without bias, from contiguous, channels-last and stepped
+    inputs, and close to the reference; in every instruction set."""
+    previous_isa = _gemm.set_isa(isa)
+    try:
+        _check_padded_copy_cases(dtype)
+    finally:
+        _gemm.set_isa(previous_isa)
+
+
+def _check_padded_copy_cases(dtype):
     for i, (xs, ws, kw) in enumerate(SHIFTED_CASES):
         x, w, b = tensor(xs, dtype, i), tensor(ws, dtype, 10 + i), tensor((ws[0],), dtype, 20)
         channels_last = reftorch.from_numpy(np.ascontiguousarray(

@@ -136,21 +136,43 @@ typedef struct {
     ATTR static void NAME(ptrdiff_t kc, const T *restrict a, const T *restrict b,            \
                           T *restrict c, ptrdiff_t ldc, int accumulate, int rows)            \
     {                                                                                        \
+        UKR_BODY(T, VT, VL, MR, NV, LOAD, LOADU, STOREU, SET1, FMA, ADD, ZERO, b,            \
+                 b += NV * VL, 1)                                                            \
+    }
+
+/* The same tile with B read in place: row p of the micro-panel is the NR values at
+ * b + off[p] (unaligned), no packing (conv_shifted's images, see item). */
+#define DEFINE_DIRECT_UKR(NAME, ATTR, T, VT, VL, MR, NV, LOADU, STOREU, SET1, FMA, ADD, ZERO) \
+    ATTR static void NAME(ptrdiff_t kc, const T *restrict a, const T *b,                     \
+                          const ptrdiff_t *restrict off, T *restrict c, ptrdiff_t ldc,       \
+                          int accumulate, int rows)                                          \
+    {                                                                                        \
+        UKR_BODY(T, VT, VL, MR, NV, LOADU, LOADU, STOREU, SET1, FMA, ADD, ZERO, b + off[p],  \
+                 (void)0, 0)                                                                 \
+    }
+
+/* The kernels' one body: B_ROW is row p's address, B_NEXT what moves to the next row,
+ * PREFETCH whether to prefetch ahead. */
+#define UKR_BODY(T, VT, VL, MR, NV, LOADB, LOADU, STOREU, SET1, FMA, ADD, ZERO, B_ROW,       \
+                 B_NEXT, PREFETCH)                                                           \
         VT acc[MR][NV];                                                                      \
         _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = ZERO();         \
         _Pragma("GCC unroll 4") for (ptrdiff_t p = 0; p < kc; p++) {                         \
+            const T *row = B_ROW;                                                            \
             VT bv[NV];                                                                       \
-            _Pragma("GCC unroll 4") for (size_t o = 0; o < NV * VL * sizeof(T); o += 64)     \
-                __builtin_prefetch((const char *)b + UKR_PREFETCH + o, 0, 3);                \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = LOAD(b + v * VL);   \
+            if (PREFETCH) {                                                                  \
+                _Pragma("GCC unroll 4") for (size_t o = 0; o < NV * VL * sizeof(T); o += 64) \
+                    __builtin_prefetch((const char *)row + UKR_PREFETCH + o, 0, 3);          \
+            }                                                                                \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = LOADB(row + v * VL); \
             _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                          \
                 VT av = SET1(a[i]);                                                          \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                         \
                     acc[i][v] = FMA(av, bv[v], acc[i][v]);                                   \
             }                                                                                \
             a += MR;                                                                         \
-            b += NV * VL;                                                                    \
+            B_NEXT;                                                                          \
         }                                                                                    \
         _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                              \
             if (i >= rows) break;        /* a bottom edge tile: rows past M are not stored */ \
@@ -158,8 +180,7 @@ typedef struct {
                 T *ci = c + i * ldc + v * VL;                                                \
                 STOREU(ci, accumulate ? ADD(LOADU(ci), acc[i][v]) : acc[i][v]);              \
             }                                                                                \
-        }                                                                                    \
-    }
+        }
 
 /* The baseline: MR x NR plain C multiply-adds (two roundings each; the FMA clones round
  * once, so baseline results differ from theirs in the last bits). */
@@ -194,6 +215,9 @@ DEFINE_VECTOR_UKR(ukr_f32_avx512f, AVX512, float, __m512, 16, 14, 2, _mm512_load
 DEFINE_VECTOR_UKR(ukr_f32_conv_avx512f, AVX512, float, __m512, 16, 8, 3, _mm512_load_ps,
                   _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps,
                   _mm512_add_ps, _mm512_setzero_ps)
+DEFINE_DIRECT_UKR(ukr_f32_conv_direct_avx512f, AVX512, float, __m512, 16, 8, 3, _mm512_loadu_ps,
+                  _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,
+                  _mm512_setzero_ps)
 DEFINE_VECTOR_UKR(ukr_f64_avx512f, AVX512, double, __m512d, 8, 14, 2, _mm512_load_pd,
                   _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd,
                   _mm512_add_pd, _mm512_setzero_pd)
@@ -212,12 +236,16 @@ DEFINE_VECTOR_UKR(ukr_f64_avx2, AVX2, double, __m256d, 4, 6, 2, _mm256_load_pd,
  * 2 MiB L2): KC 128..384, MC 168..672 and NC 512..4096 all came within the noise of the
  * shared machine; these were best or tied. */
 typedef void (*ukr_fn)(ptrdiff_t, const void *, const void *, void *, ptrdiff_t, int, int);
+typedef void (*direct_ukr_fn)(ptrdiff_t, const void *, const void *, const ptrdiff_t *, void *,
+                              ptrdiff_t, int, int);
 typedef struct {
     int mr, nr, kc, mc, nc;
     ukr_fn ukr;
+    direct_ukr_fn direct;   /* the same tile reading B in place (DEFINE_DIRECT_UKR), or NULL */
 } blocking;
 
 #define UKR(f) ((ukr_fn)(void (*)(void))(f))
+#define DIRECT_UKR(f) ((direct_ukr_fn)(void (*)(void))(f))
 static blocking BLOCKING[N_ISAS][N_TYPES] = {
     {{4, 8, 256, 128, 2048, UKR(ukr_f32_baseline)}, {4, 8, 256, 64, 2048, UKR(ukr_f64_baseline)}},
 #if HAVE_X86_CLONES
@@ -229,7 +257,8 @@ static blocking CONV_BLOCKING[N_ISAS][N_TYPES] = {
     {{4, 8, 256, 128, 2048, UKR(ukr_f32_baseline)}, {4, 8, 256, 64, 2048, UKR(ukr_f64_baseline)}},
 #if HAVE_X86_CLONES
     {{6, 16, 256, 144, 2048, UKR(ukr_f32_avx2)}, {6, 8, 256, 72, 2048, UKR(ukr_f64_avx2)}},
-    {{8, 48, 256, 336, 2048, UKR(ukr_f32_conv_avx512f)}, {14, 16, 256, 168, 2048, UKR(ukr_f64_avx512f)}},
+    {{8, 48, 256, 336, 2048, UKR(ukr_f32_conv_avx512f),
+      DIRECT_UKR(ukr_f32_conv_direct_avx512f)}, {14, 16, 256, 168, 2048, UKR(ukr_f64_avx512f)}},
 #endif
 };
 
@@ -410,6 +439,14 @@ AVX512 static void copy_panels_avx512(ptrdiff_t panels, ptrdiff_t width, const c
 #endif
 
 static ptrdiff_t ceil_div(ptrdiff_t a, ptrdiff_t b) { return (a + b - 1) / b; }
+
+/* Where im2col row q = (c, kh, kw) of a zero-padded image (B_SHIFTED; cv describes the
+ * padded copy, see conv_shifted) starts: its column j' is element shift + j' of the copy. */
+static ptrdiff_t shifted_row(const conv_geometry *cv, ptrdiff_t q)
+{
+    const ptrdiff_t kw = q % cv->kw, kh = q / cv->kw % cv->kh, c = q / (cv->kw * cv->kh);
+    return c * cv->xs_c + kh * cv->dh * cv->xs_h + kw * cv->dw;
+}
 static ptrdiff_t round_up(ptrdiff_t a, ptrdiff_t b) { return ceil_div(a, b) * b; }
 
 /* Where row q = (c, kh, kw) of an image's im2col matrix reads the image: output position
@@ -1136,9 +1173,7 @@ static void NAME(pack_b_shifted)(ptrdiff_t kc, ptrdiff_t nc, int nr, ptrdiff_t p
 {
     const ptrdiff_t full = nc / nr * nr;
     for (ptrdiff_t p = 0; p < kc; p++) {
-        const ptrdiff_t q = p0 + p, kw = q % cv->kw, kh = q / cv->kw % cv->kh,
-                        c = q / (cv->kw * cv->kh);
-        const T *src = x + c * cv->xs_c + kh * cv->dh * cv->xs_h + kw * cv->dw + j0;
+        const T *src = x + shifted_row(cv, p0 + p) + j0;
         T *d = dst + p * nr;
 #if HAVE_X86_CLONES
         if (g_isa == ISA_AVX512F && (nr * sizeof(T)) % 64 == 0)
@@ -1246,10 +1281,11 @@ static void NAME(prefetch_tile)(const T *c, ptrdiff_t ldc, ptrdiff_t rows, ptrdi
 }
 
 /* The micro-kernel calls for one packed A block (mc rows) and B slice (nc columns) of one
- * K slice: c is the block's top-left element. */
+ * K slice: c is the block's top-left element. With `off`, B is not packed: bbuf is its
+ * column 0 in place, row p at off[p] from it (bk->direct reads it). */
 static void NAME(macro)(const gemm_args *g, const blocking *bk, ptrdiff_t mc, ptrdiff_t nc,
                         ptrdiff_t kc, int accumulate, int last, const T *abuf, const T *bbuf,
-                        T *c, const T *inp, T *tile)
+                        const ptrdiff_t *off, T *c, const T *inp, T *tile)
 {
     const int mr = bk->mr, nr = bk->nr;
     const ptrdiff_t ldc = g->out_s[1];
@@ -1259,7 +1295,7 @@ static void NAME(macro)(const gemm_args *g, const blocking *bk, ptrdiff_t mc, pt
         const T *ap = abuf + ir * kc;
         for (ptrdiff_t jr = 0; jr < nc; jr += nr) {
             const ptrdiff_t cols = nc - jr < nr ? nc - jr : nr;
-            const T *bp = bbuf + jr * kc;
+            const T *bp = off ? bbuf + jr : bbuf + jr * kc;
             T *ct = c + ir * ldc + jr;
             if (jr + nr < nc)    /* the next tile's C, into L2 while this one computes */
                 NAME(prefetch_tile)(ct + nr, ldc, rows, nc - jr - nr < nr ? nc - jr - nr : nr);
@@ -1267,9 +1303,15 @@ static void NAME(macro)(const gemm_args *g, const blocking *bk, ptrdiff_t mc, pt
                 NAME(prefetch_tile)(c + (ir + mr) * ldc, ldc, mc - ir - mr < mr ? mc - ir - mr : mr,
                                     nc < nr ? nc : nr);
             if (cols == nr) {     /* the kernel stores `rows` rows itself */
-                bk->ukr(kc, ap, bp, ct, ldc, accumulate, (int)rows);
+                if (off)
+                    bk->direct(kc, ap, bp, off, ct, ldc, accumulate, (int)rows);
+                else
+                    bk->ukr(kc, ap, bp, ct, ldc, accumulate, (int)rows);
             } else {     /* a right edge tile: compute it whole, then merge the valid part */
-                bk->ukr(kc, ap, bp, tile, nr, 0, mr);
+                if (off)
+                    bk->direct(kc, ap, bp, off, tile, nr, 0, mr);
+                else
+                    bk->ukr(kc, ap, bp, tile, nr, 0, mr);
                 for (ptrdiff_t i = 0; i < rows; i++)
                     for (ptrdiff_t j = 0; j < cols; j++)
                         ct[i * ldc + j] = accumulate ? ct[i * ldc + j] + tile[i * nr + j]
@@ -1303,12 +1345,18 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
     }
     const T *a = (const T *)g->a + bi * g->a_s[0] + i0 * g->a_s[1];
     const T *b = (const T *)g->b + bi * g->b_s[0];   /* the matrix, or the image */
+    const int direct = g->b_kind == B_SHIFTED && bk->direct != NULL;
     ptrdiff_t done = 0;                                   /* K elements summed so far */
     for (ptrdiff_t seg = seg_lo; seg < seg_hi; seg++) {
         const T *a_seg = a + seg * g->a_seg_s, *b_seg = b + seg * g->b_seg_s;
         for (ptrdiff_t r0 = 0; r0 < g->seg_len; r0 += kc_step) {
             const ptrdiff_t kc = g->seg_len - r0 < kc_step ? g->seg_len - r0 : kc_step;
-            if (g->b_kind == B_IM2COL)
+            const ptrdiff_t *off = NULL;   /* B in place (direct) rather than packed */
+            if (direct) {
+                ptrdiff_t *rows = (ptrdiff_t *)(void *)scratch;
+                for (ptrdiff_t p = 0; p < kc; p++) rows[p] = shifted_row(g->conv, r0 + p);
+                off = rows;
+            } else if (g->b_kind == B_IM2COL)
                 NAME(pack_b_conv)(kc, nc, bk->nr, r0, j0, g->conv, b_seg, bbuf);
             else if (g->b_kind == B_SHIFTED)
                 NAME(pack_b_shifted)(kc, nc, bk->nr, r0, j0, g->conv, b_seg, bbuf);
@@ -1322,7 +1370,8 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
                 NAME(pack_a)(mc, kc, bk->mr, a_seg + ic * g->a_s[1] + r0 * g->a_s[2],
                              g->a_s[1], g->a_s[2], abuf);
                 const int last = seg == g->segments - 1 && r0 + kc >= g->seg_len;
-                NAME(macro)(g, bk, mc, nc, kc, done > 0, last, abuf, bbuf, c + ic * ldc,
+                NAME(macro)(g, bk, mc, nc, kc, done > 0, last, abuf, off ? b_seg + j0 : bbuf,
+                            off, c + ic * ldc,
                             inp ? inp + ic * g->inp_s[1] : NULL, tile);
             }
             done += kc;
@@ -1407,7 +1456,11 @@ static int NAME(gemm)(const gemm_args *g, int isa)
     const size_t a_len = (size_t)round_up(mc_alloc * kc_step, 16);
     const size_t b_len = (size_t)round_up(kc_step * nc, 16);
     const size_t t_len = (size_t)round_up((ptrdiff_t)bk->mr * bk->nr, 16);
-    const size_t s_len = g->b_kind == B_IM2COL_T ? (size_t)round_up(kc_step * bk->nr, 16) : 0;
+    /* scratch: the weight gradient's rows, or a direct product's row offsets */
+    const size_t s_len = g->b_kind == B_IM2COL_T ? (size_t)round_up(kc_step * bk->nr, 16)
+                         : g->b_kind == B_SHIFTED && bk->direct
+                             ? (size_t)round_up(kc_step * (ptrdiff_t)(sizeof(ptrdiff_t) / sizeof(T)) + 1, 16)
+                             : 0;
     const size_t per_thread = a_len + b_len + t_len + s_len;
     /* UKR_PREFETCH bytes of slack: the micro-kernel prefetches that far past the B panel it
      * reads, and the last panel's prefetch should stay inside memory we own. */
@@ -1475,7 +1528,8 @@ static int NAME(conv_shifted)(const gemm_args *g, int isa)
     if (!g_conv_shifted || cv->sh != 1 || cv->sw != 1 || C == 0 || g->m == 0 || cv->oh == 0 || cv->ow == 0 ||
         wp * 8 > cv->ow * 9)
         return 1;                                /* over 12.5% more columns: not worth it */
-    const ptrdiff_t N = g->batch, plane = hp * wp, slack = (cv->kw - 1) * cv->dw + 64;
+    /* past the last image: its last taps' reach, and a direct kernel's whole right edge tile */
+    const ptrdiff_t N = g->batch, plane = hp * wp, slack = (cv->kw - 1) * cv->dw + 128;
     const ptrdiff_t wide = cv->oh * wp;          /* output positions of the product */
     T *padded = malloc((size_t)(N * C * plane + slack) * sizeof(T));
     T *wide_out = aligned_alloc(64, (size_t)round_up(N * g->m * wide * (ptrdiff_t)sizeof(T), 64));
