@@ -132,15 +132,26 @@ class SavedContext:
     """What a derivative formula sees: saved tensors, the op's parameters, input shapes."""
 
     def __init__(self, node):
+        # The saved values are unpacked here, as the node starts, so that the formula's reads
+        # are plain attribute reads. A tensor modified in place since it was saved is left to
+        # __getattr__: it raises PyTorch's error only if the formula reads it (batch norm
+        # saves the running statistics it then updates, and reads them only in eval mode).
+        # Without grad mode (a backward that makes no graph) a saved output needs no history:
+        # its stored alias serves as it is.
         self._node = node
+        fields = self.__dict__
+        fields.update(node._values)
+        plain = not is_grad_enabled()
+        for name, saved in node._saved.items():
+            if saved.tensor._version == saved.version:
+                fields[name] = saved.tensor if plain and saved.output_nr is not None \
+                    else saved.unpack(node)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):   # a name not filled in above
         node = self._node
         saved = node._saved.get(name)
         if saved is not None:
             return saved.unpack(node)
-        if name in node._values:
-            return node._values[name]
         if node._released and name in node._derivative.saves:
             raise RuntimeError(SAVED_TWICE)
         raise AttributeError(f"{type(node).__name__} saved no '{name}'")
