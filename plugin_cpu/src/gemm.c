@@ -42,7 +42,10 @@
  *
  *   conv2d(...)  (see py_conv2d) is a 2-D convolution through the same driver: per image,
  *   weight (O x C*KH*KW) @ im2col(x), where the packing of B reads the image directly
- *   (im2col is never built) and the bias is the epilogue's beta * input.
+ *   (im2col is never built) and the bias is the epilogue's beta * input. A stride-1 one
+ *   with at least 4 taps runs over a zero-padded copy of each image instead (conv_shifted),
+ *   where every im2col row is one contiguous run: packed by whole-vector copies, or read in
+ *   place by the float32 AVX-512 kernel (DEFINE_DIRECT_UKR).
  *
  * This file includes itself once per element type (the TEMPLATE part at the end) so the
  * packing and driver code is written once for float and double.
