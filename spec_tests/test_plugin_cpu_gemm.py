@@ -503,9 +503,9 @@ def test_conv2d_real_blocks_and_threads():
     np.testing.assert_array_equal(one.view(np.uint32), two.view(np.uint32))
 
 
-# Stride 1, at least 4 taps, the padding adding at most 1/8 to the row length: these run over
-# a zero-padded copy of each image (conv_shifted in src/gemm.c) rather than through the im2col
-# packing.
+# Stride 1, at least 4 taps, at least 4 im2col rows per output channel, the padding adding at
+# most 1/2 to the row length: these run over a zero-padded copy of each image (conv_shifted in
+# src/gemm.c) rather than through the im2col packing.
 SHIFTED_CASES = [
     ((2, 3, 9, 30), (5, 3, 3, 3), dict(padding=1)),
     ((2, 4, 10, 40), (6, 4, 2, 3), dict(padding=(1, 2), dilation=(2, 1))),
@@ -552,18 +552,20 @@ def _check_padded_copy_cases(dtype):
 
 
 def test_conv2d_takes_the_padded_copy_only_when_it_pays():
-    """Strided convolutions, padding that would widen the rows by more than 1/8, and
-    kernels of fewer than 4 taps keep the im2col packing."""
-    x, w = tensor((1, 3, 9, 11), F32, 1), tensor((4, 3, 3, 3), F32, 2)
+    """Strided convolutions, kernels of fewer than 4 taps, fewer than 4 im2col rows per
+    output channel, and padding that would widen the rows by more than 1/2 keep the im2col
+    packing (see conv_shifted)."""
+    w = tensor((4, 3, 3, 3), F32, 2)
     wide = tensor((1, 3, 9, 40), F32, 3)
     before = _gemm.conv_shifted_calls()
     with reftorch.plugins.all_sizes():
-        reftorch.conv2d(x, w, padding=1)               # 13 columns for 11: not taken
         reftorch.conv2d(wide, w, padding=1, stride=2)
         reftorch.conv2d(wide, tensor((4, 3, 1, 3), F32, 4), padding=(0, 1))
         reftorch.conv2d(wide, tensor((4, 3, 1, 1), F32, 5))
+        reftorch.conv2d(wide, tensor((8, 3, 3, 3), F32, 6), padding=1)   # 27 rows for 8
+        reftorch.conv2d(tensor((1, 3, 9, 8), F32, 7), tensor((4, 3, 5, 5), F32, 8))  # 8 for 4
         assert _gemm.conv_shifted_calls() == before
-        reftorch.conv2d(tensor((1, 3, 9, 40), F32, 3), w, padding=1)
+        reftorch.conv2d(wide, w, padding=1)
     assert _gemm.conv_shifted_calls() == before + 1
 
 

@@ -43,7 +43,7 @@
  *   conv2d(...)  (see py_conv2d) is a 2-D convolution through the same driver: per image,
  *   weight (O x C*KH*KW) @ im2col(x), where the packing of B reads the image directly
  *   (im2col is never built) and the bias is the epilogue's beta * input. A stride-1 one
- *   with at least 4 taps runs over a zero-padded copy of each image instead (conv_shifted),
+ *   runs over a zero-padded copy of each image instead where that pays (conv_shifted),
  *   where every im2col row is one contiguous run: packed by whole-vector copies, or read in
  *   place by the float32 AVX-512 kernel (DEFINE_DIRECT_UKR).
  *
@@ -1514,7 +1514,7 @@ static int NAME(gemm)(const gemm_args *g, int isa)
     return 0;
 }
 
-/* A stride-1 convolution (g: B_IM2COL) the cheaper way, when its extra work is small:
+/* A stride-1 convolution (g: B_IM2COL) the cheaper way, when that pays (below):
  * each image is copied once with its zero padding (H + 2ph rows of Wp = W + 2pw), which
  * makes every im2col row a contiguous run of the copy (pack_b_shifted: whole-vector copies
  * where pack_b_conv copied short runs between zeros, 20-25% of a 64-channel 3x3 layer's
@@ -1527,11 +1527,19 @@ static int NAME(conv_shifted)(const gemm_args *g, int isa)
     const conv_geometry *cv = g->conv;
     const ptrdiff_t C = cv->kh > 0 && cv->kw > 0 ? g->k / (cv->kh * cv->kw) : 0;
     const ptrdiff_t hp = cv->h + 2 * cv->ph, wp = cv->w + 2 * cv->pw;
-    /* Not taken: over 1/8 more columns (wp exceeds ow by the (KW - 1) * dw columns a row's
-     * last taps reach), or fewer than 4 taps, whose packing copies few, long runs (conv1d
-     * 8x64x1024, 3 taps: 0.91 ms through the copy, 0.97-1.02 with it). */
+    /* Taken when it pays (measured on 2 cores, float32, both ways interleaved):
+     *  - at least 4 taps: a K slice then spans at most KC / 4 channel planes. With 1-3 the
+     *    in-place reads of its 256 rows touched up to 256 pages and missed the TLB
+     *    (a 256-to-64-channel 1x1 layer: 8.7 ms this way, 4.1 ms packed);
+     *  - K >= 4 M: the copy out costs about M per output position, the packing it saves
+     *    about K (a 3-to-64-channel 7x7 stem: 36 ms this way, 22 ms packed; 6 to 1 channel,
+     *    5x5, LeNet's input gradient: 0.59 ms this way, 2.2 ms packed);
+     *  - at most 1/2 more columns than output positions (wp exceeds ow by the (KW - 1) * dw
+     *    columns a row's last taps reach): LeNet's 12x12 5x5 layer, 1/2 more, 0.27 ms this
+     *    way, 0.44 packed. */
     if (!g_conv_shifted || cv->sh != 1 || cv->sw != 1 || C == 0 || g->m == 0 ||
-        cv->oh == 0 || cv->ow == 0 || wp * 8 > cv->ow * 9 || cv->kh * cv->kw < 4)
+        cv->oh == 0 || cv->ow == 0 || cv->kh * cv->kw < 4 || g->k < 4 * g->m ||
+        wp * 2 > cv->ow * 3)
         return 1;
     /* past the last image: its last taps' reach, and a direct kernel's whole right edge tile */
     const ptrdiff_t N = g->batch, plane = hp * wp, slack = (cv->kw - 1) * cv->dw + 128;
