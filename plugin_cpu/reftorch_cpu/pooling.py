@@ -98,11 +98,10 @@ def max_pool2d_kernel(out, inputs, dtypes, params):
     x = _single(inputs)
     if x is None or not _pool_input(x):
         return NotImplemented
-    kernel, stride, padding, dilation = (params[k] for k in ("kernel_size", "stride", "padding",
-                                                            "dilation"))
-    if not _ints(kernel, stride, padding, dilation) or \
-            not len(kernel) == len(stride) == len(padding) == len(dilation) == 2:
+    window = _max_pool_window(params, 2)
+    if window is None:
         return NotImplemented
+    kernel, stride, padding, dilation = window
     out_size = tuple(pooling_output_size(*a, bool(params["ceil_mode"])) for a in
                      zip(x._shape[-2:], kernel, stride, padding, dilation))
     if min(out_size) < 1:
@@ -146,11 +145,10 @@ def max_pool3d_kernel(out, inputs, dtypes, params):
     if x is None or not _cpu_float(x) or len(x._shape) not in (4, 5) or \
             math.prod(x._shape) < MIN_NUMEL["pool"]:
         return NotImplemented
-    kernel, stride, padding, dilation = (params[k] for k in ("kernel_size", "stride", "padding",
-                                                            "dilation"))
-    if not _ints(kernel, stride, padding, dilation) or \
-            not len(kernel) == len(stride) == len(padding) == len(dilation) == 3:
+    window = _max_pool_window(params, 3)
+    if window is None:
         return NotImplemented
+    kernel, stride, padding, dilation = window
     planes = _merged_planes(x, 3)          # (P, D, H, W): every depth slice a 2-d plane
     if planes is None:
         return NotImplemented
@@ -437,6 +435,15 @@ def _pool_input(x, min_numel=None):
     """A cpu float32/float64 (C, H, W) or (N, C, H, W) tensor worth a C call."""
     return _cpu_float(x) and len(x._shape) in (3, 4) and \
         math.prod(x._shape) >= (MIN_NUMEL["pool"] if min_numel is None else min_numel)
+
+
+def _max_pool_window(params, ndim):
+    """(kernel, stride, padding, dilation) of a max pool over `ndim` dims, each `ndim` Python
+    ints; else None."""
+    window = tuple(params[k] for k in ("kernel_size", "stride", "padding", "dilation"))
+    if not _ints(*window) or any(len(w) != ndim for w in window):
+        return None
+    return window
 
 
 def _ints(*groups):

@@ -440,6 +440,20 @@ static inline ptrdiff_t group_for(ptrdiff_t per_unit, ptrdiff_t elements)
     return per_unit >= elements ? 1 : elements / (per_unit > 0 ? per_unit : 1);
 }
 
+/* The five (H, W) pairs of a 2-D window, args[0..4]: kernel, out_size, stride, padding,
+ * dilation (the caller checks their values). */
+static inline int parse_window_pairs(PyObject *const *args, long long kernel[2],
+                                     long long out_size[2], long long stride[2],
+                                     long long padding[2], long long dilation[2])
+{
+    return parse_dims(args[0], "kernel", 2, kernel, NULL) < 0 ||
+                   parse_dims(args[1], "out_size", 2, out_size, NULL) < 0 ||
+                   parse_dims(args[2], "stride", 2, stride, NULL) < 0 ||
+                   parse_dims(args[3], "padding", 2, padding, NULL) < 0 ||
+                   parse_dims(args[4], "dilation", 2, dilation, NULL) < 0
+               ? -1 : 0;
+}
+
 /* A shape (ints >= 0, at most MAX_NDIM of them, numel not overflowing); returns numel or -1
  * with an exception set. */
 static inline long long parse_shape(PyObject *obj, long long *shape, int *ndim)

@@ -245,12 +245,7 @@ static const grad_fn GRAD_FNS[N_ISAS][2] = {
 static int parse_geometry(PyObject *const *args, geometry_t *G)
 {
     long long k[2], o[2], s[2], p[2], d[2];
-    if (parse_dims(args[0], "kernel", 2, k, NULL) < 0 ||
-        parse_dims(args[1], "out_size", 2, o, NULL) < 0 ||
-        parse_dims(args[2], "stride", 2, s, NULL) < 0 ||
-        parse_dims(args[3], "padding", 2, p, NULL) < 0 ||
-        parse_dims(args[4], "dilation", 2, d, NULL) < 0)
-        return -1;
+    if (parse_window_pairs(args, k, o, s, p, d) < 0) return -1;
     for (int i = 0; i < 2; i++) {
         const long long extent = (i ? G->w : G->h) + 2 * p[i] - d[i] * (k[i] - 1) - 1;
         if (k[i] < 1 || o[i] < 1 || s[i] < 1 || p[i] < 0 || d[i] < 1 || extent < 0 ||

@@ -438,7 +438,6 @@ done:
 
 /* ---- index_add (one dim of the backward) ------------------------------------------------ */
 
-
 #define DEFINE_INDEX_ADD(T)                                                                  \
     static void index_add_row_##T(T *out, const T *a, ptrdiff_t size, ptrdiff_t inner,        \
                                   const int64_t *index, ptrdiff_t n)                         \

@@ -643,11 +643,7 @@ static int parse_conv(PyObject *const *args, long long xshape[4], long long xst[
     if (parse_dims(args[4], "x_shape", 4, xshape, NULL) < 0 ||
         parse_dims(args[5], "x_strides", 4, xst, NULL) < 0 ||
         parse_offset(args[9], "out_channels", oc) < 0 ||
-        parse_dims(args[10], "kernel", 2, kernel, NULL) < 0 ||
-        parse_dims(args[11], "out_size", 2, osize, NULL) < 0 ||
-        parse_dims(args[12], "stride", 2, stride, NULL) < 0 ||
-        parse_dims(args[13], "padding", 2, pad, NULL) < 0 ||
-        parse_dims(args[14], "dilation", 2, dil, NULL) < 0)
+        parse_window_pairs(args + 10, kernel, osize, stride, pad, dil) < 0)
         return -1;
     for (int d = 0; d < 4; d++) {
         if (xshape[d] < 0 || xst[d] < 0) {
@@ -1525,7 +1521,7 @@ static int NAME(gemm)(const gemm_args *g, int isa)
 static int NAME(conv_shifted)(const gemm_args *g, int isa)
 {
     const conv_geometry *cv = g->conv;
-    const ptrdiff_t C = cv->kh > 0 && cv->kw > 0 ? g->k / (cv->kh * cv->kw) : 0;
+    const ptrdiff_t C = g->k / (cv->kh * cv->kw);   /* (parse_conv: kernel sizes >= 1) */
     const ptrdiff_t hp = cv->h + 2 * cv->ph, wp = cv->w + 2 * cv->pw;
     /* Taken when it pays (measured on 2 cores, float32, both ways interleaved):
      *  - at least 4 taps: a K slice then spans at most KC / 4 channel planes. With 1-3 the
