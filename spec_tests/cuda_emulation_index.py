@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import struct
 
-import ml_dtypes
 import numpy as np
 
 from spec_tests.cuda_kernel_emulation import (INTS, STORAGE, WORDS, compute_type, double,
@@ -103,13 +102,11 @@ def _add(old, value, alpha):
 
 
 def _add_scaled(old, value, alpha):
-    """The product rounded to the storage type first, except for bfloat16 (see index.cu)."""
+    """The product rounded to the storage type first (see index.cu)."""
     if old.dtype.kind == "i":
         return old + value * old.dtype.type(int(alpha))
     c = compute_type(old.dtype.type)
-    product = value.astype(c) * c(alpha)
-    if old.dtype != ml_dtypes.bfloat16:
-        product = product.astype(old.dtype).astype(c)
+    product = (value.astype(c) * c(alpha)).astype(old.dtype).astype(c)
     return (old.astype(c) + product).astype(old.dtype)
 
 

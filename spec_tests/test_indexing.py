@@ -201,3 +201,21 @@ def test_removed_index_and_masked_copy_warn_and_act_like_their_modern_forms():
         r.masked_copy_(reftorch.tensor(mask), reftorch.tensor(source))
     t.masked_scatter_(torch.tensor(mask), torch.tensor(source))
     np.testing.assert_array_equal(r.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_index_add_rounds_alpha_and_the_product_to_the_element_type(dtype):
+    """alpha * source is computed in the element type (alpha rounded to it first), then
+    added: bit for bit PyTorch's, whatever the ml_dtypes version's promotion of a bfloat16
+    array times a Python float."""
+    rng = np.random.default_rng(9)
+    a, source = rng.standard_normal((40, 3)), rng.standard_normal((60, 3))
+    index = rng.integers(0, 40, 60)
+
+    def run(m):
+        t = m.tensor(a, dtype=getattr(m, dtype))
+        s = m.tensor(source, dtype=getattr(m, dtype))
+        return m.index_add(t, 0, m.tensor(index), s, alpha=0.3).float().numpy()
+    with reftorch.plugins.use_reference_kernels():
+        ours = run(reftorch)
+    np.testing.assert_array_equal(ours, run(torch))

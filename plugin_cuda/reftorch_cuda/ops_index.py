@@ -381,8 +381,8 @@ def index_add_kernel(out, inputs, dtypes, params):
 
 def _alpha(alpha, dtype):
     """index_add's alpha as the reference's `source * alpha` converts a Python number: to the
-    float dtype (to float32 for bfloat16, which ml_dtypes promotes); for the integer dtypes
-    an int that fits them (exactly a double, as the kernel takes it). None: decline."""
+    float dtype; for the integer dtypes an int that fits them (exactly a double, as the
+    kernel takes it). None: decline."""
     if type(alpha) is bool:
         alpha = int(alpha)
     if not dtype.is_floating_point:
@@ -391,9 +391,8 @@ def _alpha(alpha, dtype):
         return float(alpha) if fits else None
     if type(alpha) not in (int, float) or (type(alpha) is int and abs(alpha) > 2**24):
         return None
-    product_type = np.float32 if dtype is D.bfloat16 else dtype.numpy_dtype
     with np.errstate(over="ignore"):
-        return float(np.asarray(alpha).astype(product_type))
+        return float(np.asarray(alpha).astype(dtype.numpy_dtype))
 
 
 def register_kernels(registrar):

@@ -180,20 +180,16 @@ struct AddOp {
     }
 };
 
-// index_add: old + alpha * value, as the reference computes `source * alpha`: NumPy keeps a
-// float16 (or float32, float64) array times a Python number in the array's type, so the
-// product is rounded to T first; ml_dtypes promotes bfloat16 times a Python float to float32,
-// so a bfloat16 product stays in float. The host passes alpha already rounded to the type
-// the product is computed in (T, or float for bfloat16; an integer for the integer types).
-template <typename T> struct RoundsProduct { static const bool value = true; };
-template <> struct RoundsProduct<rt_bfloat16> { static const bool value = false; };
+// index_add: old + alpha * value, as the reference computes `source * alpha`: alpha in T and
+// the product rounded to T before the sum (PyTorch's rounding, bfloat16 included). The host
+// passes alpha already rounded to T (an integer for the integer types).
 
 struct AddScaledOp {
     template <typename T>
     static __device__ __forceinline__ T apply(T old, T value, double alpha) {
         typedef typename Arith<T>::type A;
         A product = Arith<T>::load(value) * (A)alpha;
-        if (RoundsProduct<T>::value) product = Arith<T>::load(Arith<T>::store(product));
+        product = Arith<T>::load(Arith<T>::store(product));
         return Arith<T>::store(Arith<T>::load(old) + product);
     }
     static __device__ __forceinline__ int apply(int old, int value, double alpha) {

@@ -616,7 +616,9 @@ def _index_write_kernel(a, index, source, dim, mode, alpha=1):
     if src.ndim == 0 and out.ndim and mode != "fill":
         src = src.reshape((1,) * out.ndim)
     if mode == "add":
-        np.add.at(out, where, src * alpha if alpha != 1 else src)
+        # alpha in the element type, and the product rounded to it, before the sum (PyTorch's
+        # bfloat16 index_add too; NumPy's weak Python numbers do this for its own types only)
+        np.add.at(out, where, src * np.asarray(alpha).astype(src.dtype) if alpha != 1 else src)
     else:
         out[where] = src
     return out.reshape(a.shape)
