@@ -792,3 +792,91 @@ def test_leaf_gradients_take_the_leafs_layout(case):
     mine, theirs = run(reftorch), run(torch)
     assert mine[:3] == theirs[:3]
     np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-12)
+
+
+# --- ops that return several views: one node with an output per piece ------------------------
+
+SPLITS = {
+    "split": lambda x: x.split(2),
+    "split-dim1": lambda x: x.split(3, 1),
+    "split_with_sizes": lambda x: x.split([1, 4, 1]),
+    "chunk": lambda x: x.chunk(2, 1),
+    "unbind": lambda x: x.unbind(0),
+    "unbind-dim1": lambda x: reftorch.unbind(x, 1) if isinstance(x, reftorch.Tensor)
+    else torch.unbind(x, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(SPLITS))
+def test_split_and_unbind_record_one_node_with_an_output_per_piece(name):
+    """Node name, output numbers, saved values and gradients (pieces that get no gradient
+    are zeros, as PyTorch's) equal torch's; a second order gradient flows through."""
+    def run(lib):
+        x = lib.arange(24.0, dtype=lib.float64).reshape(6, 4).requires_grad_()
+        pieces = SPLITS[name](x * 1)
+        node = pieces[0].grad_fn
+        used = pieces[::2]   # every other piece
+        loss = sum((p * p).sum() for p in used)
+        (grad,) = lib.autograd.grad(loss, x, create_graph=True)
+        (grad * grad).sum().backward()
+        saved = {key: getattr(node, key, None)
+                 for key in ("_saved_dim", "_saved_split_size", "_saved_split_sizes")}
+        return (type(node).__name__, [p._output_nr if lib is reftorch else p.output_nr
+                                      for p in pieces],
+                {k: tuple(v) if isinstance(v, (tuple, list)) else v for k, v in saved.items()},
+                grad.detach().numpy().tolist(), x.grad.numpy().tolist())
+    assert run(reftorch) == run(torch)
+
+
+@pytest.mark.parametrize("name", list(SPLITS))
+def test_in_place_writes_to_split_pieces_raise_as_in_pytorch(name):
+    for lib in BOTH:
+        x = lib.randn(6, 4, dtype=lib.float64, requires_grad=True)
+        with pytest.raises(RuntimeError) as raised:
+            SPLITS[name](x * 1)[1].mul_(2)
+        message = str(raised.value)
+        assert "is a view and is being modified inplace" in message
+        if lib is reftorch:
+            expected = message
+        else:
+            assert expected == message
+    with reftorch.no_grad():     # outside autograd the pieces are ordinary views
+        y = reftorch.ones(6, 4, dtype=reftorch.float64)
+        SPLITS[name](y)[1].mul_(2)
+    assert y.sum().item() > 24
+
+
+def test_narrow_records_slice_backward_as_pytorch():
+    for lib in BOTH:
+        x = lib.randn(5, 3, requires_grad=True)
+        assert type(x.narrow(0, 1, 2).grad_fn).__name__ == "SliceBackward0"
+
+
+def test_lstm_time_steps_are_pieces_of_one_split():
+    """The recurrence takes each step's input gates as a piece of one split (SplitBackward0
+    in the graph, whose backward joins the steps' gradients once) and matches torch."""
+    reftorch.manual_seed(3)
+    torch.manual_seed(3)
+    ours, theirs = reftorch.nn.LSTM(5, 7, 2), torch.nn.LSTM(5, 7, 2)
+    theirs.load_state_dict({k: torch.from_numpy(v.detach().numpy().copy())
+                            for k, v in ours.state_dict().items()})
+    x = np.random.default_rng(4).standard_normal((6, 3, 5)).astype(np.float32)
+    xr, xt = reftorch.from_numpy(x).requires_grad_(), torch.from_numpy(x).requires_grad_()
+    out_r, _ = ours(xr)
+    out_t, _ = theirs(xt)
+    out_r.sum().backward()
+    out_t.sum().backward()
+    np.testing.assert_allclose(out_r.detach().numpy(), out_t.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(xr.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-6)
+    for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
+    seen, stack = set(), [out_r.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            stack.extend(child for child, _ in node.next_functions)
+    assert "SplitBackward0" in {type(n).__name__ for n in seen} or \
+        "SplitWithSizesBackward0" in {type(n).__name__ for n in seen}

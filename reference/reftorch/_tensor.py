@@ -421,7 +421,7 @@ class Tensor:
         shape = list(self._shape)
         shape[dim] = length
         return self._view(shape, self._strides, self._offset + start * self._strides[dim],
-                          op="narrow", replay=lambda t: t.narrow(dim, start, length))
+                          op="slice", replay=lambda t: t.narrow(dim, start, length))
 
     def select(self, dim, index):
         if not self._shape:

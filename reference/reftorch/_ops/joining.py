@@ -232,11 +232,24 @@ def split(tensor, split_size_or_sections, dim=0):
                                f"dimension size of {size}")
         count = builtins.max(-(-size // step), 1) if step else 1
         sizes = [builtins.min(step, size - i * step) for i in range(count)]
+        return _pieces(tensor, dim, sizes, "split", {"split_size": step})
+    return _pieces(tensor, dim, sizes, "split_with_sizes", {"split_sizes": tuple(sizes)})
+
+
+def _pieces(tensor, dim, sizes, op, params, keep_dim=True):
+    """Views of consecutive pieces of `sizes` along dim (each piece's dim dropped when not
+    `keep_dim`: unbind), recorded as ONE op with an output per piece, as PyTorch records
+    split, split_with_sizes and unbind. Its backward joins the pieces' gradients once,
+    where a node per piece would make a gradient of the whole tensor for each piece (an
+    LSTM takes a piece of its input gates per time step)."""
     pieces, start = [], 0
-    for s in sizes:
-        pieces.append(tensor.narrow(dim, start, s))
-        start += s
-    return tuple(pieces)
+    with no_grad():
+        for s in sizes:
+            pieces.append(tensor.narrow(dim, start, s) if keep_dim else tensor.select(dim, start))
+            start += s
+    if not pieces:
+        return ()
+    return record(op, (tensor,), tuple(pieces), dict(params, dim=dim, self_shape=tensor._shape))
 
 
 def chunk(input, chunks, dim=0):
@@ -314,7 +327,7 @@ def unbind(input, dim=0):
     if input.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     dim = wrap_dim(dim, input.ndim)
-    return tuple(input.select(dim, i) for i in range(input._shape[dim]))
+    return _pieces(input, dim, [1] * input._shape[dim], "unbind", {}, keep_dim=False)
 
 
 def movedim(input, source, destination):

@@ -350,6 +350,11 @@ def prepare_inplace(op_name, operands):
     return None
 
 
+# The nodes of ops that return several views of their input (split, unbind): PyTorch refuses
+# in-place writes to those views while they take part in autograd.
+_MULTIPLE_VIEW_NODES = frozenset({"SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0"})
+
+
 def check_inplace(t):
     """PyTorch forbids in-place writes to a leaf that requires grad (while grad mode is on)."""
     if not is_grad_enabled():
@@ -358,6 +363,14 @@ def check_inplace(t):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     base = t._base
+    if base is not None and t.grad_fn is not None and \
+            type(t.grad_fn).__name__ in _MULTIPLE_VIEW_NODES:
+        name = type(t.grad_fn).__name__[:-len("Backward0")]
+        raise RuntimeError(f"Output {t._output_nr} of {name} is a view and is being modified "
+                           f"inplace. This view is the output of a function that returns "
+                           f"multiple views. Such functions do not allow the output views to "
+                           f"be modified inplace. You should replace the inplace operation by "
+                           f"an out-of-place one.")
     if base is not None and base.requires_grad and base.grad_fn is None:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")

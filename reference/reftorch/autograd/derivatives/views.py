@@ -71,7 +71,7 @@ def _geometric_view(op, node):
 
 
 for _op, _node in (("select", "SelectBackward0"), ("slice", "SliceBackward0"),
-                   ("narrow", "NarrowBackward0"), ("diagonal", "DiagonalBackward0"),
+                   ("diagonal", "DiagonalBackward0"),
                    ("unfold", "UnfoldBackward0"), ("as_strided", "AsStridedBackward0")):
     _geometric_view(_op, _node)
 
@@ -84,3 +84,44 @@ def _view_scatter(ctx, grad):
 @derivative("_view_gather", "ViewGatherBackward0", saves=("self_geometry", "view_geometry"))
 def _view_gather(ctx, grad):
     return torch._view_scatter(grad, ctx.self_geometry, ctx.view_geometry)
+
+
+# Ops that return several views (split, split_with_sizes, unbind) have one node with an
+# output per piece; its backward puts the pieces' gradients back side by side (zeros for a
+# piece that got none).
+
+def _joined(ctx, grads, sizes, stacked):
+    pieces = []
+    for i, size in enumerate(sizes):
+        g = grads[i] if i < len(grads) else None
+        if g is None:
+            shape = list(ctx.self_shape)
+            if stacked:
+                del shape[ctx.dim]
+            else:
+                shape[ctx.dim] = size
+            g = torch.zeros(shape, dtype=ctx.dtype(0), device=ctx.device(0))
+        pieces.append(g)
+    return torch.stack(pieces, ctx.dim) if stacked else torch.cat(pieces, ctx.dim)
+
+
+def _split_sizes(size, split_size):
+    if split_size == 0:
+        return [size]
+    return [min(split_size, size - start) for start in range(0, size, split_size)] or [0]
+
+
+@derivative("split", "SplitBackward0", saves=("dim", "self_shape", "split_size"))
+def _split(ctx, *grads):
+    return _joined(ctx, grads, _split_sizes(ctx.self_shape[ctx.dim], ctx.split_size), False)
+
+
+@derivative("split_with_sizes", "SplitWithSizesBackward0",
+            saves=("dim", "self_shape", "split_sizes"))
+def _split_with_sizes(ctx, *grads):
+    return _joined(ctx, grads, ctx.split_sizes, False)
+
+
+@derivative("unbind", "UnbindBackward0", saves=("dim", "self_shape"))
+def _unbind(ctx, *grads):
+    return _joined(ctx, grads, [1] * ctx.self_shape[ctx.dim], True)

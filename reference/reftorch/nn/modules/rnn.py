@@ -78,7 +78,7 @@ _STEPS = {"RNN_TANH": _rnn_tanh_step, "RNN_RELU": _rnn_relu_step, "LSTM": _lstm_
           "GRU": _gru_step}
 
 
-def _run_forward(step, x_gates, batch_sizes, starts, h, c, weights):
+def _run_forward(step, x_gates, batch_sizes, h, c, weights):
     """The recurrence forwards in time over packed rows. Sequences are sorted longest first,
     so when the batch shrinks at step t the last rows are finished: their state is final."""
     outputs, finished_h, finished_c = [], [], []
@@ -89,7 +89,7 @@ def _run_forward(step, x_gates, batch_sizes, starts, h, c, weights):
             if c is not None:
                 finished_c.append(c[size:])
                 c = c[:size]
-        h, c = step(x_gates[starts[t]:starts[t] + size], h, c, *weights)
+        h, c = step(x_gates[t], h, c, *weights)
         outputs.append(h)
     # The rows that finished first are the highest-numbered ones.
     h_n = _cat([h] + finished_h[::-1]) if finished_h else h
@@ -97,7 +97,7 @@ def _run_forward(step, x_gates, batch_sizes, starts, h, c, weights):
     return outputs, h_n, c_n
 
 
-def _run_reverse(step, x_gates, batch_sizes, starts, h0, c0, weights):
+def _run_reverse(step, x_gates, batch_sizes, h0, c0, weights):
     """The recurrence backwards in time: the batch grows as shorter sequences start (from
     their own last step), each joining with its initial state."""
     outputs = [None] * len(batch_sizes)
@@ -110,7 +110,7 @@ def _run_reverse(step, x_gates, batch_sizes, starts, h0, c0, weights):
             h = _cat([h, h0[h.shape[0]:size]])
             if c is not None:
                 c = _cat([c, c0[c.shape[0]:size]])
-        h, c = step(x_gates[starts[t]:starts[t] + size], h, c, *weights)
+        h, c = step(x_gates[t], h, c, *weights)
         outputs[t] = h
     return outputs, h, c
 
@@ -332,7 +332,6 @@ class RNNBase(Module):
             steps, batch = input.shape[0], input.shape[1]
             sizes = np.full(steps, batch, dtype=np.int64)
             data = input.reshape(steps * batch, input.shape[2])
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64).tolist()
         sizes = sizes.tolist()
         step = _STEPS[self.mode]
         num_directions = 2 if self.bidirectional else 1
@@ -342,10 +341,11 @@ class RNNBase(Module):
             for direction in range(num_directions):
                 index = layer * num_directions + direction
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_weights(index)
-                x_gates = F.linear(data, w_ih, b_ih)
+                # one product for every step, then a piece of its rows per step
+                x_gates = F.linear(data, w_ih, b_ih).split(sizes)
                 c_init = None if c0 is None else c0[index]
                 run = _run_reverse if direction == 1 else _run_forward
-                outputs, h_n, c_n = run(step, x_gates, sizes, starts, h0[index], c_init,
+                outputs, h_n, c_n = run(step, x_gates, sizes, h0[index], c_init,
                                         (w_hh, b_hh, w_hr))
                 direction_outputs.append(_cat(outputs))
                 h_finals.append(h_n)
