@@ -365,6 +365,81 @@ def test_where(form, dtype):
         assert_same(g, w)
 
 
+# addcmul, addcdiv and lerp: the optimizers' update ops, bit for bit in every layout
+
+TERNARY = {
+    "addcmul": lambda a, b, c: reftorch.addcmul(a, b, c, value=0.3),
+    "addcmul-default-value": lambda a, b, c: reftorch.addcmul(a, b, c),
+    "addcmul-int-value": lambda a, b, c: a.addcmul(b, c, value=-3),
+    "addcdiv": lambda a, b, c: reftorch.addcdiv(a, b, c, value=-1e-3),
+    "addcdiv-default-value": lambda a, b, c: a.addcdiv(b, c),
+    "lerp-weight-below-half": lambda a, b, c: reftorch.lerp(a, b, 0.3),
+    "lerp-weight-above-half": lambda a, b, c: a.lerp(b, 0.9),
+    "lerp-weight-nan": lambda a, b, c: a.lerp(b, float("nan")),
+    "lerp-tensor-weight": lambda a, b, c: reftorch.lerp(a, b, c),
+}
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name", list(TERNARY))
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda f: f.__name__)
+def test_addcmul_addcdiv_and_lerp_match_reference(layout, name, dtype):
+    """Every operand in the layout (the special values of `values` included); lerp's tensor
+    weight spans both branches (|w| < 0.5 and not) and NaN."""
+    fn = TERNARY[name]
+    got, want, ran = run_both(lambda: [fn(layout(BIG, dtype, 1), layout(BIG, dtype, 2),
+                                          layout(BIG, dtype, 3))])
+    assert ran == 1
+    assert_same(got[0], want[0])
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_addcmul_addcdiv_and_lerp_broadcast_inplace_and_out(dtype):
+    def case():
+        a, b, c = (contiguous(BIG, dtype, seed) for seed in (4, 5, 6))
+        row, column = reftorch.from_numpy(values((BIG[1],), dtype, 7)), c[:, :1]
+        return [reftorch.addcmul(a, row, column, value=2.5),
+                reftorch.addcdiv(b, row, column),
+                reftorch.lerp(a, row, column),
+                a.clone().addcmul_(b, b, value=0.001),      # Adam's second moment
+                a.clone().lerp_(b, 0.1),                    # and its first
+                a.clone().addcdiv_(b, c, value=-0.01),      # and its update
+                reftorch.addcmul(a, b, c, value=0.5, out=reftorch.empty(BIG, dtype=dtype))]
+    got, want, ran = run_both(case)
+    assert ran == 7
+    for g, w in zip(got, want):
+        assert_same(g, w)
+
+
+def test_addcmul_addcdiv_and_lerp_decline_what_they_do_not_handle():
+    a, b, c = (contiguous(BIG, F32, seed) for seed in (8, 9, 10))
+    c64, a16, b16 = c.double(), a.to(reftorch.bfloat16), b.to(reftorch.bfloat16)
+    before = _unary.calls()
+    reftorch.addcmul(a, b, c, value=2**60)           # a value no double holds exactly
+    reftorch.addcmul(a, b, c64)                      # mixed dtypes
+    reftorch.lerp(a16, b16, 0.3)                     # bfloat16
+    reftorch.addcdiv(a[:10, :10], b[:10, :10], c[:10, :10])   # below MIN_NUMEL
+    assert _unary.calls() == before
+
+
+def test_addcmul_addcdiv_and_lerp_give_the_same_bits_in_every_instruction_set_and_thread_count():
+    a, b, c = (contiguous((1 << 17,), F32, seed) for seed in (11, 12, 13))
+    outs = []
+    previous_isa, previous_threads = _unary.isa(), _unary.set_num_threads(1)
+    try:
+        for isa in _unary.supported_isas():
+            for threads in (1, 2):
+                _unary.set_isa(isa)
+                _unary.set_num_threads(threads)
+                outs.append([np.array(fn(a, b, c).numpy()) for fn in TERNARY.values()])
+    finally:
+        _unary.set_isa(previous_isa)
+        _unary.set_num_threads(previous_threads)
+    for results in outs[1:]:
+        for g, w in zip(results, outs[0]):
+            assert_same(g, w)
+
+
 # ---------------------------------------------------------------------------------------------
 # dtype conversions (copy_ across dtypes: .to(), .float(), mask.to(x.dtype), ...)
 
@@ -700,7 +775,7 @@ def test_every_instruction_set_gives_the_same_bits():
                                 "gelu", "erf", "leaky_relu", "sqrt", "rsqrt", "clamp",
                                 "clamp_min", "clamp_max", "where", "tanh_backward",
                                 "sigmoid_backward", "threshold_backward", "gelu_backward",
-                                "silu_backward"])
+                                "silu_backward", "addcmul", "addcdiv", "lerp"])
 def test_serves_ops(op):
     assert reftorch.plugins.serving(op, "cpu", F32) == "cpu"
     assert reftorch.plugins.serving(op, "cpu", F64) == "cpu"

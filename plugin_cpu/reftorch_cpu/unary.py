@@ -1,12 +1,13 @@
-"""The kernels reftorch calls for unary math, activations, their backward ops, `where`, `clamp`
-and dtype casts.
+"""The kernels reftorch calls for unary math, activations, their backward ops, `where`, `clamp`,
+`addcmul`, `addcdiv`, `lerp` and dtype casts.
 
 float32 and float64 on cpu, any strides (transposed, sliced, broadcast, 0-dim):
 
     bit for bit the reference's result:  neg, abs, relu, leaky_relu, sqrt, rsqrt, clamp,
                                          clamp_min, clamp_max, where, copy_ across dtypes,
                                          reciprocal, pow with exponent 2 or -1 (square),
-                                         tanh_backward, sigmoid_backward, threshold_backward
+                                         tanh_backward, sigmoid_backward, threshold_backward,
+                                         addcmul, addcdiv, lerp
     within a few ulp of the reference:   exp, log, tanh, sigmoid, silu, erf,
                                          gelu (approximate 'none' and 'tanh'),
                                          gelu_backward, silu_backward
@@ -85,6 +86,10 @@ CHEAP = {"neg": _U.NEG, "abs": _U.ABS, "relu": _U.RELU, "sqrt": _U.SQRT, "rsqrt"
 MATH = {"exp": _U.EXP, "log": _U.LOG, "tanh": _U.TANH, "sigmoid": _U.SIGMOID,
         "silu": _U.SILU, "gelu": _U.GELU, "erf": _U.ERF}
 BOUNDS = {"clamp_min": _U.CLAMP_MIN, "clamp_max": _U.CLAMP_MAX, "clamp": _U.CLAMP}
+# (input, tensor1, tensor2) with the value parameter; lerp's (input, end, weight), the weight
+# a tensor or a wrapped number. An optimizer's step is made of these (Adam: lerp_, addcmul_,
+# addcdiv_).
+TERNARY = {"addcmul": _U.ADDCMUL, "addcdiv": _U.ADDCDIV, "lerp": _U.LERP}
 # The backward ops the derivative rows call (inputs grad_output, then the forward's output
 # for tanh/sigmoid, its input for the others); gelu_backward picks GELU_TANH_BACKWARD for
 # approximate='tanh' in `_params`.
@@ -95,7 +100,7 @@ GRADS = {"tanh_backward": _U.TANH_BACKWARD, "sigmoid_backward": _U.SIGMOID_BACKW
 
 def register(registrar):
     """Register every kernel with reftorch (called by reftorch_cpu.register)."""
-    for name, code in {**CHEAP, **MATH, **BOUNDS, **GRADS, "where": _U.WHERE}.items():
+    for name, code in {**CHEAP, **MATH, **BOUNDS, **GRADS, **TERNARY, "where": _U.WHERE}.items():
         registrar.kernel(name, "cpu", DTYPES, _elementwise_kernel(name, code))
     registrar.kernel("pow", "cpu", DTYPES, _pow_kernel())
     registrar.kernel("copy_", "cpu", tuple(CAST_TYPES), cast_kernel)
@@ -114,6 +119,9 @@ def _params(name, code, params):
         if approximate == "tanh":
             return (_U.GELU_TANH if name == "gelu" else _U.GELU_TANH_BACKWARD), 0.0, 0.0
         return (code, 0.0, 0.0) if approximate == "none" else None
+    if name in ("addcmul", "addcdiv"):
+        value = params.get("value", 1)
+        return (code, float(value), 0.0) if _plain_number(value) else None
     return code, 0.0, 0.0
 
 
@@ -127,7 +135,7 @@ def _elementwise_kernel(name, code, op=None):
     as square serves pow)."""
     op = op or get_op(name)
     is_math, uses_erf = name in SINGLE_NUMPY_CALL, name in USES_ERF
-    n_inputs = 3 if name in ("where", "clamp") else \
+    n_inputs = 3 if name in ("where", "clamp") or name in TERNARY else \
         2 if name in ("clamp_min", "clamp_max") or name in GRADS else 1
 
     def kernel(out, inputs, dtypes, params):

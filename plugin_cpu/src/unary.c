@@ -1,4 +1,5 @@
-/* reftorch_cpu._unary: strided elementwise math, activations, where, clamp and dtype casts.
+/* reftorch_cpu._unary: strided elementwise math, activations, where, clamp, addcmul, addcdiv,
+ * lerp and dtype casts.
  *
  * Entry points (called from reftorch_cpu/unary.py, which builds the loop geometry):
  *
@@ -6,7 +7,9 @@
  *               [x, x_offset, x_strides] * n_inputs(op), p0, p1)
  *       out = op(inputs...) for float32 ('f') or float64 ('d') buffers; `where`'s condition
  *       is a bool ('?') buffer. p0, p1 are the op's number parameters (leaky_relu's slope,
- *       threshold_backward's threshold). The backward ops take (grad_output, y or x).
+ *       threshold_backward's threshold, addcmul's and addcdiv's value). The backward ops take
+ *       (grad_output, y or x); addcmul/addcdiv (input, tensor1, tensor2), lerp (input, end,
+ *       weight).
  *   cast(shape, out, out_type, out_offset, out_strides, src, src_type, src_offset, src_strides)
  *       out = src converted between float32, float64, int64, int32 and bool (T_* codes).
  *
@@ -17,7 +20,7 @@
  *
  * Accuracy against the NumPy reference (float32 and float64):
  *   bit-exact: neg, abs, relu, leaky_relu, sqrt, rsqrt, clamp, clamp_min, clamp_max, where,
- *     casts, and the backward ops tanh_backward, sigmoid_backward, threshold_backward (relu's
+ *     addcmul, addcdiv, lerp, casts, and the backward ops tanh_backward, sigmoid_backward, threshold_backward (relu's
  *     gradient). These are the reference's own IEEE operations, done in the same order.
  *     Also square (x * x) and reciprocal (1 / x), which serve pow's exponents 2 and -1:
  *     NumPy's power gives exactly these (checked over every float32 and 2^27 float64).
@@ -100,13 +103,14 @@ enum {
     OP_TANH_BACKWARD, OP_SIGMOID_BACKWARD, OP_THRESHOLD_BACKWARD,
     OP_GELU_BACKWARD, OP_GELU_TANH_BACKWARD, OP_SILU_BACKWARD,
     OP_CLAMP, OP_WHERE,         /* ternary */
+    OP_ADDCMUL, OP_ADDCDIV, OP_LERP, /* ternary arithmetic (p0: addcmul/addcdiv's value) */
     N_OPS
 };
 static const int N_INPUTS[N_OPS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
-                                    2, 2, 2, 2, 2, 2, 3, 3};
+                                    2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3};
 /* ops that spend nanoseconds an element (exp, erf, tanh inside): parallel sooner */
 static const char IS_MATH[N_OPS] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
-                                    0, 0, 0, 1, 1, 1, 0, 0};
+                                    0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0};
 
 enum { T_F32, T_F64, T_I64, T_I32, T_BOOL, N_TYPES };
 static const char *const TYPE_NAMES[N_TYPES] = {"float32", "float64", "int64", "int32", "bool"};
@@ -864,6 +868,42 @@ AI double gelu_tanh_f64(double x, const limits_t *K)
         }                                                                                   \
     }
 
+/* addcmul, addcdiv, lerp: out = F(a, b, c, v) (v: the value parameter, rounded to T as the
+ * reference rounds it), each the reference's operations in its order: a + (v * b) * c,
+ * a + v * (b / c), and lerp from the nearer end: |w| < 0.5 ? a + w (b - a) : b - (b - a)
+ * (1 - w). Fast loops for unit strides and for a broadcast third operand (lerp's one
+ * weight, addcmul's scalar tensor). */
+#define ADDCMUL(a, b, c, v) ((a) + ((v) * (b)) * (c))
+#define ADDCDIV(a, b, c, v) ((a) + (v) * ((b) / (c)))
+#define LERP(a, b, w, v) (((w) < 0 ? -(w) : (w)) < 0.5 ? (a) + (w) * ((b) - (a))             \
+                                                      : (b) - ((b) - (a)) * (1 - (w)))
+#define DEFINE_TERNARY_ROW(NAME, T, F, ISA, ATTR)                                           \
+    ATTR static void row_##NAME##_##T##_##ISA(ptrdiff_t n, char *const *p,                  \
+                                              const ptrdiff_t *s, const double *prm)        \
+    {                                                                                       \
+        T *o = (T *)p[0];                                                                   \
+        const T *a = (const T *)p[1], *b = (const T *)p[2], *c = (const T *)p[3];           \
+        const T v = (T)prm[0];                                                              \
+        (void)v;                                                                            \
+        if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                             \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) {                         \
+                const T x = a[i], y = b[i], z = c[i];                                       \
+                o[i] = F(x, y, z, v);                                                       \
+            }                                                                               \
+        } else if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 0) {                      \
+            const T z = c[0];                                                               \
+            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) {                         \
+                const T x = a[i], y = b[i];                                                 \
+                o[i] = F(x, y, z, v);                                                       \
+            }                                                                               \
+        } else {                                                                            \
+            for (ptrdiff_t i = 0; i < n; i++) {                                             \
+                const T x = a[i * s[1]], y = b[i * s[2]], z = c[i * s[3]];                  \
+                o[i * s[0]] = F(x, y, z, v);                                                \
+            }                                                                               \
+        }                                                                                   \
+    }
+
 #ifdef X86_INTRINSICS
 #define DEFINE_GENERIC_SQRT_ROWS(T, PFX, ISA, ATTR)
 #else
@@ -938,7 +978,10 @@ DEFINE_VSQRT_ROWS(_mm512_, 16, 8, avx512f, AVX512F_ATTR)
     DEFINE_GRAD_ROW(gelu_tanh_backward, T, PFX, ISA, ATTR)                                  \
     DEFINE_GRAD_ROW(silu_backward, T, PFX, ISA, ATTR)                                       \
     DEFINE_CLAMP_ROW(T, ISA, ATTR)                                                          \
-    DEFINE_WHERE_ROW(T, ISA, ATTR)
+    DEFINE_WHERE_ROW(T, ISA, ATTR)                                                          \
+    DEFINE_TERNARY_ROW(addcmul, T, ADDCMUL, ISA, ATTR)                                      \
+    DEFINE_TERNARY_ROW(addcdiv, T, ADDCDIV, ISA, ATTR)                                      \
+    DEFINE_TERNARY_ROW(lerp, T, LERP, ISA, ATTR)
 
 #define ROWS_T(T, ISA)                                                                      \
     {row_neg_##T##_##ISA, row_abs_##T##_##ISA, row_relu_##T##_##ISA,                        \
@@ -950,7 +993,8 @@ DEFINE_VSQRT_ROWS(_mm512_, 16, 8, avx512f, AVX512F_ATTR)
      row_clamp_max_##T##_##ISA, row_tanh_backward_##T##_##ISA,                              \
      row_sigmoid_backward_##T##_##ISA, row_threshold_backward_##T##_##ISA,                  \
      row_gelu_backward_##T##_##ISA, row_gelu_tanh_backward_##T##_##ISA,                     \
-     row_silu_backward_##T##_##ISA, row_clamp_##T##_##ISA, row_where_##T##_##ISA}
+     row_silu_backward_##T##_##ISA, row_clamp_##T##_##ISA, row_where_##T##_##ISA,            \
+     row_addcmul_##T##_##ISA, row_addcdiv_##T##_##ISA, row_lerp_##T##_##ISA}
 
 #define DEFINE_ROWS_FOR_ISA(ISA, ATTR)                                                      \
     DEFINE_ROWS_T(float, F32, ISA, ATTR) DEFINE_ROWS_T(double, F64, ISA, ATTR)
@@ -1494,7 +1538,7 @@ PyMODINIT_FUNC PyInit__unary(void)
         "LOG", "TANH", "SIGMOID",
         "SILU", "GELU", "GELU_TANH", "ERF", "CLAMP_MIN", "CLAMP_MAX", "TANH_BACKWARD",
         "SIGMOID_BACKWARD", "THRESHOLD_BACKWARD", "GELU_BACKWARD", "GELU_TANH_BACKWARD",
-        "SILU_BACKWARD", "CLAMP", "WHERE"};
+        "SILU_BACKWARD", "CLAMP", "WHERE", "ADDCMUL", "ADDCDIV", "LERP"};
     static const char *const T_CONSTS[N_TYPES] = {"T_F32", "T_F64", "T_I64", "T_I32",
                                                   "T_BOOL"};
     for (int i = 0; i < N_OPS; i++)
