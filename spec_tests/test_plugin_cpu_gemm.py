@@ -952,3 +952,63 @@ def test_convolution_sizes_whose_products_overflow_are_refused():
     with pytest.raises(ValueError, match="overflow"):
         _gemm.conv2d(*wide)
     assert out.tolist() == [0.0] * 8
+
+
+# ---------------------------------------------------------------------------------------------
+# einsum (and tensordot) as one batched product
+
+EINSUMS = [
+    ("ij,jk->ik", (33, 20), (20, 17)),
+    ("ij,jk->ki", (33, 20), (20, 17)),          # the product viewed transposed
+    ("bij,bjk->bik", (3, 21, 30), (3, 30, 19)),
+    ("bij,bkj->bik", (3, 21, 30), (3, 19, 30)),
+    ("bhqd,bhkd->bhqk", (2, 3, 16, 8), (2, 3, 12, 8)),   # attention scores
+    ("bhqk,bhkd->bqhd", (2, 3, 16, 12), (2, 3, 12, 8)),  # their values, heads moved
+    ("xyz,zyw->xw", (10, 9, 8), (8, 9, 11)),     # two summed labels in opposite orders
+    ("ij,ij->i", (20, 30), (20, 30)),            # batch only, 1 x 1 products
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("equation,shape_a,shape_b", EINSUMS, ids=[e[0] for e in EINSUMS])
+def test_einsum_as_a_batched_product(equation, shape_a, shape_b, dtype, no_threshold):
+    """Within the products' rounding bound of the exact contraction (np.einsum in
+    longdouble); operands contiguous and in a layout whose dims do not merge (a copy)."""
+    for layout in ("contiguous", "permuted"):
+        a, b = tensor(shape_a, dtype, 1), tensor(shape_b, dtype, 2)
+        if layout == "permuted":
+            a = reftorch.from_numpy(np.ascontiguousarray(host(a).T)).permute(
+                *reversed(range(a.ndim)))
+        got, ran = calls_during(lambda: reftorch.einsum(equation, a, b))
+        with reftorch.plugins.use_reference_kernels():
+            want = reftorch.einsum(equation, a, b)
+        assert ran == 1
+        assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape)
+        exact_value = np.einsum(equation, host(a).astype(np.longdouble),
+                                host(b).astype(np.longdouble))
+        scale = np.einsum(equation, np.abs(host(a)).astype(np.float64),
+                          np.abs(host(b)).astype(np.float64))
+        terms, output = equation.split("->")
+        sizes = dict(zip(terms.split(",")[0], shape_a))
+        k = math.prod(n for c, n in sizes.items() if c in terms.split(",")[1] and c not in output)
+        tol = RTOL[dtype] * math.sqrt(k + 1) * 4 * scale + np.finfo(dtype.numpy_dtype).tiny
+        assert np.all(np.abs(host(got) - exact_value) <= tol)
+        assert np.all(np.abs(host(got) - host(want)) <= 2 * tol)
+
+
+def test_einsum_declines_what_is_not_a_product(no_threshold):
+    a = tensor((6, 6), reftorch.float32, 3)
+    for equation, operands in (("ii->i", (a,)), ("ij,jk->", (a, a)), ("ii,ij->j", (a, a)),
+                               ("ij,jk,kl->il", (a, a, a)),
+                               ("i,j->ij", (a[0], a[1]))):   # K = 1: NumPy's outer product
+        got, ran = calls_during(lambda: reftorch.einsum(equation, *operands))
+        assert ran == 0, equation
+
+
+def test_tensordot_runs_as_a_product():
+    a, b = tensor((16, 24, 32), reftorch.float32, 4), tensor((32, 24, 20), reftorch.float32, 5)
+    got, ran = calls_during(lambda: reftorch.tensordot(a, b, dims=([1, 2], [1, 0])))
+    assert ran == 1
+    want = np.tensordot(host(a).astype(np.float64), host(b).astype(np.float64),
+                        axes=([1, 2], [1, 0]))
+    np.testing.assert_allclose(host(got), want, rtol=1e-4, atol=1e-4)

@@ -1,5 +1,5 @@
-"""reftorch_cpu kernels: mm, bmm, addmm, baddbmm and 2-D convolution for float32 and float64
-on cpu.
+"""reftorch_cpu kernels: mm, bmm, addmm, baddbmm, two-operand einsum (and so tensordot) and
+convolutions for float32 and float64 on cpu.
 
 The products run through one C routine (`_gemm.gemm`, src/gemm.c): a packed, blocked,
 register-tiled product with AVX-512 / AVX2+FMA / plain-C micro-kernels, computing
@@ -37,9 +37,12 @@ vector; transposed: an output_padding below the stride. Weight gradient: 1-D, 2-
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from reftorch import _dtype as D
+from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
@@ -78,6 +81,7 @@ def register(registrar):
     registrar.kernel("baddbmm", "cpu", DTYPES, addmm_kernel)
     registrar.kernel("convolution", "cpu", DTYPES, convolution_kernel)
     registrar.kernel("convolution_backward_weight", "cpu", DTYPES, weight_grad_kernel)
+    registrar.kernel("einsum", "cpu", DTYPES, einsum_kernel)
 
 
 def mm_kernel(out, inputs, dtypes, params):
@@ -97,6 +101,66 @@ def addmm_kernel(out, inputs, dtypes, params):
     if alpha == 0 and params.get("skip_zero_alpha"):
         return NotImplemented          # the reference does not read a and b then: rare, keep it
     return _product(inputs[1], inputs[2], inputs[0], float(alpha), float(beta), dtypes[0])
+
+
+def einsum_kernel(out, inputs, dtypes, params):
+    """A two-operand einsum (tensordot too) as one batched product, as PyTorch computes it:
+    the labels both operands and the output share are the batch, those only one operand and
+    the output have are the rows (a) or columns (b), those summed away the product's K. Each
+    group's dims are merged into one strided dim (a copy in that order where they do not
+    merge); the result is the (batch, rows, columns) product viewed in the output's label
+    order. Declined: other counts of operands, a label repeated in one term (a diagonal) or
+    summed over one operand only, and products the size thresholds leave to the reference."""
+    if len(inputs) != 2:
+        return NotImplemented
+    a, b = inputs
+    dtype = dtypes[0]
+    if dtype not in DTYPES or not (_on_cpu_as(a, dtype) and _on_cpu_as(b, dtype)):
+        return NotImplemented
+    terms, output = params["equation"].split("->")
+    term_a, term_b = terms.split(",")
+    if len(set(term_a)) != len(term_a) or len(set(term_b)) != len(term_b) or \
+            any(c not in term_b and c not in output for c in term_a) or \
+            any(c not in term_a and c not in output for c in term_b):
+        return NotImplemented
+    batch = [c for c in output if c in term_a and c in term_b]
+    rows = [c for c in output if c in term_a and c not in term_b]
+    columns = [c for c in output if c in term_b and c not in term_a]
+    summed = [c for c in term_a if c in term_b and c not in output]
+    size = dict(zip(term_a, a._shape))
+    size.update(zip(term_b, b._shape))
+    batch_n, m, n, k = (math.prod(size[c] for c in group)
+                        for group in (batch, rows, columns, summed))
+    if batch_n * m * n * k < size_threshold(MIN_FLOPS) or \
+            min(m, n) < size_threshold(MIN_SIDE) or k < size_threshold(2):
+        return NotImplemented
+    a_array, a_offset, a_strides = _merged_operand(a, term_a, (batch, rows, summed))
+    b_array, b_offset, b_strides = _merged_operand(b, term_b, (batch, summed, columns))
+    product = Tensor._empty((batch_n, m, n), dtype)
+    _gemm.gemm((batch_n, m, n, k), product._storage.array, 0, product._strides,
+               a_array, a_offset, a_strides, b_array, b_offset, b_strides,
+               1.0, 0.0, None, 0, (0, 0, 0))
+    made = batch + rows + columns           # the product's label order, row-major
+    made_strides = contiguous_strides(tuple(size[c] for c in made))
+    return Tensor._make(product._storage, 0, tuple(size[c] for c in output),
+                        tuple(made_strides[made.index(c)] for c in output))
+
+
+def _merged_operand(t, term, groups):
+    """(buffer, offset, one stride per label group) of t: each group's dims walked as one
+    dim in the group's order, through a row-major copy in the groups' order where they do
+    not merge in t's own layout."""
+    strides = []
+    for group in groups:
+        dims = [term.index(c) for c in group]
+        stride = _collapsed_stride([t._shape[d] for d in dims], [t._strides[d] for d in dims])
+        if stride is None:
+            order = [term.index(c) for group in groups for c in group]
+            copy = np.ascontiguousarray(t._np.transpose(order))
+            sizes = [math.prod(t._shape[term.index(c)] for c in group) for group in groups]
+            return copy.reshape(-1), 0, contiguous_strides(tuple(sizes))
+        strides.append(stride)
+    return t._storage.array, t._offset, tuple(strides)
 
 
 def convolution_kernel(out, inputs, dtypes, params):
