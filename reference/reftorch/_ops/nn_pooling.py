@@ -243,6 +243,17 @@ def _accumulator(dtype):
     return np.float32 if dtype in (np.float16, D.bfloat16.numpy_dtype) else dtype
 
 
+def _rounded(values, dtype):
+    """Sums (possibly in double: a float64 divisor promotes them) in `dtype`. bfloat16 goes
+    through float32, as PyTorch's float accumulators reach it: a double just above a
+    bfloat16 tie lands on the tie in float, then rounds to even. (ml_dtypes 0.7 rounds a
+    double to bfloat16 directly, earlier versions through float: the cast is spelled out so
+    the reference does not move with the installed version.)"""
+    if dtype == D.bfloat16.numpy_dtype and values.dtype == np.float64:
+        values = values.astype(np.float32)
+    return values.astype(dtype)
+
+
 def _window_sum(x, windows, n):
     planes = _planes(x, n).astype(_accumulator(x.dtype), copy=False)
     total = np.zeros((planes.shape[0],) + windows.out, dtype=planes.dtype)
@@ -255,8 +266,8 @@ def _divide(total, divisor, dtype):
     """total / divisor in the input dtype; integers divide truncating toward zero (C++)."""
     if np.issubdtype(dtype, np.integer):
         quotient = np.abs(total) // np.abs(divisor)
-        return (np.sign(total) * np.sign(divisor) * quotient).astype(dtype)
-    return (total / divisor).astype(dtype)
+        return _rounded(np.sign(total) * np.sign(divisor) * quotient, dtype)
+    return _rounded(total / divisor, dtype)
 
 
 def _per_dim_product(arrays):
@@ -302,7 +313,7 @@ def avg_pool_kernel(x, kernel_size, stride, padding, ceil_mode, count_include_pa
     windows = RegularWindows(x.shape[-n:], kernel_size, stride, padding, (1,) * n, ceil_mode)
     divisor, nonempty = _avg_scale(windows, count_include_pad, divisor_override)
     result = np.where(nonempty, _divide(_window_sum(x, windows, n), divisor, x.dtype), 0)
-    return _unplanes(result.astype(x.dtype), x, n)
+    return _unplanes(_rounded(result, x.dtype), x, n)
 
 
 def avg_pool_backward_kernel(grad, input_shape, kernel_size, stride, padding, ceil_mode,
@@ -317,7 +328,7 @@ def avg_pool_backward_kernel(grad, input_shape, kernel_size, stride, padding, ce
     padded = np.array(padded)     # a fresh buffer even when there is no padding
     for index, _ in windows.slices():
         padded[index] += share    # within one offset, outputs hit distinct elements
-    return padded[windows.inner()].astype(grad.dtype).reshape(input_shape)
+    return _rounded(padded[windows.inner()], grad.dtype).reshape(input_shape)
 
 
 def _adaptive_windows(spatial, output_size):
@@ -330,14 +341,14 @@ def _adaptive_windows(spatial, output_size):
 def adaptive_avg_pool_kernel(x, output_size):
     n = len(output_size)
     windows, counts = _adaptive_windows(x.shape[-n:], output_size)
-    return _unplanes((_window_sum(x, windows, n) / counts).astype(x.dtype), x, n)
+    return _unplanes(_rounded(_window_sum(x, windows, n) / counts, x.dtype), x, n)
 
 
 def adaptive_avg_pool_backward_kernel(grad, input_shape, output_size):
     n = len(output_size)
     windows, counts = _adaptive_windows(tuple(input_shape[-n:]), output_size)
     share = _planes(grad, n).astype(_accumulator(grad.dtype)) / counts
-    return windows.scatter(share).astype(grad.dtype).reshape(input_shape)
+    return _rounded(windows.scatter(share), grad.dtype).reshape(input_shape)
 
 
 def adaptive_max_pool_kernel(x, output_size):
