@@ -769,6 +769,28 @@ def test_nll_loss(dtype, reduction):
         np.testing.assert_allclose(g, e, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_mse_loss(dtype, reduction):
+    """The squares bit for bit (the elementwise C loops); their sum (mean, sum) within the
+    blocked pairwise sum's bound; a transposed target; declines for broadcasting."""
+    from reftorch_cpu import _C
+    x, target = tensor((300, 70), dtype, 60), tensor((300, 70), dtype, 61)
+    target_t = reftorch.from_numpy(np.ascontiguousarray(target.numpy().T)).t()
+    for t in (target, target_t, target[:1].expand(300, 70)):
+        squares = (x.numpy().astype(np.float64) - t.numpy()) ** 2
+        got, expected, ran = both(lambda: F.mse_loss(x, t, reduction=reduction), _C.calls)
+        assert ran == 2                           # the difference, then its square
+        if reduction == "none":
+            assert_same(got, expected)
+        else:
+            g, e = got.numpy(), expected.numpy()
+            assert g.shape == e.shape == () and g.dtype == e.dtype
+            bound, n = sum_bound(reftorch.from_numpy(squares), None, dtype)
+            scale = n if reduction == "mean" else 1
+            assert abs(float(g) - float(e)) <= 2 * float(bound) / scale
+
+
 def test_nll_loss_all_ignored_and_bad_targets():
     x = tensor((8, 5), F32, 44)
     ignored = reftorch.full((8,), -100, dtype=reftorch.int64)

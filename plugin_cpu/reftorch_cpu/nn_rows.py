@@ -11,6 +11,8 @@
                             target, weight, total_weight; params reduction, ignore_index,
                             as PyTorch's signature): (N, C) or (C,) self, int64 target;
                             bit for bit the reference's (rows zeroed in parallel groups)
+    mse_loss                input and target of one shape: (x - t)^2 by the elementwise C
+                            loops (bit for bit), summed by the reductions' (mean, sum)
 
 Layouts: the row (the last dim; the normalized dims for layer norm) must have unit stride and
 the leading dims must merge into one strided dim (contiguous tensors, row slices, a
@@ -42,13 +44,15 @@ import math
 import numpy as np
 
 from reftorch import _dtype as D
+from reftorch._dispatch import get_op
 from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import coalesce
 
-from . import _nn_rows as _N
+from . import _C, _nn_rows as _N
+from . import kernels, reductions
 
 # Calls on fewer elements than this go to the reference. Measured on a 2-core x86-64
 # (float32 rows of 32, best of 300, plugin / reference us): softmax 256 elements 15.5 / 31.9,
@@ -72,6 +76,7 @@ def register(registrar):
     # inputs (grad_output, self, target, weight, total_weight), params reduction and
     # ignore_index (PyTorch's signature)
     registrar.kernel("nll_loss_backward", "cpu", DTYPES, nll_loss_backward_kernel)
+    registrar.kernel("mse_loss", "cpu", DTYPES, mse_loss_kernel)
 
 
 def _softmax_kernel(log):
@@ -277,3 +282,37 @@ def _on_cpu_as(t, dtype):
     return isinstance(t, Tensor) and type(t._storage) is CPUStorage and \
         t._storage.dtype is dtype
 
+
+
+# --- mse_loss ---------------------------------------------------------------------------------
+
+def mse_loss_kernel(out, inputs, dtypes, params):
+    """mse_loss of an input and a target of one shape: their difference and its square in
+    place by the elementwise C loops (the reference's (x - t)^2, bit for bit), then the
+    reductions' sum for 'mean' (over n, in the element type, as the reference divides) and
+    'sum'; three threaded passes where the reference makes three single-threaded NumPy ones.
+    The sum adds in reduce.c's fixed order, not NumPy's: within rounding."""
+    if len(inputs) != 2:
+        return NotImplemented
+    x, target = inputs
+    reduction = params.get("reduction", _MEAN)
+    if x._shape != target._shape or reduction not in _REDUCTIONS or \
+            math.prod(x._shape) < size_threshold(kernels.MIN_NUMEL):
+        return NotImplemented
+    dtype = dtypes[0]
+    squares = _SUB(None, (x, target), (dtype, dtype, dtype), {})
+    if squares is NotImplemented:
+        return NotImplemented
+    _MUL(squares, (squares, squares), (dtype, dtype, dtype), {})
+    if reduction == _NONE:
+        return squares
+    total = reductions._reduce(reductions._R.SUM, squares, None, False)
+    if total is NotImplemented:
+        return NotImplemented
+    if reduction == _MEAN:
+        total._storage.array[total._offset] /= total._storage.array.dtype.type(squares.numel())
+    return total
+
+
+_SUB = kernels._binary_kernel(get_op("sub"), _C.SUB)
+_MUL = kernels._binary_kernel(get_op("mul"), _C.MUL)
