@@ -48,6 +48,7 @@ def plugin_loaded():
 def no_threshold(monkeypatch):
     """Send every size to C (the real thresholds decline small and skinny products)."""
     monkeypatch.setattr(gemm, "MIN_FLOPS", 0)
+    monkeypatch.setattr(gemm, "MIN_EINSUM_FLOPS", 0)
     monkeypatch.setattr(gemm, "MIN_SIDE", 0)
 
 
