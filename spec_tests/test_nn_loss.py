@@ -619,3 +619,24 @@ def test_error_messages_like_torch():
             module_.nn.functional.nll_loss(module_.zeros(2, 5), module_.zeros(2))
         with pytest.raises(ValueError, match="bad is not a valid value for reduction"):
             module_.nn.functional.mse_loss(module_.zeros(2), module_.zeros(2), reduction="bad")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("target_grad", [False, True])
+def test_mse_loss_gradients_are_pytorchs_bit_for_bit(reduction, target_grad):
+    """2 (x - t) g with the 2 applied to the gradient first gives PyTorch's bits; a target
+    that needs no gradient gets none."""
+    rng = np.random.default_rng(12)
+    x, t = rng.standard_normal((50, 7)), rng.standard_normal((50, 7))
+    grads = []
+    for m in (reftorch, torch):
+        a = m.tensor(x, dtype=m.float32, requires_grad=True)
+        b = m.tensor(t, dtype=m.float32, requires_grad=target_grad)
+        loss = m.nn.functional.mse_loss(a, b, reduction=reduction)
+        (loss.sum() if reduction == "none" else loss).backward()
+        grads.append((a.grad.numpy(), None if b.grad is None else b.grad.numpy()))
+    (ours_a, ours_b), (theirs_a, theirs_b) = grads
+    np.testing.assert_array_equal(ours_a, theirs_a)
+    assert (ours_b is None) == (theirs_b is None) == (not target_grad)
+    if target_grad:
+        np.testing.assert_array_equal(ours_b, theirs_b)

@@ -22,9 +22,11 @@ def _scaled(grad, reduction, count):
 @derivative("mse_loss", "MseLossBackward0", inputs=("self", "target"),
             saves=("self", "target", "reduction"))
 def _mse_loss(ctx, grad):
+    # 2 (x - t) g with the 2 joining the (for 'mean' and 'sum' 0-dim) gradient first: one
+    # pass over the inputs instead of two, and the same bits (doubling is exact)
     diff = ctx.self - ctx.target
-    g = 2 * diff * _scaled(grad, ctx.reduction, diff.numel())
-    return g, -g
+    g = diff * (_scaled(grad, ctx.reduction, diff.numel()) * 2)
+    return g, (-g if ctx.needs_input_grad[1] else None)
 
 
 @derivative("smooth_l1_loss", "SmoothL1LossBackward0", inputs=("self", "target"),
