@@ -134,23 +134,32 @@ def _segment_reduce(ufunc, values, starts, ends, empty_value):
     return np.where((ends > starts)[:, None], reduced, empty_value).astype(values.dtype)
 
 
-def _embedding_bag_kernel(weight, indices, offsets, per_sample_weights=None, mode=0,
-                          include_last_offset=False, padding_idx=-1, scale_grad_by_freq=False,
-                          sparse=False):
-    """(output (B, D), offset2bag (n,), bag_size (B,), max_indices (B, D) or (B,))."""
+def bag_layout(num_embeddings, indices, offsets, include_last_offset, padding_idx):
+    """How embedding_bag's entries fall into bags: (flat int64 indices, starts, ends, the bag
+    of each entry, valid (in a bag, not padding_idx), bag_size (valid entries per bag)).
+    RuntimeError for an index outside the weight's rows."""
     flat = indices.astype(np.int64).ravel()
     n = flat.size
-    outside = (flat < 0) | (flat >= weight.shape[0])
+    outside = (flat < 0) | (flat >= num_embeddings)
     if outside.any():
         raise RuntimeError(f"embedding_bag: Expected idx >= 0 && idx < num_embeddings but "
                            f"found idx to be {flat[outside][0]}")
     starts, ends = _bag_bounds(offsets, n, include_last_offset)
-    n_bags = len(starts)
-    positions = np.arange(n)
     # bag of each entry (empty bags share a start, so the last bag starting there wins)
-    bag = np.searchsorted(starts, positions, side="right") - 1
+    bag = np.searchsorted(starts, np.arange(n), side="right") - 1
     valid = (bag >= 0) & (flat != padding_idx)
-    bag_size = np.bincount(bag[valid], minlength=n_bags).astype(np.int64)
+    bag_size = np.bincount(bag[valid], minlength=len(starts)).astype(np.int64)
+    return flat, starts, ends, bag, valid, bag_size
+
+
+def _embedding_bag_kernel(weight, indices, offsets, per_sample_weights=None, mode=0,
+                          include_last_offset=False, padding_idx=-1, scale_grad_by_freq=False,
+                          sparse=False):
+    """(output (B, D), offset2bag (n,), bag_size (B,), max_indices (B, D) or (B,))."""
+    flat, starts, ends, bag, valid, bag_size = bag_layout(
+        weight.shape[0], indices, offsets, include_last_offset, padding_idx)
+    n = flat.size
+    positions = np.arange(n)
     compute = np.float64 if weight.dtype == np.float64 else np.float32
     rows = weight[flat].astype(compute)
     if MODES[mode] == "max":

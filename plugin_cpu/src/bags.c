@@ -1,0 +1,264 @@
+/* reftorch_cpu._bags: embedding_bag's 'sum' and 'mean' bags, float32 and float64.
+ *
+ * Entry point (called from reftorch_cpu/bags.py, which lays out the bags with the reference's
+ * own helper and checks every index first):
+ *
+ *   bag_sums(weight, w_offset, (rows, D), (w_row_stride, w_col_stride), indices, valid,
+ *            starts, ends, per_sample_weights, divisors, out)
+ *       for each bag b, out[b, :] = the sum, in the element type, of the terms
+ *       weight[indices[k], :] (times per_sample_weights[k] when given) over k in
+ *       [starts[b], ends[b]), a position whose valid[k] is 0 (padding_idx) giving +0.0; an
+ *       empty bag is 0; then divided by divisors[b] when given ('mean').
+ *
+ * The sums are the reference's np.add.reduceat bits, operation for operation: a bag's first
+ * term plus NumPy's pairwise sum of the others (see pairwise_*), and for the last bag the
+ * others include the row of zeros the reference appends (reduceat runs past the final start
+ * to the end).
+ *
+ * indices, starts and ends are int64, valid bool (one byte each), the float operands all of
+ * weight's type; out is (B, D) row-major. Everything is checked before memory is touched: the
+ * weight view, every index inside [0, rows), 0 <= starts[b] <= ends[b] <= n. Bags run in fixed
+ * groups over OpenMP threads; each is summed by one thread, so results never depend on the
+ * thread count.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Bags are grouped into work items of at least this many multiply-adds. */
+#define ITEM_MIN_ELEMENTS 16384
+
+typedef struct {
+    const char *w;                  /* element (0, 0) of the weight view */
+    ptrdiff_t rs, cs, D;            /* its strides (elements) and row length */
+    const int64_t *idx, *starts, *ends;
+    const uint8_t *valid;
+    const char *psw, *div;          /* per-sample weights, divisors, or NULL */
+    char *out;
+    ptrdiff_t bags, n;              /* bags, entries */
+} bags_t;
+
+/* NumPy's pairwise summation (its add.reduce inner loop), over the rows of a bag: fewer than
+ * 8 terms are added in order (from -0.0, which changes no sum); up to PW_BLOCK, 8 running
+ * sums of every 8th term, combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)),
+ * then the rest in order; longer runs split in two (the first part a multiple of 8 long) and
+ * the halves' sums added. `scratch` holds 8 rows for the block sums and one per level of
+ * splitting (SPLIT_LEVELS: runs up to 2^40 terms). */
+#define PW_BLOCK 128
+#define SPLIT_LEVELS 40
+#define DEFINE_BAG_SUMS(T, SFX)                                                              \
+    /* dst = (assign ? 0 : dst) + entry k's term, element by element: its weight row (times \
+     * its per-sample weight), +0.0 for an entry that is not valid and for k == n (the row  \
+     * of zeros reduceat runs into). Assigning puts the term itself (0 + -0.0 is +0.0). */  \
+    static inline void add_term_##SFX(const bags_t *B, int64_t k, T *restrict dst,         \
+                                      int assign)                                            \
+    {                                                                                        \
+        const ptrdiff_t D = B->D, cs = B->cs;                                                \
+        if (k >= B->n || !B->valid[k]) {                                                     \
+            for (ptrdiff_t d = 0; d < D; d++) dst[d] = assign ? (T)0 : dst[d] + (T)0;        \
+            return;                                                                          \
+        }                                                                                    \
+        const T *row = (const T *)B->w + B->idx[k] * B->rs;                                  \
+        if (B->psw) {                                                                        \
+            const T s = ((const T *)B->psw)[k];                                              \
+            if (assign)                                                                      \
+                for (ptrdiff_t d = 0; d < D; d++) dst[d] = row[d * cs] * s;                  \
+            else                                                                             \
+                for (ptrdiff_t d = 0; d < D; d++) dst[d] = dst[d] + row[d * cs] * s;         \
+        } else if (cs == 1) {                                                                \
+            if (assign)                                                                      \
+                for (ptrdiff_t d = 0; d < D; d++) dst[d] = row[d];                           \
+            else                                                                             \
+                for (ptrdiff_t d = 0; d < D; d++) dst[d] = dst[d] + row[d];                  \
+        } else {                                                                             \
+            if (assign)                                                                      \
+                for (ptrdiff_t d = 0; d < D; d++) dst[d] = row[d * cs];                      \
+            else                                                                             \
+                for (ptrdiff_t d = 0; d < D; d++) dst[d] = dst[d] + row[d * cs];             \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    static void pairwise_##SFX(const bags_t *B, int64_t k0, int64_t n, T *out, T *scratch)  \
+    {                                                                                        \
+        const ptrdiff_t D = B->D;                                                            \
+        if (n < 8) {                                                                         \
+            for (ptrdiff_t d = 0; d < D; d++) out[d] = (T)-0.0;                              \
+            for (int64_t i = 0; i < n; i++) add_term_##SFX(B, k0 + i, out, 0);               \
+        } else if (n <= PW_BLOCK) {                                                          \
+            T *r = scratch;                                                                  \
+            for (int j = 0; j < 8; j++) add_term_##SFX(B, k0 + j, r + j * D, 1);            \
+            int64_t i = 8;                                                                   \
+            for (; i < n - n % 8; i += 8)                                                    \
+                for (int j = 0; j < 8; j++) add_term_##SFX(B, k0 + i + j, r + j * D, 0);    \
+            for (ptrdiff_t d = 0; d < D; d++)                                                \
+                out[d] = ((r[d] + r[D + d]) + (r[2 * D + d] + r[3 * D + d])) +               \
+                         ((r[4 * D + d] + r[5 * D + d]) + (r[6 * D + d] + r[7 * D + d]));    \
+            for (; i < n; i++) add_term_##SFX(B, k0 + i, out, 0);                            \
+        } else {                                                                             \
+            int64_t n2 = n / 2;                                                              \
+            n2 -= n2 % 8;                                                                    \
+            T *second = scratch + 8 * D; /* this level's row; deeper levels use the next */  \
+            pairwise_##SFX(B, k0, n2, out, second + D);                                      \
+            pairwise_##SFX(B, k0 + n2, n - n2, second, second + D);                          \
+            for (ptrdiff_t d = 0; d < D; d++) out[d] = out[d] + second[d];                   \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    /* reduceat over bag b: its first term plus the pairwise sum of the rest (the last bag's \
+     * rest running into the row of zeros); an empty bag is 0; then the 'mean' division. */ \
+    static void bag_sums_##SFX(const bags_t *B, ptrdiff_t lo, ptrdiff_t hi, T *scratch,    \
+                               T *rest)                                                      \
+    {                                                                                        \
+        const ptrdiff_t D = B->D;                                                            \
+        const T *div = (const T *)B->div;                                                    \
+        for (ptrdiff_t b = lo; b < hi; b++) {                                                \
+            T *acc = (T *)B->out + b * D;                                                    \
+            const int64_t start = B->starts[b], end = B->ends[b];                           \
+            if (end <= start) {                                                              \
+                for (ptrdiff_t d = 0; d < D; d++) acc[d] = 0;                                \
+                continue;                                                                    \
+            }                                                                                \
+            const int64_t stop = b == B->bags - 1 ? B->n + 1 : end;                          \
+            pairwise_##SFX(B, start + 1, stop - start - 1, rest, scratch);                   \
+            add_term_##SFX(B, start, acc, 1);                                                \
+            for (ptrdiff_t d = 0; d < D; d++) acc[d] = acc[d] + rest[d];                     \
+            if (div)                                                                         \
+                for (ptrdiff_t d = 0; d < D; d++) acc[d] = acc[d] / div[b];                  \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    /* Bags [lo, hi) with scratch rows of their own; -1 when they cannot be allocated. */   \
+    static int bag_group_##SFX(const bags_t *B, ptrdiff_t lo, ptrdiff_t hi)                 \
+    {                                                                                        \
+        T *scratch = malloc(sizeof(T) * (size_t)B->D * (8 + SPLIT_LEVELS + 1) + 1);         \
+        if (scratch == NULL) return -1;                                                      \
+        bag_sums_##SFX(B, lo, hi, scratch, scratch + (8 + SPLIT_LEVELS) * B->D);             \
+        free(scratch);                                                                       \
+        return 0;                                                                            \
+    }
+DEFINE_BAG_SUMS(float, f32)
+DEFINE_BAG_SUMS(double, f64)
+
+/* A 1-D int64 (kind KIND_I64) or bool (kind -1) operand held in h: its first element and
+ * its length. */
+static int vector_operand(held_t *h, PyObject *obj, int kind, const char *what,
+                          const char **start, long long *count)
+{
+    const Py_buffer *view = hold_buffer(h, obj, 0, what);
+    if (view == NULL) return -1;
+    if (kind == -1 ? view->itemsize != 1 || format_char(view) != '?'
+                   : buffer_kind(view, what) != kind) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s must hold %s elements", what,
+                         kind == -1 ? "bool" : "int64");
+        return -1;
+    }
+    *count = view->len / view->itemsize;
+    *start = view->buf;
+    return 0;
+}
+
+static PyObject *py_bag_sums(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 11, "bag_sums(weight, w_offset, (rows, D), (row_stride, "
+                               "col_stride), indices, valid, starts, ends, "
+                               "per_sample_weights, divisors, out)") < 0)
+        return NULL;
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    long long shape[2], strides[2];
+    if (parse_dims(args[2], "weight shape", 2, shape, NULL) < 0 ||
+        parse_dims(args[3], "weight strides", 2, strides, NULL) < 0)
+        return NULL;
+    const int kind = float_kind_of(args[0], "weight");
+    if (kind < 0) return NULL;
+    bags_t B;
+    char *w;
+    if (kind_operand(&h, args[0], args[1], 2, shape, strides, 0, kind, 0, "weight", &w) < 0)
+        goto done;
+    const char *idx, *valid, *starts, *ends;
+    char *psw, *div, *out;
+    long long n, n_valid, bags, n_ends;
+    if (vector_operand(&h, args[4], KIND_I64, "indices", &idx, &n) < 0 ||
+        vector_operand(&h, args[5], -1, "valid", &valid, &n_valid) < 0 ||
+        vector_operand(&h, args[6], KIND_I64, "starts", &starts, &bags) < 0 ||
+        vector_operand(&h, args[7], KIND_I64, "ends", &ends, &n_ends) < 0)
+        goto done;
+    if (n_valid != n || n_ends != bags) {
+        PyErr_SetString(PyExc_ValueError, "bag_sums(): valid must match indices, ends starts");
+        goto done;
+    }
+    const long long one[1] = {1}, out_shape[2] = {bags, shape[1]}, out_strides[2] = {shape[1], 1};
+    if (kind_operand(&h, args[8], NULL, 1, &n, one, 0, kind, 1, "per_sample_weights", &psw) < 0 ||
+        kind_operand(&h, args[9], NULL, 1, &bags, one, 0, kind, 1, "divisors", &div) < 0 ||
+        kind_operand(&h, args[10], NULL, 2, out_shape, out_strides, 1, kind, 0, "out", &out) < 0)
+        goto done;
+    const int64_t *I = (const int64_t *)idx, *S = (const int64_t *)starts,
+                  *E = (const int64_t *)ends;
+    for (long long k = 0; k < n; k++)
+        if (I[k] < 0 || I[k] >= shape[0]) {
+            PyErr_Format(PyExc_IndexError, "bag_sums(): index %lld is out of range for %lld "
+                         "rows", (long long)I[k], shape[0]);
+            goto done;
+        }
+    for (long long b = 0; b < bags; b++)
+        if (S[b] < 0 || S[b] > E[b] || E[b] > n) {
+            PyErr_Format(PyExc_ValueError, "bag_sums(): bag %lld spans [%lld, %lld) of %lld "
+                         "entries", b, (long long)S[b], (long long)E[b], n);
+            goto done;
+        }
+    B = (bags_t){.w = w, .rs = strides[0], .cs = strides[1], .D = shape[1], .idx = I,
+                 .starts = S, .ends = E, .valid = (const uint8_t *)valid, .psw = psw,
+                 .div = div, .out = out, .bags = bags, .n = n};
+    const ptrdiff_t per_bag = bags ? (ptrdiff_t)((n / bags + 1) * shape[1]) : 1;
+    const int par = worth_parallel((double)n * (double)shape[1], ITEM_MIN_ELEMENTS * 2);
+    int failed = 0;
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == KIND_F32)
+        FOR_GROUPS(bags, group_for(per_bag, ITEM_MIN_ELEMENTS), par,
+                   if (bag_group_f32(&B, lo, hi) < 0) failed = 1);
+    else
+        FOR_GROUPS(bags, group_for(per_bag, ITEM_MIN_ELEMENTS), par,
+                   if (bag_group_f64(&B, lo, hi) < 0) failed = 1);
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release_held(&h);
+    return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"bag_sums", (PyCFunction)(void (*)(void))py_bag_sums, METH_FASTCALL,
+     "bag_sums(weight, w_offset, (rows, D), (row_stride, col_stride), indices, valid, starts, "
+     "ends, per_sample_weights, divisors, out): embedding_bag's sums; see src/bags.c."},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "reftorch_cpu._bags",
+    .m_doc = "embedding_bag's sum and mean bags for reftorch.",
+    .m_size = -1,
+    .m_methods = METHODS,
+};
+
+PyMODINIT_FUNC PyInit__bags(void)
+{
+    init_module_state();
+    return PyModule_Create(&MODULE);
+}
