@@ -98,7 +98,7 @@ def _keep_freed_memory():
 _keep_freed_memory()
 
 GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing", "masked", "gemm", "pooling",
-          "sorting", "padding", "upsampling", "random", "bags")
+          "sorting", "padding", "upsampling", "random", "bags", "distance")
 
 
 def register(registrar):
