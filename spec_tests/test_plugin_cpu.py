@@ -27,15 +27,7 @@ BIG = (300, 200)    # 60,000 elements: above MIN_NUMEL, and above the OpenMP siz
 MID = (96, 80)      # 7,680 elements: above MIN_NUMEL, one thread
 
 
-@pytest.fixture(scope="module", autouse=True)
-def plugin_loaded():
-    """The plugin's kernels are registered (loaded by hand when REFTORCH_PLUGINS left it out)."""
-    loaded_here = "cpu" not in reftorch.plugins.loaded()
-    if loaded_here:
-        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
-    yield
-    if loaded_here:
-        reftorch.plugins.unload("cpu")
+from .cpu_plugin import plugin_loaded  # noqa: E402,F401 (the autouse fixture)
 
 
 @pytest.fixture(params=["threshold", "no-threshold"])

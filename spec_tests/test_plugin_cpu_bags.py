@@ -18,14 +18,7 @@ F32, F64 = reftorch.float32, reftorch.float64
 SUM, MEAN, MAX = 0, 1, 2
 
 
-@pytest.fixture(scope="module", autouse=True)
-def plugin_loaded():
-    loaded_here = "cpu" not in reftorch.plugins.loaded()
-    if loaded_here:
-        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
-    yield
-    if loaded_here:
-        reftorch.plugins.unload("cpu")
+from .cpu_plugin import plugin_loaded  # noqa: E402,F401 (the autouse fixture)
 
 
 def weights(rows, dim, dtype, seed, layout="contiguous"):

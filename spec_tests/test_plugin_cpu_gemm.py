@@ -33,15 +33,7 @@ RTOL = {F32: 1e-5, F64: 1e-13}        # times sqrt(K), relative to the magnitude
 TYPE_CODE = {F32: 0, F64: 1}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def plugin_loaded():
-    """The plugin's kernels are registered (loaded by hand when REFTORCH_PLUGINS left it out)."""
-    loaded_here = "cpu" not in reftorch.plugins.loaded()
-    if loaded_here:
-        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
-    yield
-    if loaded_here:
-        reftorch.plugins.unload("cpu")
+from .cpu_plugin import plugin_loaded  # noqa: E402,F401 (the autouse fixture)
 
 
 @pytest.fixture

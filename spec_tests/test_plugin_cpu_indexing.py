@@ -23,14 +23,7 @@ DTYPES = [reftorch.float32, reftorch.float64, reftorch.int64, reftorch.int32]
 dtype_ids = ["f32", "f64", "i64", "i32"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def plugin_loaded():
-    loaded_here = "cpu" not in reftorch.plugins.loaded()
-    if loaded_here:
-        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
-    yield
-    if loaded_here:
-        reftorch.plugins.unload("cpu")
+from .cpu_plugin import plugin_loaded  # noqa: E402,F401 (the autouse fixture)
 
 
 @pytest.fixture(params=["threshold", "no-threshold"])

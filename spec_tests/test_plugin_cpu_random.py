@@ -35,15 +35,7 @@ FLOATS = ("float32", "float64", "float16", "bfloat16")
 INTEGERS = ("int64", "int32", "int16", "int8", "uint8", "bool")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def plugin_loaded():
-    """The plugin's kernels are registered (loaded by hand when REFTORCH_PLUGINS left it out)."""
-    loaded_here = "cpu" not in reftorch.plugins.loaded()
-    if loaded_here:
-        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
-    yield
-    if loaded_here:
-        reftorch.plugins.unload("cpu")
+from .cpu_plugin import plugin_loaded  # noqa: E402,F401 (the autouse fixture)
 
 
 def _cpu_flags():

@@ -27,14 +27,7 @@ DTYPES = [F32, F64, I64, I32]
 DTYPE_IDS = ["f32", "f64", "i64", "i32"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def plugin_loaded():
-    loaded_here = "cpu" not in reftorch.plugins.loaded()
-    if loaded_here:
-        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
-    yield
-    if loaded_here:
-        reftorch.plugins.unload("cpu")
+from .cpu_plugin import plugin_loaded  # noqa: E402,F401 (the autouse fixture)
 
 
 @pytest.fixture

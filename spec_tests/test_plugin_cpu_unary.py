@@ -25,14 +25,7 @@ BIG = (300, 200)   # 60,000 elements: parallel (above PARALLEL_MIN_*), several b
 MID = (64, 80)     # 5,120 elements: above MIN_NUMEL, one thread
 
 
-@pytest.fixture(scope="module", autouse=True)
-def plugin_loaded():
-    loaded_here = "cpu" not in reftorch.plugins.loaded()
-    if loaded_here:
-        assert reftorch.plugins.load("cpu", reftorch_cpu.register) is not None
-    yield
-    if loaded_here:
-        reftorch.plugins.unload("cpu")
+from .cpu_plugin import plugin_loaded  # noqa: E402,F401 (the autouse fixture)
 
 
 # ---------------------------------------------------------------------------------------------
