@@ -92,6 +92,19 @@ def test_per_sample_weights_and_one_column(dtype):
         assert_same(got, want)
 
 
+def test_a_bag_of_many_entries():
+    """20,000 entries in one bag: its pairwise sum splits 8 levels deep (each level's partial
+    sum needs a scratch row of its own)."""
+    rng = np.random.default_rng(13)
+    w = weights(100, 16, F32, 14)
+    indices = reftorch.from_numpy(rng.integers(0, 100, 20000))
+    offsets = reftorch.tensor([0, 3, 20000])
+    for mode in (SUM, MEAN):
+        got, want, ran = run_both(lambda: reftorch.embedding_bag(w, indices, offsets, mode=mode))
+        assert ran == 1
+        assert_same(got, want)
+
+
 def test_the_module_and_functional_forms_run_in_c():
     reftorch.manual_seed(0)
     bag = reftorch.nn.EmbeddingBag(1000, 32, mode="mean")

@@ -50,14 +50,16 @@ typedef struct {
  * 8 terms are added in order (from -0.0, which changes no sum); up to PW_BLOCK, 8 running
  * sums of every 8th term, combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)),
  * then the rest in order; longer runs split in two (the first part a multiple of 8 long) and
- * the halves' sums added. `scratch` holds 8 rows for the block sums and one per level of
- * splitting (SPLIT_LEVELS: runs up to 2^40 terms). */
+ * the halves' sums added. `scratch` holds one row per level of splitting (the second half's
+ * sum; the first half's goes to `out`), then the 8 rows of a block's running sums:
+ * SPLIT_LEVELS + 8 rows in all (runs up to 2^40 terms split at most 33 times). */
 #define PW_BLOCK 128
 #define SPLIT_LEVELS 40
 #define DEFINE_BAG_SUMS(T, SFX)                                                              \
-    /* dst = (assign ? 0 : dst) + entry k's term, element by element: its weight row (times \
-     * its per-sample weight), +0.0 for an entry that is not valid and for k == n (the row  \
-     * of zeros reduceat runs into). Assigning puts the term itself (0 + -0.0 is +0.0). */  \
+    /* dst = entry k's term (assign) or dst + that term, element by element: its weight row \
+     * (times its per-sample weight), +0.0 for an entry that is not valid and for k == n    \
+     * (the row of zeros reduceat runs into). Assigning stores the term itself: NumPy's     \
+     * running sums start from their first term, not from 0 (0 + -0.0 is +0.0). */          \
     static inline void add_term_##SFX(const bags_t *B, int64_t k, T *restrict dst,         \
                                       int assign)                                            \
     {                                                                                        \
@@ -105,9 +107,9 @@ typedef struct {
         } else {                                                                             \
             int64_t n2 = n / 2;                                                              \
             n2 -= n2 % 8;                                                                    \
-            T *second = scratch + 8 * D; /* this level's row; deeper levels use the next */  \
-            pairwise_##SFX(B, k0, n2, out, second + D);                                      \
-            pairwise_##SFX(B, k0 + n2, n - n2, second, second + D);                          \
+            T *second = scratch;     /* this level's row; deeper levels use the rows after */ \
+            pairwise_##SFX(B, k0, n2, out, scratch + D);                                     \
+            pairwise_##SFX(B, k0 + n2, n - n2, second, scratch + D);                         \
             for (ptrdiff_t d = 0; d < D; d++) out[d] = out[d] + second[d];                   \
         }                                                                                    \
     }                                                                                        \
@@ -138,9 +140,9 @@ typedef struct {
     /* Bags [lo, hi) with scratch rows of their own; -1 when they cannot be allocated. */   \
     static int bag_group_##SFX(const bags_t *B, ptrdiff_t lo, ptrdiff_t hi)                 \
     {                                                                                        \
-        T *scratch = malloc(sizeof(T) * (size_t)B->D * (8 + SPLIT_LEVELS + 1) + 1);         \
+        T *scratch = malloc(sizeof(T) * (size_t)B->D * (SPLIT_LEVELS + 8 + 1) + 1);         \
         if (scratch == NULL) return -1;                                                      \
-        bag_sums_##SFX(B, lo, hi, scratch, scratch + (8 + SPLIT_LEVELS) * B->D);             \
+        bag_sums_##SFX(B, lo, hi, scratch, scratch + (SPLIT_LEVELS + 8) * B->D);             \
         free(scratch);                                                                       \
         return 0;                                                                            \
     }
