@@ -802,8 +802,7 @@ SPLITS = {
     "split_with_sizes": lambda x: x.split([1, 4, 1]),
     "chunk": lambda x: x.chunk(2, 1),
     "unbind": lambda x: x.unbind(0),
-    "unbind-dim1": lambda x: reftorch.unbind(x, 1) if isinstance(x, reftorch.Tensor)
-    else torch.unbind(x, 1),
+    "unbind-dim1": lambda x: x.unbind(1),
 }
 
 

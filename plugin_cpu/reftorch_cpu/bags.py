@@ -17,10 +17,10 @@ import numpy as np
 
 from reftorch import _dtype as D
 from reftorch._ops.nn_embedding import MODES, bag_layout
-from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 
 from . import _bags
+from .kernels import _on_cpu_as
 
 DTYPES = (D.float32, D.float64)
 
@@ -35,14 +35,10 @@ def embedding_bag_kernel(out, inputs, dtypes, params):
     if len(inputs) != 4 or MODES.get(params.get("mode")) not in ("sum", "mean"):
         return NotImplemented
     weight, indices, offsets, per_sample_weights = inputs
-    dtype = weight._storage.dtype
-    if type(weight._storage) is not CPUStorage or dtype not in DTYPES or \
-            type(indices._storage) is not CPUStorage or \
-            type(offsets._storage) is not CPUStorage:
-        return NotImplemented
-    if per_sample_weights is not None and not (
-            type(per_sample_weights._storage) is CPUStorage and
-            per_sample_weights._storage.dtype is dtype):
+    dtype = dtypes[0]
+    if dtype not in DTYPES or not _on_cpu_as(weight, dtype) or \
+            not (_on_cpu_as(indices, indices.dtype) and _on_cpu_as(offsets, offsets.dtype)) or \
+            not (per_sample_weights is None or _on_cpu_as(per_sample_weights, dtype)):
         return NotImplemented
     flat, starts, ends, bag, valid, bag_size = bag_layout(
         weight._shape[0], indices._np, offsets._np, params["include_last_offset"],

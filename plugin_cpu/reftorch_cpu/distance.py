@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 
 from reftorch import _dtype as D
-from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
 
 from . import _distance
+from .gemm import _collapsed_stride
+from .kernels import _on_cpu_as
 
 DTYPES = (D.float32, D.float64)
 
@@ -61,17 +62,5 @@ def cdist_kernel(out, inputs, dtypes, params):
 def _batched(t):
     """(batch, row, feature) strides of t, its leading dims walked as one (None when they do
     not merge)."""
-    *lead, row, feature = t._strides
-    stride, expected = 0, None
-    for size, st in zip(reversed(t._shape[:-2]), reversed(lead)):
-        if size == 1:
-            continue
-        if expected is not None and st != expected:
-            return None
-        stride, expected = (st, st * size) if expected is None else (stride, st * size)
-    return stride, row, feature
-
-
-def _on_cpu_as(t, dtype):
-    return isinstance(t, Tensor) and type(t._storage) is CPUStorage and \
-        t._storage.dtype is dtype
+    batch = _collapsed_stride(t._shape[:-2], t._strides[:-2])
+    return None if batch is None else (batch,) + tuple(t._strides[-2:])

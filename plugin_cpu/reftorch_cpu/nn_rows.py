@@ -283,7 +283,6 @@ def _on_cpu_as(t, dtype):
         t._storage.dtype is dtype
 
 
-
 # --- mse_loss ---------------------------------------------------------------------------------
 
 def mse_loss_kernel(out, inputs, dtypes, params):

@@ -20,8 +20,9 @@
  *
  * Accuracy against the NumPy reference (float32 and float64):
  *   bit-exact: neg, abs, relu, leaky_relu, sqrt, rsqrt, clamp, clamp_min, clamp_max, where,
- *     addcmul, addcdiv, lerp, casts, and the backward ops tanh_backward, sigmoid_backward, threshold_backward (relu's
- *     gradient). These are the reference's own IEEE operations, done in the same order.
+ *     addcmul, addcdiv, lerp, casts, and the backward ops tanh_backward, sigmoid_backward,
+ *     threshold_backward (relu's gradient). These are the reference's own IEEE operations,
+ *     done in the same order.
  *     Also square (x * x) and reciprocal (1 / x), which serve pow's exponents 2 and -1:
  *     NumPy's power gives exactly these (checked over every float32 and 2^27 float64).
  *   within a few ulp: exp, log, tanh, erf and what is built on them. NumPy's SIMD exp/log/tanh

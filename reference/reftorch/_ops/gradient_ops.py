@@ -36,8 +36,8 @@ def _shared_storage(self_geometry, view_geometry, dtype):
 
 def _overlapping(geometry):
     """Whether two elements of this geometry may read one storage slot (an expanded tensor,
-    unfold's windows). "No" is certain: taken by increasing stride, each dim's stride passes
-    the farthest slot the smaller dims reach."""
+    unfold's windows; a negative stride counts too). "No" is certain: taken by increasing
+    stride, each dim's stride passes the farthest slot the smaller dims reach."""
     shape, strides, _ = geometry
     reach = 0
     for stride, size in sorted((s, n) for n, s in zip(shape, strides) if n > 1):
@@ -81,7 +81,7 @@ def _storage_for(self_geometry, view_geometry, dtype):
 
 def view_scatter(grad, self_geometry, view_geometry):
     """Gradient of a view (`grad`, shaped like the view) with respect to the viewed tensor."""
-    if _overlapping(view_geometry) or min(view_geometry[1], default=0) < 0:
+    if _overlapping(view_geometry):
         self_slots, view_slots, storage = _shared_storage(self_geometry, view_geometry,
                                                           grad.dtype)
         np.add.at(storage, view_slots, grad)
@@ -94,7 +94,7 @@ def view_scatter(grad, self_geometry, view_geometry):
 
 def view_gather(grad, self_geometry, view_geometry):
     """The view applied to `grad` (shaped like the viewed tensor): the adjoint of the above."""
-    if _overlapping(self_geometry) or min(self_geometry[1], default=0) < 0:
+    if _overlapping(self_geometry):
         self_slots, view_slots, storage = _shared_storage(self_geometry, view_geometry,
                                                           grad.dtype)
         storage[self_slots] = grad

@@ -230,10 +230,15 @@ def split(tensor, split_size_or_sections, dim=0):
         if step < 0 or (step == 0 and size != 0):
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
                                f"dimension size of {size}")
-        count = builtins.max(-(-size // step), 1) if step else 1
-        sizes = [builtins.min(step, size - i * step) for i in range(count)]
-        return _pieces(tensor, dim, sizes, "split", {"split_size": step})
+        return _pieces(tensor, dim, split_sizes(size, step), "split", {"split_size": step})
     return _pieces(tensor, dim, sizes, "split_with_sizes", {"split_sizes": tuple(sizes)})
+
+
+def split_sizes(size, step):
+    """The sizes of split's pieces of a dim of `size`: `step` each, the last one smaller
+    (one empty piece for an empty dim)."""
+    count = builtins.max(-(-size // step), 1) if step else 1
+    return [builtins.min(step, size - i * step) for i in range(count)]
 
 
 def _pieces(tensor, dim, sizes, op, params, keep_dim=True):

@@ -266,7 +266,7 @@ def _divide(total, divisor, dtype):
     """total / divisor in the input dtype; integers divide truncating toward zero (C++)."""
     if np.issubdtype(dtype, np.integer):
         quotient = np.abs(total) // np.abs(divisor)
-        return _rounded(np.sign(total) * np.sign(divisor) * quotient, dtype)
+        return (np.sign(total) * np.sign(divisor) * quotient).astype(dtype)
     return _rounded(total / divisor, dtype)
 
 

@@ -105,15 +105,10 @@ def _joined(ctx, grads, sizes, stacked):
     return torch.stack(pieces, ctx.dim) if stacked else torch.cat(pieces, ctx.dim)
 
 
-def _split_sizes(size, split_size):
-    if split_size == 0:
-        return [size]
-    return [min(split_size, size - start) for start in range(0, size, split_size)] or [0]
-
-
 @derivative("split", "SplitBackward0", saves=("dim", "self_shape", "split_size"))
 def _split(ctx, *grads):
-    return _joined(ctx, grads, _split_sizes(ctx.self_shape[ctx.dim], ctx.split_size), False)
+    from ..._ops.joining import split_sizes
+    return _joined(ctx, grads, split_sizes(ctx.self_shape[ctx.dim], ctx.split_size), False)
 
 
 @derivative("split_with_sizes", "SplitWithSizesBackward0",
