@@ -155,8 +155,13 @@ def _gelu_erf(x):
             ).astype(x.dtype)
 
 
+def _tanh_rounded(x):
+    """unary.cu's tanh_rounded: tanh in double, rounded to x's type."""
+    return np.tanh(x.astype(np.float64)).astype(x.dtype)
+
+
 def _gelu_tanh(x):
-    return 0.5 * x * (1 + np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x * x * x)))
+    return 0.5 * x * (1 + _tanh_rounded(SQRT_2_OVER_PI * (x + CUBIC * x * x * x)))
 
 
 UNARY = {
@@ -185,7 +190,7 @@ def _gelu_erf_backward(g, x, p):
 
 
 def _gelu_tanh_backward(g, x, p):
-    t = np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x * x * x))
+    t = _tanh_rounded(SQRT_2_OVER_PI * (x + CUBIC * x * x * x))
     d_inner = SQRT_2_OVER_PI * (1 + (3 * CUBIC) * x * x)
     return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
 

@@ -377,6 +377,26 @@ def test_hardtanh_deprecated_keywords():
         assert (m.min_val, m.max_val) == (-2.0, 2.0)
 
 
+# --- gelu's tanh form far below 0 -------------------------------------------------------------
+
+def test_float32_gelu_tanh_tail_is_zero_and_an_infinite_gradient_gives_nan():
+    """Below about -5.2, tanh(inner) rounds to -1 in float32, so 1 + tanh is 0: PyTorch gives
+    gelu = -0.0 and, for an infinite incoming gradient, inf * 0 = nan. (NumPy's float32 tanh,
+    an ulp off there, gave -1.6e-7 and inf.)"""
+    x = np.array([-5.3, -5.6, -7.0, -9.5, -20.0], dtype=np.float32)
+    grad = np.array([np.inf, -np.inf, np.inf, -np.inf, 1.0], dtype=np.float32)
+    with reftorch.plugins.use_reference_kernels():
+        r_x = reftorch.from_numpy(x).requires_grad_(True)
+        r_y = reftorch.nn.functional.gelu(r_x, approximate="tanh")
+        r_y.backward(reftorch.from_numpy(grad))
+    t_x = torch.from_numpy(x).requires_grad_(True)
+    t_y = torch.nn.functional.gelu(t_x, approximate="tanh")
+    t_y.backward(torch.from_numpy(grad))
+    np.testing.assert_array_equal(r_y.detach().numpy(), t_y.detach().numpy())
+    np.testing.assert_array_equal(np.signbit(r_y.detach().numpy()), np.signbit(t_y.detach().numpy()))
+    np.testing.assert_array_equal(r_x.grad.numpy(), t_x.grad.numpy())
+
+
 # --- double backward ----------------------------------------------------------------------------
 
 SECOND_ORDER = {

@@ -70,10 +70,15 @@ struct GeluErfOp {
 };
 
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), all in A.
+// tanh in double, rounded to A: the reference's gelu rounds its tanh once (NumPy's float32 tanh
+// was an ulp off near -1, where 1 + tanh keeps every ulp of it).
+template <typename A>
+__device__ __forceinline__ A tanh_rounded(A x) { return (A)tanh((double)x); }
+
 struct GeluTanhOp {
     template <typename A> static __device__ A apply(A x) {
         const A inner = (A)RT_SQRT_2_OVER_PI * (x + (A)RT_GELU_CUBIC * x * x * x);
-        return A(0.5) * x * (A(1) + rt_tanh(inner));
+        return A(0.5) * x * (A(1) + tanh_rounded(inner));
     }
 };
 
@@ -161,7 +166,7 @@ struct GeluErfBackwardOp {
 struct GeluTanhBackwardOp {
     template <typename A> static __device__ A apply(A g, A x, A) {
         const A k = (A)RT_SQRT_2_OVER_PI;
-        const A t = rt_tanh(k * (x + (A)RT_GELU_CUBIC * x * x * x));
+        const A t = tanh_rounded(k * (x + (A)RT_GELU_CUBIC * x * x * x));
         const A d_inner = k * (A(1) + (A)(3 * RT_GELU_CUBIC) * x * x);
         return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * d_inner);
     }

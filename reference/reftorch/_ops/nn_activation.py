@@ -105,10 +105,20 @@ def _log_sigmoid(x):
     return np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x)))
 
 
+def _rounded_tanh(v):
+    """tanh rounded once to v's dtype (float32 through float64). gelu's 1 + tanh(inner) keeps
+    every ulp of a tanh near -1, and NumPy's float32 tanh is an ulp off there: at x = -5.28
+    it gave gelu -1.6e-7 where PyTorch's float32 kernel gives -0.0, and an infinite gradient
+    times a derivative of 6e-8 instead of PyTorch's inf * 0 = nan."""
+    if v.dtype == np.float64:
+        return np.tanh(v)
+    return np.tanh(v.astype(np.float64)).astype(v.dtype)
+
+
 def _gelu(x, approximate="none"):
     if approximate == "tanh":
         inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
-        return 0.5 * x * (1 + np.tanh(inner))
+        return 0.5 * x * (1 + _rounded_tanh(inner))
     # erf in float64 then back: the result is rounded once to the computation dtype
     return (0.5 * x * (1 + _erf(x.astype(np.float64) / math.sqrt(2)))).astype(x.dtype)
 
@@ -150,7 +160,7 @@ def _gelu_backward(grad, x, approximate="none"):
     if approximate == "tanh":
         k = math.sqrt(2 / math.pi)
         inner = k * (x + 0.044715 * x * x * x)
-        t = np.tanh(inner)
+        t = _rounded_tanh(inner)
         d_inner = k * (1 + 3 * 0.044715 * x * x)
         return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
     cdf = 0.5 * (1 + _erf(x * (1 / math.sqrt(2))).astype(x.dtype))
