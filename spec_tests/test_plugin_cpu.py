@@ -23,7 +23,8 @@ except ImportError as exc:  # not built or not installed in this environment
                 f"`pip install --no-build-isolation ./plugin_cpu`", allow_module_level=True)
 
 F32, F64 = reftorch.float32, reftorch.float64
-BIG = (300, 200)    # 60,000 elements: above MIN_NUMEL, and above the OpenMP size for float32
+BIG = (300, 202)    # 60,600 elements: above MIN_NUMEL and the OpenMP size for float32; each
+#                     thread's block starts inside a row (30,304 for 2 threads, 20,208 for 3)
 MID = (96, 80)      # 7,680 elements: above MIN_NUMEL, one thread
 
 

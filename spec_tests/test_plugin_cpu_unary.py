@@ -21,7 +21,8 @@ except ImportError as exc:  # not built or not installed in this environment
                 f"`pip install --no-build-isolation ./plugin_cpu`", allow_module_level=True)
 
 F32, F64 = reftorch.float32, reftorch.float64
-BIG = (300, 200)   # 60,000 elements: parallel (above PARALLEL_MIN_*), several blocks
+BIG = (300, 202)   # 60,600 elements: parallel (above PARALLEL_MIN_*); each thread's block
+#                    starts inside a row (30,304 for 2 threads, 20,208 for 3)
 MID = (64, 80)     # 5,120 elements: above MIN_NUMEL, one thread
 
 

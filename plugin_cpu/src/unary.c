@@ -91,10 +91,6 @@
  * splitting pays off sooner: from 8 Ki elements a thread (2 threads, 2-core x86-64). */
 #define PARALLEL_MIN_CHEAP 32768
 #define PARALLEL_MIN_MATH 16384
-/* The parallel loop hands out blocks of this many elements (a multiple of 16: no cache line
- * is written by two threads), one contiguous run of blocks per thread. */
-#define PARALLEL_BLOCK 16384
-
 enum {
     OP_NEG, OP_ABS, OP_RELU, OP_SQRT, OP_RSQRT, OP_LEAKY_RELU, OP_SQUARE, /* cheap unary */
     OP_RECIPROCAL,
@@ -1294,13 +1290,7 @@ static void run(const loop_t *L, ptrdiff_t numel, ptrdiff_t parallel_min)
 {
 #ifdef _OPENMP
     if (worth_parallel((double)numel, (double)parallel_min)) {
-        const ptrdiff_t blocks = (numel + PARALLEL_BLOCK - 1) / PARALLEL_BLOCK;
-        /* Too few blocks for every thread: a smaller block, still a multiple of 16. */
-        ptrdiff_t block = PARALLEL_BLOCK;
-        if (blocks < omp_get_max_threads()) {
-            block = (numel / omp_get_max_threads() + 15) / 16 * 16;
-            if (block < 16) block = 16;
-        }
+        const ptrdiff_t block = even_block(numel, omp_get_max_threads());
         const ptrdiff_t nblocks = (numel + block - 1) / block;
 #pragma omp parallel for schedule(static)
         for (ptrdiff_t i = 0; i < nblocks; i++) {
@@ -1546,9 +1536,7 @@ PyMODINIT_FUNC PyInit__unary(void)
         if (PyModule_AddIntConstant(m, OP_NAMES[i], i) < 0) goto fail;
     for (int i = 0; i < N_TYPES; i++)
         if (PyModule_AddIntConstant(m, T_CONSTS[i], i) < 0) goto fail;
-    if (PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0 ||
-        PyModule_AddIntConstant(m, "PARALLEL_BLOCK", PARALLEL_BLOCK) < 0)
-        goto fail;
+    if (PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0) goto fail;
     return m;
 fail:
     Py_DECREF(m);
