@@ -98,6 +98,8 @@ RANDOM = {
     "cauchy_": lambda t: t.cauchy_(0.5, 2.0),
     "geometric_": lambda t: t.geometric_(0.3),
     "log_normal_": lambda t: t.log_normal_(0.5, 0.75),
+    # randperm's shuffle, as many elements as t has, written into t
+    "_randperm_": lambda t: t.copy_(reftorch.randperm(t.numel(), dtype=t.dtype).view(t.shape)),
 }
 
 

@@ -679,3 +679,57 @@ def test_log_normal_is_pytorchs(n, mean_std, dtype):
     assert ran == 2
     assert_bits_equal(actual, expected)
     assert_bits_equal(state, torch_state)
+
+
+# ---------------------------------------------------------------------------------------------
+# randperm: its Fisher-Yates shuffle (_randperm_) in C
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("n", (1, 2, 3, 1000, 100003, 1_000_000))
+def test_randperm_is_pytorchs(n, seed):
+    expected, actual, ran, torch_state, state = with_torch(lambda m: m.randperm(n), seed)
+    assert_bits_equal(actual, expected)
+    assert ran == (n > 1)                   # one element draws nothing: the reference's
+    assert_bits_equal(state, torch_state)   # n - 1 words drawn, as PyTorch draws them
+
+
+@pytest.mark.parametrize("dtype", ("int64", "int32", "float32", "float64", "int16"))
+def test_randperm_matches_the_reference_in_every_dtype_and_continues_its_stream(dtype):
+    def fn(m, gen):
+        first = m.randperm(5000, generator=gen, dtype=getattr(m, dtype))
+        return [first, m.rand(10, generator=gen), m.randperm(7, generator=gen)]
+    got, want, ran, got_state, want_state = with_reference(fn, 11)
+    for g, w in zip(got, want):
+        assert_bits_equal(g, w)
+    assert ran == 3
+    assert_bits_equal(got_state, want_state)
+    assert np.array_equal(np.sort(got[0].astype(np.int64)), np.arange(5000))
+
+
+def test_randperm_of_zero_draws_nothing_and_out_is_written():
+    gen = reftorch.Generator().manual_seed(5)
+    before, state = _random.calls(), gen.get_state().numpy()
+    assert reftorch.randperm(0, generator=gen).shape == (0,)
+    assert _random.calls() == before                  # empty: declined, nothing drawn
+    assert_bits_equal(gen.get_state().numpy(), state)
+    out = reftorch.empty(3, dtype=reftorch.int64)
+    reftorch.manual_seed(4)
+    torch.manual_seed(4)
+    reftorch.randperm(6000, out=out)
+    assert_bits_equal(out.numpy(), torch.randperm(6000).numpy())
+
+
+def test_randperm_entry_point_rejects_bad_arguments():
+    engine = np.random.MT19937(1)
+    state = engine.state["state"]
+    with pytest.raises(ValueError, match="int64"):
+        _random.randperm(engine, _random.I32, np.zeros(10, np.int32), 0, 10)
+    with pytest.raises(ValueError, match="outside"):
+        _random.randperm(engine, _random.I64, np.zeros(10, np.int64), 5, 10)
+    with pytest.raises(TypeError, match="bit generator"):
+        _random.randperm(object(), _random.I64, np.zeros(10, np.int64), 0, 10)
+    assert np.array_equal(engine.state["state"]["key"], state["key"])
+    out = np.full(12, -1, np.int64)
+    _random.randperm(engine, _random.I64, out, 2, 8)        # writes only elements 2 .. 9
+    assert (out[:2] == -1).all() and (out[10:] == -1).all()
+    assert sorted(out[2:10]) == list(range(8))

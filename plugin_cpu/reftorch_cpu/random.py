@@ -1,6 +1,7 @@
 """The sampler kernels: `uniform_` (rand), `normal_` (randn), `random_` (randint),
 `bernoulli_` with a number p, and `exponential_`, `cauchy_`, `geometric_`, `log_normal_`
-(floating dtypes), drawing PyTorch's CPU stream in C (`_random`, src/random.c).
+(floating dtypes), and `_randperm_` (randperm's Fisher-Yates shuffle, int64), drawing
+PyTorch's CPU stream in C (`_random`, src/random.c).
 
 reftorch's samplers are ops of the dispatch registry (see reftorch/_ops/sampling.py): a kernel
 gets the tensor to fill and params holding the `reftorch.Generator` and the sampler's
@@ -10,7 +11,8 @@ words the reference would draw, so calls served here and by the reference contin
 stream, PyTorch's, and `get_rng_state()` afterwards is PyTorch's too.
 
 Results against the reference (and PyTorch):
-  uniform_, random_, bernoulli_     bit for bit (the same integer and exactly rounded steps);
+  uniform_, random_, bernoulli_,    bit for bit (the same integer and exactly rounded steps);
+  _randperm_
   normal_ float32                   bit for bit (Cephes log/sincos with the same fused
                                     multiply-adds as PyTorch's AVX2 kernel and the reference);
   normal_ float64                   the C library's log/cos/sin, as PyTorch and the
@@ -67,6 +69,7 @@ def register(registrar):
     registrar.kernel("cauchy_", "cpu", UNIFORM_DTYPES, cauchy_kernel)
     registrar.kernel("geometric_", "cpu", UNIFORM_DTYPES, geometric_kernel)
     registrar.kernel("log_normal_", "cpu", UNIFORM_DTYPES, log_normal_kernel)
+    registrar.kernel("_randperm_", "cpu", (D.int64,), randperm_kernel)
 
 
 # --- kernels --------------------------------------------------------------------------------
@@ -158,6 +161,16 @@ def geometric_kernel(out, inputs, dtypes, params):
     if p is None or not 0 < p < 1:
         return NotImplemented
     return _transform(out, params, _random.GEOMETRIC, p, 0.0)
+
+
+def randperm_kernel(out, inputs, dtypes, params):
+    """_randperm_ (randperm's permutation): PyTorch's Fisher-Yates shuffle of 0 .. n-1, one
+    32-bit draw a step, into a contiguous int64 tensor. One element draws nothing and is
+    left to the reference (drawing would mark a fresh generator's state as used)."""
+    if _numel(out) < 2 or not _on_cpu(out) or not out.is_contiguous():
+        return NotImplemented
+    _run(_random.randperm, out, out._offset, params["generator"])
+    return out
 
 
 def _transform(out, params, kind, a, b):

@@ -27,6 +27,7 @@
  *             the same); float64 calls the C library's log, cos and sin, as PyTorch does.
  *   integers  low + draw % span (32- or 64-bit draws, as the caller says), cast to the dtype.
  *   bernoulli 1 where a float64 uniform (53 bits) is below p, else 0.
+ *   randperm  0 .. n-1, then position i swaps with i + word % (n - i), i = 0 .. n-2.
  * Draws are sequential (one stream). Only the normal transform runs on several OpenMP
  * threads, over whole 16-blocks, so results never depend on the thread count; every
  * operation is exactly rounded, so they do not depend on the instruction set either.
@@ -612,6 +613,25 @@ static void integers_job(const stream_t *s, int type, char *out, size_t count, i
     }
 }
 
+/* randperm: out = 0 .. n-1, then for i = 0 .. n-2 out[i] swaps with out[i + w_i % (n - i)],
+ * w_i the i-th 32-bit word: PyTorch's Fisher-Yates shuffle (the reference's _randperm_). */
+static void randperm_job(const stream_t *s, int64_t *out, size_t n)
+{
+    uint32_t words[CHUNK];
+    for (size_t i = 0; i < n; i++) out[i] = (int64_t)i;
+    for (size_t done = 0; done + 1 < n; done += CHUNK) {
+        const size_t k = n - 1 - done < CHUNK ? n - 1 - done : CHUNK;
+        draw_words(s, words, k);
+        for (size_t t = 0; t < k; t++) {
+            const size_t i = done + t, left = n - i;
+            const size_t j = i + (left > UINT32_MAX ? words[t] : words[t] % (uint32_t)left);
+            const int64_t held = out[i];
+            out[i] = out[j];
+            out[j] = held;
+        }
+    }
+}
+
 /* u < p, with u = bits * 2**-53 (bits: the low 53 bits of a 64-bit draw), is bits < p * 2**53
  * (an exact scaling), that is bits < ceil(p * 2**53): an integer comparison. */
 static void bernoulli_job(const stream_t *s, int type, char *out, size_t count, double p)
@@ -929,6 +949,25 @@ static PyObject *py_integers(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+static PyObject *py_randperm(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 5, "randperm(engine, type, out, start, count)") < 0) return NULL;
+    target_t T;
+    if (parse_target(args, &T) < 0) return NULL;
+    if (T.type != T_I64) {
+        PyBuffer_Release(&T.view);
+        return PyErr_Format(PyExc_ValueError, "randperm() fills int64, not %s",
+                            TYPE_NAMES[T.type]);
+    }
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    randperm_job(&T.stream, (int64_t *)(void *)T.data, T.count);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&T.view);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_bernoulli(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -1080,6 +1119,9 @@ static PyMethodDef METHODS[] = {
     {"integers", (PyCFunction)(void (*)(void))py_integers, METH_FASTCALL,
      "integers(engine, type, out, start, count, low, span, draw_bits): low + draw % span, "
      "cast to the type (integer, bool, F32, F64)."},
+    {"randperm", (PyCFunction)(void (*)(void))py_randperm, METH_FASTCALL,
+     "randperm(engine, type, out, start, count): PyTorch's Fisher-Yates permutation of "
+     "0 .. count-1 into int64 elements (type I64), one 32-bit draw a step."},
     {"bernoulli", (PyCFunction)(void (*)(void))py_bernoulli, METH_FASTCALL,
      "bernoulli(engine, type, out, start, count, p): 1 where a float64 uniform < p."},
     {"draw", (PyCFunction)(void (*)(void))py_draw, METH_FASTCALL,

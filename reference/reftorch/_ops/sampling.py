@@ -696,11 +696,24 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
         raise RuntimeError(f"n cannot be greater than 2^{DIGITS[dtype]}+1 for "
                            f"{dtype.scalar_name} dtype.")
     gen = generator_or_default(generator, device if out is None else out.device)
-    # Step i swaps position i with position i + draw_i % (n - i), for i = 0 .. n-2.
-    offsets = gen.random32(max(n - 1, 0)) % np.arange(n, 1, -1, dtype=np.uint64)
-    perm = shuffle_by_swaps(np.arange(n) + np.append(offsets, 0).astype(np.int64))
+    # The permutation is made on the host (from any device's generator, as the reference
+    # draws from it), then cast and moved.
+    perm = empty(n, dtype=D.int64)
+    _dispatch.call(RANDPERM, perm, (), (D.int64,) * 3, {"generator": gen}, "cpu")
     return _factory((n,), dtype, out, device, requires_grad,
-                    lambda t: _fill(t, "randperm", perm.astype(dtype.numpy_dtype)))
+                    lambda t: _fill(t, "randperm", perm._np.astype(dtype.numpy_dtype)))
+
+
+def _randperm_fill(self, generator):
+    """_randperm_: a permutation of 0 .. n-1 (n = self.numel()) by PyTorch's Fisher-Yates
+    shuffle: step i swaps position i with position i + draw_i % (n - i), for i = 0 .. n-2,
+    one 32-bit draw a step. randperm fills its int64 permutation through this sampler op."""
+    n = self.numel()
+    offsets = generator.random32(max(n - 1, 0)) % np.arange(n, 1, -1, dtype=np.uint64)
+    return shuffle_by_swaps(np.arange(n) + np.append(offsets, 0).astype(np.int64))
+
+
+RANDPERM = _declare_sampler("_randperm_", _randperm_fill, {})
 
 
 def shuffle_by_swaps(targets):
