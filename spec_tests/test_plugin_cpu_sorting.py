@@ -422,3 +422,88 @@ def test_c_entry_point_rejects_bad_arguments():
         _sort.select(*args[:-1])
     with pytest.raises(ValueError):
         _sort.set_num_threads(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# searchsorted and bucketize
+
+def _sorted_rows(shape, dtype, seed, kind):
+    """Rows sorted by the reference's own order (NaNs last), with ties for 'ties'."""
+    rows = np.sort(values(shape, dtype, seed, kind), axis=-1)
+    return reftorch.from_numpy(np.ascontiguousarray(rows))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("kind", ["normal", "ties", "special"])
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("out_int32", [False, True])
+def test_searchsorted_and_bucketize_match_reference(dtype, kind, right, out_int32):
+    if kind == "special" and not dtype.is_floating_point:
+        pytest.skip("no NaN or inf in an integer dtype")
+    flat = _sorted_rows((1000,), dtype, 1, kind)
+    rows = _sorted_rows((7, 33), dtype, 2, kind)
+    queries = tensor((7, 50), dtype, 3, "contiguous", kind)
+    strided = tensor((7, 50), dtype, 4, "transposed", kind)
+    options = {"right": right, "out_int32": out_int32}
+    check(lambda: reftorch.searchsorted(flat, queries, **options))
+    check(lambda: reftorch.searchsorted(rows, queries, **options))
+    check(lambda: reftorch.searchsorted(rows, strided, **options))
+    check(lambda: reftorch.searchsorted(rows[:, ::2], queries, side="right" if right else "left",
+                                        out_int32=out_int32))
+    check(lambda: reftorch.searchsorted(flat[::3], queries[2, ::2], **options))   # 1-D steps
+    check(lambda: reftorch.bucketize(strided, flat, **options))
+    check(lambda: reftorch.bucketize(queries[0, 3], flat, **options))   # a 0-dim input
+
+
+def test_searchsorted_matches_pytorch_with_the_plugin():
+    torch = pytest.importorskip("torch")
+    b = np.array([1.0, 2.0, 2.0, 3.0, np.nan, np.nan], np.float32)
+    v = np.array([[0.0, 2.0, 2.5, np.nan, 5.0], [2.0, 3.0, -np.inf, 1.0, np.inf]], np.float32)
+    for right in (False, True):
+        got = reftorch.searchsorted(reftorch.from_numpy(b), reftorch.from_numpy(v), right=right)
+        want = torch.searchsorted(torch.from_numpy(b), torch.from_numpy(v), right=right)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_searchsorted_threads_and_declines(threads):
+    flat = _sorted_rows((4096,), F64, 5, "ties")
+    queries = tensor((300, 1000), F64, 6, "contiguous", "ties")      # enough for 2 threads
+    results = []
+    for n in (1, 2, 3):
+        threads(n)
+        results.append(reftorch.searchsorted(flat, queries))
+    assert_same(results[1], results[0])
+    assert_same(results[2], results[0])
+    threads(2)
+    check(lambda: reftorch.searchsorted(flat, queries))
+    # declined: a sorter, a number, mixed dtypes, float16, empty boundaries
+    order = reftorch.from_numpy(np.argsort(values((50,), F32, 7)))
+    unsorted = reftorch.from_numpy(values((50,), F32, 7))
+    check(lambda: reftorch.searchsorted(unsorted, tensor((9,), F32, 8), sorter=order), False)
+    check(lambda: reftorch.searchsorted(flat, 0.5), False)
+    check(lambda: reftorch.searchsorted(flat, tensor((9,), F32, 8)), False)
+    check(lambda: reftorch.searchsorted(flat.to(reftorch.float16), queries[0].to(
+        reftorch.float16)), False)
+    check(lambda: reftorch.searchsorted(flat[:0], queries[0]), False)
+
+
+def test_search_entry_point_rejects_bad_arguments():
+    b, v = np.arange(10, dtype=np.float32), np.zeros(6, np.float32)
+    out = np.empty(6, np.int64)
+    _sort.search(b, 2, 5, v, 3, False, out)
+    np.testing.assert_array_equal(out, 0)
+    bad = [
+        (ValueError, {1: 3}),                          # boundaries hold only 2 rows of 5
+        (ValueError, {4: 4}),                          # values hold 6, not 2 * 4
+        (ValueError, {2: -1}),                         # a negative size
+        (TypeError, {3: np.zeros(6, np.float64)}),     # values of another type
+        (TypeError, {6: np.empty(6, np.float32)}),     # out must be int64 or int32
+        (TypeError, {0: np.arange(10, dtype=np.int16)}),   # an unsupported type
+        (TypeError, {6: np.empty(6, np.int64).tobytes()}),  # read-only out
+    ]
+    for error, changes in bad:
+        trial = [b, 2, 5, v, 3, False, out]
+        for position, value in changes.items():
+            trial[position] = value
+        with pytest.raises(error):
+            _sort.search(*trial)

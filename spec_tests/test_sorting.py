@@ -80,6 +80,17 @@ def test_topk_and_kthvalue_with_ties_pick_equal_values(largest):
     assert np.array_equal(host(r)[np.arange(4), host(got.indices)], host(got.values))
 
 
+def test_searchsorted_and_bucketize_into_empty_boundaries_give_zeros():
+    for boundaries, values in (((0,), (3,)), ((2, 0), (2, 3))):
+        rb, tb = pair(np.zeros(boundaries))
+        rv, tv = pair(np.ones(values))
+        agree(reftorch.searchsorted(rb, rv), torch.searchsorted(tb, tv))
+        agree(reftorch.searchsorted(rb, rv, right=True), torch.searchsorted(tb, tv, right=True))
+    rb, tb = pair(np.zeros(0))
+    rv, tv = pair(np.ones((2, 2)))
+    agree(reftorch.bucketize(rv, rb), torch.bucketize(tv, tb))
+
+
 def test_topk_unsorted_returns_the_same_elements():
     rng = np.random.default_rng(2)
     r, t = pair(rng.permutation(20).reshape(4, 5), "float32")

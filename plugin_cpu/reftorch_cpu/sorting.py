@@ -4,6 +4,8 @@ on cpu:
     sort, argsort   along one dim, ascending or descending
     topk            the k largest or smallest along one dim (sorted or not)
     kthvalue        the k-th smallest along one dim (keepdim or not)
+    searchsorted,   insertion points into sorted rows (the reference's binary search:
+    bucketize       exact integers, so the reference's results)
 
 Results are the reference's bit for bit, values and indices: the reference sorts stably
 whatever `stable=` says (NaN above +inf, -0.0 tied with 0.0, ties in their original order
@@ -20,6 +22,8 @@ MIN_NUMEL elements), more than _sort.MAX_NDIM dims, and rows of 2**32 elements o
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from reftorch import _dtype as D
 from reftorch._shape import contiguous_strides
@@ -47,9 +51,45 @@ def register(registrar):
     registrar.kernel("argsort", "cpu", DTYPES, argsort_kernel)
     registrar.kernel("topk", "cpu", DTYPES, topk_kernel)
     registrar.kernel("kthvalue", "cpu", DTYPES, kthvalue_kernel)
+    registrar.kernel("searchsorted", "cpu", DTYPES, search_kernel)
+    registrar.kernel("bucketize", "cpu", DTYPES, search_kernel)
 
 
 # --- kernels ----------------------------------------------------------------------------------
+
+def search_kernel(out, inputs, dtypes, params):
+    """searchsorted / bucketize: the insertion point of every value into the innermost dim of
+    the boundaries (1-D: one row for all values; N-D: row by row). Declined: a `sorter`, a
+    number as the values, empty boundaries, values or boundaries of another dtype than the
+    one searched in (float16 and bfloat16 search in float32: declined too)."""
+    boundaries, values, sorter = inputs
+    dtype = dtypes[0]
+    if sorter is not None or out is not None or not isinstance(values, Tensor) or \
+            params["compute"] != dtype.numpy_dtype or \
+            not (_on_cpu_as(boundaries, dtype) and _on_cpu_as(values, dtype)):
+        return NotImplemented
+    n, numel = boundaries._shape[-1], math.prod(values._shape)
+    if n == 0 or numel == 0:
+        return NotImplemented
+    rows = math.prod(boundaries._shape[:-1])
+    result = Tensor._empty(values._shape, D.int32 if params["out_int32"] else D.int64)
+    _sort.search(_dense(boundaries), rows, n, _dense(values), numel // rows,
+                 bool(params["right"]), result._storage.array)
+    return result
+
+
+def _on_cpu_as(t, dtype):
+    return isinstance(t, Tensor) and type(t._storage) is CPUStorage and t._storage.dtype is dtype
+
+
+def _dense(t):
+    """t's elements in row-major order as a contiguous 1-D array (a view when t is
+    contiguous)."""
+    if t._strides == contiguous_strides(t._shape):
+        start = t._offset
+        return t._storage.array[start:start + math.prod(t._shape)]
+    return np.ascontiguousarray(t._np).reshape(-1)   # a copy of a strided view
+
 
 def sort_kernel(out, inputs, dtypes, params):
     """(values, indices) of the stable sort along params['dim']."""

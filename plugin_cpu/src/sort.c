@@ -247,6 +247,106 @@ static int parse_flag(PyObject *obj, const char *what)
     return v;
 }
 
+/* ---- searchsorted / bucketize ----------------------------------------------------------- */
+
+/* For each of `per_row` queries of each row, the insertion point into that row's n sorted
+ * boundaries: the reference's (and PyTorch's) binary search, which moves right past
+ * boundary b while !(b >= v) (right = 0: the first position with b >= v) or !(b > v)
+ * (right = 1: the first with b > v). Written with `!` so a NaN compares as PyTorch's does.
+ * The results are exact integers: any thread split gives the same. */
+#define DEFINE_SEARCH(T, SFX)                                                                \
+    static void search_##SFX(const T *bounds, ptrdiff_t rows, ptrdiff_t n, const T *values, \
+                             ptrdiff_t per_row, int right, int64_t *out64, int32_t *out32,   \
+                             int par)                                                         \
+    {                                                                                        \
+        const ptrdiff_t total = rows * per_row;                                              \
+        _Pragma("omp parallel for schedule(static) if(par)")                                \
+        for (ptrdiff_t q = 0; q < total; q++) {                                              \
+            const T *b = bounds + (q / per_row) * n;                                         \
+            const T v = values[q];                                                           \
+            ptrdiff_t start = 0, end = n;                                                    \
+            while (start < end) {                                                            \
+                const ptrdiff_t mid = start + (end - start) / 2;                             \
+                const int go_right = right ? !(b[mid] > v) : !(b[mid] >= v);                 \
+                if (go_right) start = mid + 1;                                               \
+                else end = mid;                                                              \
+            }                                                                                \
+            if (out64) out64[q] = start;                                                     \
+            else out32[q] = (int32_t)start;                                                  \
+        }                                                                                    \
+    }
+DEFINE_SEARCH(float, f32)
+DEFINE_SEARCH(double, f64)
+DEFINE_SEARCH(int64_t, i64)
+DEFINE_SEARCH(int32_t, i32)
+
+/* Queries searched with fewer boundary reads than this run on one thread. */
+#define SEARCH_PARALLEL_MIN 65536
+
+static PyObject *py_search(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "search() takes 7 arguments (boundaries, rows, n, "
+                     "values, per_row, right, out), got %zd", nargs);
+        return NULL;
+    }
+    long long rows, n, per_row;
+    if (parse_size(args[1], "rows", &rows) < 0 || parse_size(args[2], "n", &n) < 0 ||
+        parse_size(args[4], "per_row", &per_row) < 0)
+        return NULL;
+    int right = parse_flag(args[5], "right");
+    if (right < 0) return NULL;
+    long long total;
+    if (__builtin_mul_overflow(rows, per_row, &total) || total > PTRDIFF_MAX / 8) {
+        PyErr_SetString(PyExc_ValueError, "rows * per_row is too large");
+        return NULL;
+    }
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    const Py_buffer *b = hold_buffer(&h, args[0], 0, "boundaries");
+    const Py_buffer *v = b ? hold_buffer(&h, args[3], 0, "values") : NULL;
+    const Py_buffer *o = v ? hold_buffer(&h, args[6], 1, "out") : NULL;
+    if (o == NULL) goto done;
+    const int type = buffer_kind_in(b, "boundaries", 1);
+    if (type < 0) goto done;
+    if (buffer_kind_in(v, "values", 1) != type) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "values must have the boundaries' element type");
+        goto done;
+    }
+    const int out_type = buffer_kind_in(o, "out", 1);
+    if (out_type != KIND_I64 && out_type != KIND_I32) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "out must hold int64 or int32");
+        goto done;
+    }
+    long long b_len = 0;
+    if (__builtin_mul_overflow(rows, n, &b_len) || b->len / b->itemsize < b_len ||
+        v->len / v->itemsize < total || o->len / o->itemsize < total) {
+        PyErr_SetString(PyExc_ValueError, "boundaries must hold rows * n elements, values and "
+                        "out rows * per_row");
+        goto done;
+    }
+    int64_t *out64 = out_type == KIND_I64 ? (int64_t *)o->buf : NULL;
+    int32_t *out32 = out_type == KIND_I32 ? (int32_t *)o->buf : NULL;
+    const int par = worth_parallel((double)total * (double)(64 - __builtin_clzll((unsigned long long)n | 1)),
+                                   SEARCH_PARALLEL_MIN);
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    switch (type) {
+    case KIND_F32: search_f32(b->buf, rows, n, v->buf, per_row, right, out64, out32, par); break;
+    case KIND_F64: search_f64(b->buf, rows, n, v->buf, per_row, right, out64, out32, par); break;
+    case KIND_I64: search_i64(b->buf, rows, n, v->buf, per_row, right, out64, out32, par); break;
+    default: search_i32(b->buf, rows, n, v->buf, per_row, right, out64, out32, par); break;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release_held(&h);
+    return result;
+}
+
 /* ---- entry point ----------------------------------------------------------------------- */
 
 static PyObject *py_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -359,6 +459,11 @@ done:
 }
 
 static PyMethodDef METHODS[] = {
+    {"search", (PyCFunction)(void (*)(void))py_search, METH_FASTCALL,
+     "search(boundaries, rows, n, values, per_row, right, out): insertion points of "
+     "per_row values per row into each row's n sorted boundaries (contiguous buffers of one "
+     "type: float32, float64, int64 or int32; out int64 or int32): searchsorted's binary "
+     "search."},
     {"select", (PyCFunction)(void (*)(void))py_select, METH_FASTCALL,
      "select(x, x_offset, shape, x_strides, dim, descending, k, kth_only, values, "
      "values_offset, values_strides, indices, indices_offset, indices_strides): the first k "

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import builtins
 
+import math
+
 import numpy as np
 
 from .. import _dtype as D
@@ -210,7 +212,7 @@ def searchsorted_kernel(boundaries, values, sorter, compute, right, out_int32):
     boundaries = np.asarray(boundaries).astype(compute)
     values = np.asarray(values).astype(compute)
     n = boundaries.shape[-1]
-    rows = boundaries.reshape(-1, n)
+    rows = boundaries.reshape(math.prod(boundaries.shape[:-1]), n)   # (n may be 0)
     if sorter is not None:  # searching through `sorter` is searching the sorted rows
         rows = np.take_along_axis(rows, sorter.reshape(-1, n), axis=1)
     queries = values.reshape(rows.shape[0], -1) if boundaries.ndim > 1 else values.reshape(1, -1)
