@@ -721,6 +721,120 @@ def test_layer_norm(dtype, case):
         np.testing.assert_allclose(g, e, rtol=tol, atol=tol)
 
 
+LAYER_NORM_BACKWARD_CASES = {   # name -> (x shape, normalized dims, layout, weight)
+    "rows": ((300, 200), 1, "contiguous", True),
+    "no weight": ((300, 200), 1, "contiguous", False),
+    "2-d shape": ((40, 12, 25), 2, "contiguous", True),
+    "3-d input": ((6, 50, 130), 1, "contiguous", True),
+    "strided rows": ((120, 300), 1, "strided rows", True),
+    "transposed batch": ((64, 5, 80), 1, "transposed batch", True),   # declined: the
+    # leading dims do not merge into one strided dim
+    "no leading dims": ((700,), 1, "contiguous", True),
+    "one row": ((1, 700), 1, "contiguous", True),
+}
+
+
+def _layer_norm_backward_inputs(shape, k, layout, with_weight, dtype):
+    if layout == "strided rows":
+        x = tensor((shape[0], 2 * shape[1]), dtype, 60)[:, 50:50 + shape[1]]
+    elif layout == "transposed batch":   # rows contiguous, the two leading dims swapped
+        x = tensor((shape[1], shape[0], shape[2]), dtype, 60).permute(1, 0, 2)
+    else:
+        x = tensor(shape, dtype, 60)
+    x = x * 2 + 3
+    g = tensor(shape, dtype, 61, special=False)
+    normalized = shape[len(shape) - k:]
+    weight = tensor(normalized, dtype, 62) if with_weight else None
+    with reftorch.plugins.use_reference_kernels():   # the same statistics for both runs
+        _, mean, rstd = reftorch.native_layer_norm(x, normalized, weight, None, 1e-5)
+    return g, x, mean, rstd, weight
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", list(LAYER_NORM_BACKWARD_CASES))
+def test_layer_norm_backward(dtype, case):
+    """grad_input within a few ulp of the row's scale (its two row means are summed in
+    another order), grad_weight and grad_bias bit for bit (NumPy's sum over the leading
+    dims, row after row); every output_mask."""
+    from reftorch._ops.nn_normalization import layer_norm_backward
+    shape, k, layout, with_weight = LAYER_NORM_BACKWARD_CASES[case]
+    g, x, mean, rstd, weight = _layer_norm_backward_inputs(shape, k, layout, with_weight, dtype)
+    tol = 1e-5 if dtype is F32 else 1e-13
+    for mask in ((True, True, True), (True, False, False), (False, True, False),
+                 (False, False, True)):
+        got, expected, ran = both(lambda: layer_norm_backward(g, x, mean, rstd, weight, k, mask),
+                                  _nn_rows.calls)
+        assert ran == (layout != "transposed batch")
+        for index, (a, b) in enumerate(zip(got, expected)):
+            assert (a is None) == (b is None) == (not mask[index])
+            if a is None:
+                continue
+            a, b = a.numpy(), b.numpy()
+            assert a.dtype == b.dtype and a.shape == b.shape
+            if index == 0:
+                scale = np.abs(b).max(axis=tuple(range(b.ndim - k, b.ndim)), keepdims=True)
+                assert np.all(np.abs(a - b) <= tol * scale)
+            else:
+                assert a.tobytes() == b.tobytes()
+
+
+def test_layer_norm_backward_through_autograd_threads_and_signed_zeros():
+    x = tensor((64, 6, 80), F32, 63).requires_grad_(True)
+    weight = tensor((80,), F32, 64).requires_grad_(True)
+    bias = tensor((80,), F32, 65).requires_grad_(True)
+    grad = tensor((64, 6, 80), F32, 66)
+    results = []
+    for threads in (1, 2, 3):
+        previous = _nn_rows.set_num_threads(threads)
+        try:
+            for t in (x, weight, bias):
+                t.grad = None
+            before = _nn_rows.calls()
+            y = reftorch.nn.functional.layer_norm(x, (80,), weight, bias)
+            y.backward(grad)
+            assert _nn_rows.calls() - before == 2           # the forward and the backward op
+            assert y.grad_fn.name() == "NativeLayerNormBackward0"
+            results.append([t.grad.numpy().copy() for t in (x, weight, bias)])
+        finally:
+            _nn_rows.set_num_threads(previous)
+    for other in results[1:]:
+        for a, b in zip(other, results[0]):
+            assert a.tobytes() == b.tobytes()
+    # No leading dims: the parameter gradients are the row's values themselves, -0.0 kept
+    # (a sum would start from +0.0).
+    from reftorch._ops.nn_normalization import layer_norm_backward
+    g = reftorch.from_numpy(np.array([-0.0, 1.0, -0.0, 2.0] * 2000, np.float32))
+    x1 = tensor((8000,), F32, 67)
+    _, mean, rstd = reftorch.native_layer_norm(x1, (8000,), None, None, 1e-5)
+    got, expected, ran = both(lambda: layer_norm_backward(g, x1, mean, rstd, None, 1,
+                                                          (False, True, True)), _nn_rows.calls)
+    assert ran == 1
+    assert got[2].numpy().tobytes() == expected[2].numpy().tobytes() == g.numpy().tobytes()
+
+
+def test_layer_norm_backward_entry_point_rejects_bad_arguments():
+    x, g = np.ones(12, np.float32), np.ones(12, np.float32)
+    mean, rstd, out = np.zeros(3, np.float32), np.ones(3, np.float32), np.empty(12, np.float32)
+    args = [g, 0, 4, x, 0, 4, 3, 4, True, None, 0, mean, 0, rstd, 0, out, None, None]
+    _nn_rows.layer_norm_backward(*args)
+    bad = [
+        (ValueError, {6: 4}),                              # 4 rows do not fit in x
+        (ValueError, {8: False}),                          # no leading dims, but 3 rows
+        (ValueError, {12: 1}),                             # mean runs past its buffer
+        (TypeError, {3: np.ones(12, np.float64)}),         # x and grad of different types
+        (TypeError, {15: np.empty(12, np.float64)}),       # grad_input of another type
+        (TypeError, {9: np.ones(4, np.int32)}),            # an integer weight
+        (TypeError, {15: np.empty(12, np.float32).tobytes()}),   # read-only output
+        (TypeError, {0: None}),
+    ]
+    for error, changes in bad:
+        trial = list(args)
+        for position, value in changes.items():
+            trial[position] = value
+        with pytest.raises(error):
+            _nn_rows.layer_norm_backward(*trial)
+
+
 def test_layer_norm_declines_other_layouts():
     x = tensor((40, 300), F32, 33)
     for call in (lambda: reftorch.native_layer_norm(x.t(), (40,), None, None, 1e-5),

@@ -396,8 +396,8 @@ def test_cross_entropy_over_images_runs_on_the_device(device_kind, dtype_name):
 
 @pytest.mark.parametrize("dtype_name", FLOATS)
 def test_layer_norm_backward_runs_on_the_device(device_kind, dtype_name):
-    """The reference differentiates native_layer_norm by composition (no backward op of its
-    own): every op of that composition is served, so nothing falls back."""
+    """native_layer_norm_backward runs on the device as the autograd row's composition of
+    device ops: nothing falls back."""
     x = finite_values((6, 40), dtype_name, 17)
     weight, bias = finite_values((40,), dtype_name, 18), finite_values((40,), dtype_name, 19)
     g = finite_values((6, 40), dtype_name, 20)

@@ -2,6 +2,8 @@
 
     softmax, log_softmax    along the last dim (dim = ndim - 1)
     native_layer_norm       output, mean, rstd (weight / bias optional)
+    native_layer_norm_backward
+                            grad_input, grad_weight, grad_bias from the saved statistics
     nll_loss                (N, C) or (C,) input, int64 target, optional weight, every
                             reduction and ignore_index; returns (loss, total_weight)
     _softmax_backward_data, _log_softmax_backward_data
@@ -28,7 +30,9 @@ Accuracy against the NumPy reference (the tests check these bounds):
     exp: relative 1e-13 (log_softmax also absolute 1e-13).
   - layer norm: the reference's formula (mean, then the mean of squared deviations, then
     1 / sqrt(var + eps)) with the fixed summation order: mean / rstd / output within a few
-    ulp relative to the row's scale.
+    ulp relative to the row's scale. Backward: the reference's formula in the element type;
+    grad_input's two row means in the fixed order (within a few ulp relative to the row's
+    scale), grad_weight / grad_bias summed over the rows in NumPy's order: bit for bit.
   - nll_loss: element losses are exact; the loss and weight sums are accumulated in double
     in index order, then rounded (the reference's pairwise sum in the element type differs in
     the last bits). The class dim must have unit stride (else the reference runs). An
@@ -70,6 +74,7 @@ def register(registrar):
     registrar.kernel("softmax", "cpu", DTYPES, _softmax_kernel(False))
     registrar.kernel("log_softmax", "cpu", DTYPES, _softmax_kernel(True))
     registrar.kernel("native_layer_norm", "cpu", DTYPES, layer_norm_kernel)
+    registrar.kernel("native_layer_norm_backward", "cpu", DTYPES, layer_norm_backward_kernel)
     registrar.kernel("nll_loss", "cpu", DTYPES, nll_loss_kernel)
     registrar.kernel("_softmax_backward_data", "cpu", DTYPES, _softmax_backward_kernel(False))
     registrar.kernel("_log_softmax_backward_data", "cpu", DTYPES, _softmax_backward_kernel(True))
@@ -146,6 +151,37 @@ def layer_norm_kernel(out, inputs, dtypes, params):
                   0 if bias is None else bias._offset, float(params["eps"]),
                   result._storage.array, mean._storage.array, rstd._storage.array)
     return result, mean, rstd
+
+
+def layer_norm_backward_kernel(out, inputs, dtypes, params):
+    """native_layer_norm_backward: (grad_input, grad_weight, grad_bias) from the statistics
+    native_layer_norm saved, None where params['output_mask'] says so."""
+    grad, x, mean, rstd, weight = inputs
+    k, mask = params["normalized_ndim"], params["output_mask"]
+    if not _usable(x) or not 0 < k <= len(x._shape) or grad._shape != x._shape:
+        return NotImplemented
+    dtype = x._storage.dtype
+    if not all(_on_cpu_as(t, dtype) and t.is_contiguous() for t in (grad, mean, rstd)) or \
+            (weight is not None and not (_on_cpu_as(weight, dtype) and weight.is_contiguous())):
+        return NotImplemented
+    x_rows, g_rows = _rows(x, k), _rows(grad, k)
+    if x_rows is None or g_rows is None:
+        return NotImplemented
+    (rows, x_stride, n), g_stride = x_rows, g_rows[1]
+    if mean.numel() != rows or rstd.numel() != rows:
+        return NotImplemented
+    normalized = x._shape[len(x._shape) - k:]
+    grad_input = Tensor._empty(x._shape, dtype) if mask[0] else None
+    grad_weight = Tensor._empty(normalized, dtype) if mask[1] else None
+    grad_bias = Tensor._empty(normalized, dtype) if mask[2] else None
+    _N.layer_norm_backward(grad._storage.array, grad._offset, g_stride, x._storage.array,
+                           x._offset, x_stride, rows, n, k < len(x._shape),
+                           None if weight is None else weight._storage.array,
+                           0 if weight is None else weight._offset,
+                           mean._storage.array, mean._offset, rstd._storage.array, rstd._offset,
+                           *(None if t is None else t._storage.array
+                             for t in (grad_input, grad_weight, grad_bias)))
+    return grad_input, grad_weight, grad_bias
 
 
 def nll_loss_kernel(out, inputs, dtypes, params):

@@ -1,6 +1,6 @@
 /* reftorch_cpu._nn_rows: fused row kernels over the last dim, float32 and float64:
- * softmax, log_softmax and their backward ops, the layer norm forward, nll_loss and its
- * backward op.
+ * softmax, log_softmax and their backward ops, the layer norm forward and backward,
+ * nll_loss and its backward op.
  *
  * Entry points (called from reftorch_cpu/nn_rows.py, which checks the layout or declines):
  *
@@ -10,6 +10,13 @@
  *   layer_norm(x, x_offset, rows, n, row_stride, weight, w_offset, bias, b_offset, eps,
  *              out, mean, rstd)
  *       weight / bias: None or n contiguous elements; out contiguous; mean, rstd: rows.
+ *   layer_norm_backward(grad, g_offset, g_stride, x, x_offset, x_stride, rows, n, summed,
+ *                       weight, w_offset, mean, m_offset, rstd, r_offset, grad_input,
+ *                       grad_weight, grad_bias)
+ *       native_layer_norm_backward from the saved statistics (rows contiguous elements
+ *       each): grad_input (rows x n) per row in one pass per sum; grad_weight / grad_bias
+ *       (n) summed over the rows from 0, row after row, in the element type (bit for bit
+ *       NumPy's reduction over the leading dims), one column per thread. Each optional.
  *   nll_loss(x, x_offset, N, C, row_stride, target, t_offset, weight, w_offset,
  *            ignore_index, loss)  ->  (sum of losses, total weight) as floats
  *       loss: None or N contiguous elements (reduction 'none'); a target outside [0, C)
@@ -85,6 +92,16 @@ typedef void (*layer_norm_fn)(const char *x, ptrdiff_t rs, ptrdiff_t n, const ch
                               const char *b, double eps, char *out, char *mean, char *rstd,
                               ptrdiff_t lo, ptrdiff_t hi);
 
+#define PARAM_GRAD_COLUMNS 512   /* columns per work item of layer norm's parameter gradients */
+typedef void (*layer_norm_param_grads_fn)(const char *g, ptrdiff_t gs, const char *x,
+                                          ptrdiff_t xs, ptrdiff_t rows, const char *mean,
+                                          const char *rstd, char *dw, char *db, int summed,
+                                          ptrdiff_t c_lo, ptrdiff_t c_hi);
+typedef void (*layer_norm_backward_fn)(const char *g, ptrdiff_t gs, const char *x, ptrdiff_t xs,
+                                       ptrdiff_t n, const char *w, const char *mean,
+                                       const char *rstd, char *out, ptrdiff_t lo,
+                                       ptrdiff_t hi);
+
 #define NN_ROWS_TEMPLATE
 #define CLONE_TEMPLATE "nn_rows.c"
 #include "isa_clones.h"
@@ -93,6 +110,10 @@ typedef void (*layer_norm_fn)(const char *x, ptrdiff_t rs, ptrdiff_t n, const ch
 
 static const softmax_fn SOFTMAX[N_ISAS][N_TYPES] = CLONES(softmax_rows);
 static const layer_norm_fn LAYER_NORM[N_ISAS][N_TYPES] = CLONES(layer_norm_rows);
+static const layer_norm_backward_fn LAYER_NORM_BACKWARD[N_ISAS][N_TYPES] =
+    CLONES(layer_norm_backward_rows);
+static const layer_norm_param_grads_fn LAYER_NORM_PARAM_GRADS[N_ISAS][N_TYPES] =
+    CLONES(layer_norm_param_grads);
 static const softmax_backward_fn SOFTMAX_BACKWARD[N_ISAS][N_TYPES] =
     CLONES(softmax_backward_rows);
 typedef void (*exp_f32_fn)(const float *x, ptrdiff_t n, float *out);
@@ -257,6 +278,63 @@ static PyObject *py_layer_norm(PyObject *self, PyObject *const *args, Py_ssize_t
         const int par = parallel_ok(rows * n);
         Py_BEGIN_ALLOW_THREADS
         FOR_ROW_GROUPS(rows, n, par, fn(x, rs, n, w, b, eps, out, mean, rstd, lo, hi));
+        Py_END_ALLOW_THREADS
+    }
+    release_held(&h);
+    Py_RETURN_NONE;
+}
+
+
+static PyObject *py_layer_norm_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 18) {
+        PyErr_Format(PyExc_TypeError, "layer_norm_backward() takes 18 arguments (grad, "
+                     "g_offset, g_stride, x, x_offset, x_stride, rows, n, summed, weight, "
+                     "w_offset, mean, m_offset, rstd, r_offset, grad_input, grad_weight, "
+                     "grad_bias), got %zd", nargs);
+        return NULL;
+    }
+    long long rows, n, gs, xs;
+    if (parse_int_entry(args[2], "g_stride", &gs) < 0 ||
+        parse_int_entry(args[5], "x_stride", &xs) < 0 || parse_size(args[6], "rows", &rows) < 0 ||
+        parse_size(args[7], "n", &n) < 0 || sane_total(rows, n) < 0)
+        return NULL;
+    const int summed = PyObject_IsTrue(args[8]);
+    if (summed < 0) return NULL;
+    int kind = float_kind_of(args[3], "x");
+    if (kind < 0) return NULL;
+    held_t h = {.held = 0};
+    char *g, *x, *w, *mean, *rstd, *gi, *gw, *gb;
+    if (operand(&h, args[0], args[1], rows, n, gs, 1, 0, kind, 0, "grad", &g) < 0 ||
+        operand(&h, args[3], args[4], rows, n, xs, 1, 0, kind, 0, "x", &x) < 0 ||
+        operand(&h, args[9], args[10], 1, n, 0, 1, 0, kind, 1, "weight", &w) < 0 ||
+        operand(&h, args[11], args[12], rows, 1, 1, 1, 0, kind, 0, "mean", &mean) < 0 ||
+        operand(&h, args[13], args[14], rows, 1, 1, 1, 0, kind, 0, "rstd", &rstd) < 0 ||
+        operand(&h, args[15], NULL, rows, n, n, 1, 1, kind, 1, "grad_input", &gi) < 0 ||
+        operand(&h, args[16], NULL, 1, n, 0, 1, 1, kind, 1, "grad_weight", &gw) < 0 ||
+        operand(&h, args[17], NULL, 1, n, 0, 1, 1, kind, 1, "grad_bias", &gb) < 0) {
+        release_held(&h);
+        return NULL;
+    }
+    if (!summed && rows > 1) {
+        release_held(&h);
+        PyErr_SetString(PyExc_ValueError, "without leading dims to sum over there is one row");
+        return NULL;
+    }
+    g_calls++;
+    if (rows > 0 && n > 0) {
+        const int par = parallel_ok(rows * n);
+        Py_BEGIN_ALLOW_THREADS
+        if (gi) {
+            const layer_norm_backward_fn fn = LAYER_NORM_BACKWARD[g_isa][kind];
+            FOR_ROW_GROUPS(rows, n, par, fn(g, gs, x, xs, n, w, mean, rstd, gi, lo, hi));
+        }
+        if (gw || gb) {
+            const layer_norm_param_grads_fn fn = LAYER_NORM_PARAM_GRADS[g_isa][kind];
+            FOR_GROUPS(n, PARAM_GRAD_COLUMNS, par,
+                       fn(g, gs, x, xs, rows, mean, rstd, gw, gb, summed, lo, hi));
+        }
         Py_END_ALLOW_THREADS
     }
     release_held(&h);
@@ -440,6 +518,12 @@ static PyMethodDef METHODS[] = {
      "softmax_backward(log, grad, g_offset, y, y_offset, rows, n, (g_row_stride, "
      "y_row_stride), out): per row, y * (grad - sum(grad * y)) for softmax's output y, or "
      "grad - exp(y) * sum(grad) for log_softmax's."},
+    {"layer_norm_backward", (PyCFunction)(void (*)(void))py_layer_norm_backward, METH_FASTCALL,
+     "layer_norm_backward(grad, g_offset, g_stride, x, x_offset, x_stride, rows, n, summed, "
+     "weight, w_offset, mean, m_offset, rstd, r_offset, grad_input, grad_weight, grad_bias): "
+     "layer norm's gradients from the saved statistics; grad_input (rows x n), grad_weight "
+     "and grad_bias (n) contiguous, each None when not wanted; summed: whether there are "
+     "leading dims to sum the parameter gradients over (else one row, taken as it is)."},
     {"layer_norm", (PyCFunction)(void (*)(void))py_layer_norm, METH_FASTCALL,
      "layer_norm(x, x_offset, rows, n, row_stride, weight, w_offset, bias, b_offset, eps, "
      "out, mean, rstd): the layer norm forward of each row."},
@@ -780,6 +864,66 @@ ISA_ATTR static void NAME(layer_norm_rows)(const char *x_, ptrdiff_t rs, ptrdiff
         else
             for (ptrdiff_t j = 0; j < n; j++) out[j] = (x[j] - mean) * rstd;
     }
+}
+
+/* Layer norm's backward per row (native_layer_norm_backward): the reference's formula in the
+ * element type, x_hat = (x - mean) * rstd and g_hat = g * w, then
+ * dx = rstd * ((g_hat - sum(g_hat) / n) - x_hat * (sum(g_hat * x_hat) / n)). The two sums
+ * go through the result row, in row_sum's fixed order. */
+ISA_ATTR static void NAME(layer_norm_backward_rows)(const char *g_, ptrdiff_t gs,
+                                                    const char *x_, ptrdiff_t xs, ptrdiff_t n,
+                                                    const char *w_, const char *mean_,
+                                                    const char *rstd_, char *out_,
+                                                    ptrdiff_t lo, ptrdiff_t hi)
+{
+    const T *w = (const T *)w_;
+    for (ptrdiff_t r = lo; r < hi; r++) {
+        const T *g = (const T *)g_ + r * gs, *x = (const T *)x_ + r * xs;
+        const T mean = ((const T *)mean_)[r], rstd = ((const T *)rstd_)[r];
+        T *out = (T *)out_ + r * n;
+        for (ptrdiff_t j = 0; j < n; j++) out[j] = w ? g[j] * w[j] : g[j];
+        const T g_mean = NAME(row_sum)(out, n, 0, 0) / (T)n;
+        for (ptrdiff_t j = 0; j < n; j++) out[j] = out[j] * ((x[j] - mean) * rstd);
+        const T gx_mean = NAME(row_sum)(out, n, 0, 0) / (T)n;
+        for (ptrdiff_t j = 0; j < n; j++) {
+            const T g_hat = w ? g[j] * w[j] : g[j], x_hat = (x[j] - mean) * rstd;
+            out[j] = rstd * ((g_hat - g_mean) - x_hat * gx_mean);
+        }
+    }
+}
+
+/* Layer norm's weight and bias gradients, columns [c_lo, c_hi) (at most PARAM_GRAD_COLUMNS):
+ * dw[j] = the sum over rows of g * x_hat, db[j] = the sum of g, added row after row from 0 in
+ * the element type (NumPy's reduction over an outer axis) -- or, with no leading dims to sum
+ * over (`summed` 0), the one row's values themselves. One column is one thread's: the order
+ * never changes. The sums stay in local arrays (a 4096 x 1024 float32 input, 2 threads:
+ * 1.0-1.1 ms with blocks of 512 columns, 1.2-1.5 ms with 64-256, 1.7 ms summing straight into
+ * the results, whose addresses alias the rows' every 4 KiB). */
+ISA_ATTR static void NAME(layer_norm_param_grads)(const char *g_, ptrdiff_t gs, const char *x_,
+                                                  ptrdiff_t xs, ptrdiff_t rows,
+                                                  const char *mean_, const char *rstd_,
+                                                  char *dw_, char *db_, int summed,
+                                                  ptrdiff_t c_lo, ptrdiff_t c_hi)
+{
+    const T *g = (const T *)g_ + c_lo, *x = (const T *)x_ + c_lo;
+    const T *mean = (const T *)mean_, *rstd = (const T *)rstd_;
+    const ptrdiff_t width = c_hi - c_lo;
+    T dw[PARAM_GRAD_COLUMNS] = {0}, db[PARAM_GRAD_COLUMNS] = {0};
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const T *gr = g + r * gs, *xr = x + r * xs, m = mean[r], s = rstd[r];
+        if (summed)
+            for (ptrdiff_t j = 0; j < width; j++) {
+                dw[j] = dw[j] + gr[j] * ((xr[j] - m) * s);
+                db[j] = db[j] + gr[j];
+            }
+        else
+            for (ptrdiff_t j = 0; j < width; j++) {
+                dw[j] = gr[j] * ((xr[j] - m) * s);
+                db[j] = gr[j];
+            }
+    }
+    if (dw_) memcpy((T *)dw_ + c_lo, dw, (size_t)width * sizeof(T));
+    if (db_) memcpy((T *)db_ + c_lo, db, (size_t)width * sizeof(T));
 }
 
 #undef T

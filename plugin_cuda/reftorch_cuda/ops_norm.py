@@ -1,6 +1,7 @@
 """layer_norm and group_norm forward on cuda (native_layer_norm and native_group_norm ->
 output, mean, rstd; kernels/norm.cu and kernels/group_norm.cu) for the four float dtypes,
-weight and bias optional.
+weight and bias optional; layer norm's backward op (native_layer_norm_backward, float32 and
+float64) as the autograd row's composition of device ops.
 
 layer_norm is served when the normalized dims of the input coalesce to one strided dim (a
 contiguous tail, or any layout whose normalized part is evenly strided), and weight/bias (when
@@ -26,6 +27,8 @@ import math
 
 from reftorch import _dtype as D
 from reftorch._tensor import Tensor
+from reftorch.autograd.derivatives.nn_normalization import layer_norm_grads
+from reftorch.autograd.grad_mode import no_grad
 from reftorch_plugins.geometry import coalesce
 
 from .kernel_base import (FLOAT_TYPES, Program, geometry_struct, launch_blocks, max_dims,
@@ -93,6 +96,24 @@ def layer_norm_kernel(out, inputs, dtypes, params):
 layer_norm_kernel.__name__ = "cuda_native_layer_norm"
 
 
+def layer_norm_backward_kernel(out, inputs, dtypes, params):
+    """native_layer_norm_backward: the autograd row's formula (layer_norm_grads), each of
+    its ops a kernel of this plugin, so the gradients never leave the device."""
+    grad, x, mean, rstd, weight = inputs
+    if out is not None or not on_one_cuda_device(
+            tuple(t for t in inputs if t is not None)):
+        return NotImplemented
+    axis = x.ndim - params["normalized_ndim"]
+    stats_shape = tuple(x._shape[:axis]) + (1,) * params["normalized_ndim"]
+    with no_grad():
+        return layer_norm_grads(x, grad, weight, mean.reshape(stats_shape),
+                                rstd.reshape(stats_shape), list(range(axis, x.ndim)),
+                                params["output_mask"])
+
+
+layer_norm_backward_kernel.__name__ = "cuda_native_layer_norm_backward"
+
+
 def _planes(x):
     """((batch, channels, inner), (batch, channel, inner) strides) of an (N, C, ...) tensor
     (inner 1 for a 2-D one), or None when its spatial dims do not coalesce to one dim."""
@@ -152,3 +173,5 @@ def register_kernels(registrar):
                      layer_norm_kernel)
     registrar.kernel("native_group_norm", "cuda", [D.by_name(n) for n in FLOAT_TYPES],
                      group_norm_kernel)
+    registrar.kernel("native_layer_norm_backward", "cuda", (D.float32, D.float64),
+                     layer_norm_backward_kernel)

@@ -176,6 +176,48 @@ NATIVE_LAYER_NORM = structured.declare(
     params={"normalized_shape": None, "eps": 1e-5}, dtypes=FLOATING, layout="contiguous")
 
 
+def layer_norm_backward_kernel(grad, x, mean, rstd, weight, normalized_ndim, output_mask):
+    """Reference kernel of `native_layer_norm_backward`: with x_hat the input normalized by
+    the saved statistics and g_hat = grad * weight, the input's gradient
+    rstd (g_hat - mean(g_hat) - x_hat mean(g_hat x_hat)) over each row's normalized
+    elements, the weight's sum(grad x_hat) and the bias's sum(grad) over the leading dims;
+    None where output_mask says so."""
+    axis = x.ndim - normalized_ndim
+    dims, leading = tuple(range(axis, x.ndim)), tuple(range(axis))
+    stats_shape = x.shape[:axis] + (1,) * normalized_ndim
+    rstd = rstd.reshape(stats_shape)
+    x_hat = (x - mean.reshape(stats_shape)) * rstd
+    g_hat = grad if weight is None else grad * weight
+    grad_input = None
+    if output_mask[0]:
+        grad_input = rstd * (g_hat - g_hat.mean(dims, keepdims=True)
+                             - x_hat * (g_hat * x_hat).mean(dims, keepdims=True))
+    grad_weight = _sum_over(grad * x_hat, leading) if output_mask[1] else None
+    grad_bias = _sum_over(grad, leading) if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
+
+
+def _sum_over(a, axes):
+    return a.sum(axes) if axes else a
+
+
+# PyTorch's op for layer norm's first-order backward (float32/float64 here), declared so that
+# a plugin can serve it in one pass per row; a backward being differentiated (create_graph)
+# uses the composition in autograd/derivatives/nn_normalization.py instead.
+NATIVE_LAYER_NORM_BACKWARD = structured.declare(
+    "native_layer_norm_backward", layer_norm_backward_kernel, family="nn",
+    params={"normalized_ndim": None, "output_mask": (True, True, True)},
+    dtypes=(D.float32, D.float64))
+
+
+def layer_norm_backward(grad, input, mean, rstd, weight, normalized_ndim, output_mask):
+    """(grad_input, grad_weight, grad_bias) of layer norm over the last `normalized_ndim`
+    dims, None where masked."""
+    return structured.run(NATIVE_LAYER_NORM_BACKWARD, (grad, input, mean, rstd, weight),
+                          {"normalized_ndim": int(normalized_ndim),
+                           "output_mask": tuple(bool(m) for m in output_mask)})
+
+
 def _shape_list(shape):
     return "[" + ", ".join(map(str, shape)) + "]"
 

@@ -10,7 +10,8 @@ are sums of g * x_hat and g over everything but the parameter's axes. Batch norm
 evaluation mode normalizes with the running statistics, constants: dx = g_hat * rstd.
 
 First-order backward reads the statistics the forward op saved (batch norm in training mode
-runs as its own op there, `native_batch_norm_backward`, which a plugin can serve). When the backward itself is
+and layer norm run as their own ops there, `native_batch_norm_backward` and
+`native_layer_norm_backward`, which a plugin can serve). When the backward itself is
 being differentiated (grad mode on: create_graph=True) it recomputes them from x with
 differentiable reftorch ops, so that double backward sees how they depend on x.
 """
@@ -45,6 +46,7 @@ def _sum_over(t, dims):
 
 # Called only in a first-order backward (grad mode off); create_graph uses the composition.
 not_differentiable("native_batch_norm_backward")
+not_differentiable("native_layer_norm_backward")
 
 
 @derivative("native_batch_norm", "NativeBatchNormBackward0",
@@ -84,14 +86,27 @@ def _batch_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
             saves=("input", "weight", "result1", "result2", "normalized_shape", "eps"),
             outputs=("result0", "result1", "result2"), nondifferentiable_outputs=(1, 2))
 def _layer_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
+    if not torch.is_grad_enabled() and ctx.input.dtype in (torch.float32, torch.float64) \
+            and grad.dtype is ctx.input.dtype:
+        # a first-order backward: the one op (which a plugin serves in one pass per row)
+        from ..._ops.nn_normalization import layer_norm_backward
+        return layer_norm_backward(grad, ctx.input, ctx.result1, ctx.result2, ctx.weight,
+                                   len(ctx.normalized_shape), ctx.needs_input_grad[:3])
     x, g, weight = _compute(ctx.input), _compute(grad), _compute(ctx.weight)
     axis = x.dim() - len(ctx.normalized_shape)
-    dims, leading = list(range(axis, x.dim())), list(range(axis))
+    dims = list(range(axis, x.dim()))
     stats_shape = tuple(x.shape[:axis]) + (1,) * len(dims)
     mean, rstd = _statistics(x, dims, ctx.eps, ctx.result1, ctx.result2, stats_shape)
+    return layer_norm_grads(x, g, weight, mean, rstd, dims, ctx.needs_input_grad)
+
+
+def layer_norm_grads(x, g, weight, mean, rstd, dims, needs):
+    """(grad_input, grad_weight, grad_bias) of layer norm over `dims` (the last ones) given its
+    statistics (shaped to broadcast), in reftorch ops; None where `needs` says so. (The cuda
+    plugin's native_layer_norm_backward runs this on the device.)"""
+    leading = list(range(dims[0]))
     x_hat = (x - mean) * rstd
     g_hat = g if weight is None else g * weight
-    needs = ctx.needs_input_grad
     grad_input = normalized_input_grad(g_hat, x_hat, rstd, dims) if needs[0] else None
     grad_weight = _sum_over(g * x_hat, leading) if needs[1] else None
     grad_bias = _sum_over(g, leading) if needs[2] else None
