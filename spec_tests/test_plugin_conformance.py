@@ -78,6 +78,7 @@ REACHED_THROUGH = {
     "_log_softmax_backward_data": (("log_softmax",), True),
     "native_layer_norm": (("layer_norm",), False),
     "native_layer_norm_backward": (("layer_norm",), True),
+    "native_group_norm_backward": (("group_norm",), True),
     "native_batch_norm": (("batch_norm",), False),
     "native_batch_norm_backward": (("batch_norm",), True),
     "native_group_norm": (("group_norm",), False),

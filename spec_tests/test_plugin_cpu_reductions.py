@@ -835,6 +835,107 @@ def test_layer_norm_backward_entry_point_rejects_bad_arguments():
             _nn_rows.layer_norm_backward(*trial)
 
 
+GROUP_NORM_BACKWARD_CASES = {   # name -> (x shape, groups, weight)
+    "images": ((4, 32, 9, 11), 8, True),
+    "no weight": ((4, 32, 9, 11), 8, False),
+    "one group": ((3, 12, 50), 1, True),
+    "a group per channel": ((3, 12, 50), 12, True),
+    "2-d input": ((40, 24), 6, True),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", list(GROUP_NORM_BACKWARD_CASES))
+def test_group_norm_backward(dtype, case):
+    """grad_input within a few ulp of each group's scale; grad_weight / grad_bias (summed in
+    double here, pairwise in the element type by the reference) within a few ulp of the sum
+    of the terms' magnitudes; every output_mask."""
+    from reftorch._ops.nn_normalization import group_norm_backward
+    shape, groups, with_weight = GROUP_NORM_BACKWARD_CASES[case]
+    N, C, HxW = shape[0], shape[1], math.prod(shape[2:])
+    x, g = tensor(shape, dtype, 70) * 2 + 3, tensor(shape, dtype, 71)
+    weight = tensor((C,), dtype, 72) if with_weight else None
+    with reftorch.plugins.use_reference_kernels():
+        _, mean, rstd = reftorch.native_group_norm(x, None, None, N, C, HxW, groups, 1e-5)
+    tol = 1e-5 if dtype is F32 else 1e-13
+    terms = np.abs(g.numpy().astype(np.float64)) * (1 + np.abs(x.numpy() - 3) / 2)
+    magnitude = terms.sum(axis=(0,) + tuple(range(2, len(shape))))
+    for mask in ((True, True, True), (True, False, False), (False, True, False),
+                 (False, False, True)):
+        got, expected, ran = both(
+            lambda: group_norm_backward(g, x, mean, rstd, weight, N, C, HxW, groups, mask),
+            _nn_rows.calls)
+        assert ran == 1
+        for index, (a, b) in enumerate(zip(got, expected)):
+            assert (a is None) == (b is None) == (not mask[index])
+            if a is None:
+                continue
+            a, b = a.numpy(), b.numpy()
+            assert a.dtype == b.dtype and a.shape == b.shape
+            if index == 0:
+                scale = np.abs(b.reshape(N, groups, -1)).max(axis=2, keepdims=True)
+                assert np.all(np.abs(a - b).reshape(N, groups, -1) <= tol * scale)
+            else:
+                assert np.all(np.abs(a - b) <= tol * magnitude)
+
+
+def test_group_norm_backward_through_autograd_threads_and_declines():
+    x = tensor((8, 32, 14, 14), F32, 73).requires_grad_(True)
+    weight = tensor((32,), F32, 74).requires_grad_(True)
+    bias = tensor((32,), F32, 75).requires_grad_(True)
+    grad = tensor((8, 32, 14, 14), F32, 76)
+    results = []
+    for threads in (1, 2, 3):
+        previous = _nn_rows.set_num_threads(threads)
+        try:
+            for t in (x, weight, bias):
+                t.grad = None
+            y = reftorch.nn.functional.group_norm(x, 8, weight, bias)
+            before = _nn_rows.calls()
+            y.backward(grad)
+            assert _nn_rows.calls() - before == 1
+            assert y.grad_fn.name() == "NativeGroupNormBackward0"
+            results.append([t.grad.numpy().copy() for t in (x, weight, bias)])
+        finally:
+            _nn_rows.set_num_threads(previous)
+    for other in results[1:]:
+        for a, b in zip(other, results[0]):
+            assert a.tobytes() == b.tobytes()
+    # a channels-last input declines (the reference runs), with the reference's results
+    from reftorch._ops.nn_normalization import group_norm_backward
+    last = tensor((4, 8, 5, 6), F32, 77).contiguous(memory_format=reftorch.channels_last)
+    with reftorch.plugins.use_reference_kernels():
+        _, mean, rstd = reftorch.native_group_norm(last, None, None, 4, 8, 30, 2, 1e-5)
+    got, expected, ran = both(lambda: group_norm_backward(last, last, mean, rstd, None, 4, 8, 30,
+                                                          2, (True, True, True)),
+                              _nn_rows.calls)
+    assert ran == 0
+    for a, b in zip(got, expected):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+def test_group_norm_backward_entry_point_rejects_bad_arguments():
+    x, g = np.ones(24, np.float32), np.ones(24, np.float32)
+    mean, rstd, out = np.zeros(4, np.float32), np.ones(4, np.float32), np.empty(24, np.float32)
+    args = [g, x, 2, 6, 2, 2, None, mean, rstd, out, np.empty(6, np.float32), None]
+    _nn_rows.group_norm_backward(*args)
+    bad = [
+        (ValueError, {5: 4}),                              # 4 groups do not divide 6 channels
+        (ValueError, {5: 0}),
+        (ValueError, {4: 3}),                              # x holds 24 elements, not 36
+        (ValueError, {6: np.ones(6, np.float32)}),         # weight must be C * L long
+        (ValueError, {7: np.zeros(3, np.float32)}),        # a statistic short
+        (TypeError, {1: np.ones(24, np.float64)}),         # x and grad of different types
+        (TypeError, {10: np.empty(6, np.float32).tobytes()}),   # read-only output
+    ]
+    for error, changes in bad:
+        trial = list(args)
+        for position, value in changes.items():
+            trial[position] = value
+        with pytest.raises(error):
+            _nn_rows.group_norm_backward(*trial)
+
+
 def test_layer_norm_declines_other_layouts():
     x = tensor((40, 300), F32, 33)
     for call in (lambda: reftorch.native_layer_norm(x.t(), (40,), None, None, 1e-5),

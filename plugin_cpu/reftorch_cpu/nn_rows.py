@@ -4,6 +4,9 @@
     native_layer_norm       output, mean, rstd (weight / bias optional)
     native_layer_norm_backward
                             grad_input, grad_weight, grad_bias from the saved statistics
+    native_group_norm_backward
+                            the same for group norm ((N, C, ...) input and gradient
+                            contiguous), its grad_input through the layer norm rows
     nll_loss                (N, C) or (C,) input, int64 target, optional weight, every
                             reduction and ignore_index; returns (loss, total_weight)
     _softmax_backward_data, _log_softmax_backward_data
@@ -33,6 +36,8 @@ Accuracy against the NumPy reference (the tests check these bounds):
     ulp relative to the row's scale. Backward: the reference's formula in the element type;
     grad_input's two row means in the fixed order (within a few ulp relative to the row's
     scale), grad_weight / grad_bias summed over the rows in NumPy's order: bit for bit.
+    Group norm's backward: grad_input likewise; grad_weight / grad_bias per channel summed in
+    double (within a few ulp of the reference's pairwise sums).
   - nll_loss: element losses are exact; the loss and weight sums are accumulated in double
     in index order, then rounded (the reference's pairwise sum in the element type differs in
     the last bits). The class dim must have unit stride (else the reference runs). An
@@ -75,6 +80,7 @@ def register(registrar):
     registrar.kernel("log_softmax", "cpu", DTYPES, _softmax_kernel(True))
     registrar.kernel("native_layer_norm", "cpu", DTYPES, layer_norm_kernel)
     registrar.kernel("native_layer_norm_backward", "cpu", DTYPES, layer_norm_backward_kernel)
+    registrar.kernel("native_group_norm_backward", "cpu", DTYPES, group_norm_backward_kernel)
     registrar.kernel("nll_loss", "cpu", DTYPES, nll_loss_kernel)
     registrar.kernel("_softmax_backward_data", "cpu", DTYPES, _softmax_backward_kernel(False))
     registrar.kernel("_log_softmax_backward_data", "cpu", DTYPES, _softmax_backward_kernel(True))
@@ -182,6 +188,37 @@ def layer_norm_backward_kernel(out, inputs, dtypes, params):
                            *(None if t is None else t._storage.array
                              for t in (grad_input, grad_weight, grad_bias)))
     return grad_input, grad_weight, grad_bias
+
+
+def group_norm_backward_kernel(out, inputs, dtypes, params):
+    """native_group_norm_backward: (grad_input, grad_weight, grad_bias) from the (N, group)
+    statistics native_group_norm saved, None where params['output_mask'] says so."""
+    grad, x, mean, rstd, weight = inputs
+    N, C, HxW, group = (params[k] for k in ("N", "C", "HxW", "group"))
+    mask = params["output_mask"]
+    if not _usable(x) or len(x._shape) < 2 or grad._shape != x._shape or \
+            x._shape[:2] != (N, C) or math.prod(x._shape[2:]) != HxW or group < 1 or C % group:
+        return NotImplemented
+    dtype = x._storage.dtype
+    if not all(_on_cpu_as(t, dtype) and t.is_contiguous() for t in (grad, x, mean, rstd)) or \
+            mean.numel() != N * group or rstd.numel() != N * group or \
+            (weight is not None and not (_on_cpu_as(weight, dtype) and weight.is_contiguous()
+                                         and weight._shape == (C,))):
+        return NotImplemented
+    grad_input = Tensor._empty(x._shape, dtype) if mask[0] else None
+    grad_weight = Tensor._empty((C,), dtype) if mask[1] else None
+    grad_bias = Tensor._empty((C,), dtype) if mask[2] else None
+    # each channel's weight repeated over its positions: the rows' weights, group by group
+    weights = None if weight is None else np.repeat(_dense(weight), HxW)
+    _N.group_norm_backward(_dense(grad), _dense(x), N, C, HxW, group, weights, _dense(mean),
+                           _dense(rstd), *(None if t is None else t._storage.array
+                                           for t in (grad_input, grad_weight, grad_bias)))
+    return grad_input, grad_weight, grad_bias
+
+
+def _dense(t):
+    """A contiguous tensor's elements as a 1-D array view."""
+    return t._storage.array[t._offset:t._offset + math.prod(t._shape)]
 
 
 def nll_loss_kernel(out, inputs, dtypes, params):

@@ -17,6 +17,12 @@
  *       each): grad_input (rows x n) per row in one pass per sum; grad_weight / grad_bias
  *       (n) summed over the rows from 0, row after row, in the element type (bit for bit
  *       NumPy's reduction over the leading dims), one column per thread. Each optional.
+ *   group_norm_backward(grad, x, N, C, L, group, weight, mean, rstd, grad_input,
+ *                       grad_weight, grad_bias)
+ *       native_group_norm_backward, every buffer contiguous: grad_input by the layer norm
+ *       rows (one row per (sample, group), weight each channel's value repeated over its L
+ *       positions); grad_weight / grad_bias per channel, summed in double (within a few
+ *       ulp of the reference's sums).
  *   nll_loss(x, x_offset, N, C, row_stride, target, t_offset, weight, w_offset,
  *            ignore_index, loss)  ->  (sum of losses, total weight) as floats
  *       loss: None or N contiguous elements (reduction 'none'); a target outside [0, C)
@@ -98,9 +104,13 @@ typedef void (*layer_norm_param_grads_fn)(const char *g, ptrdiff_t gs, const cha
                                           const char *rstd, char *dw, char *db, int summed,
                                           ptrdiff_t c_lo, ptrdiff_t c_hi);
 typedef void (*layer_norm_backward_fn)(const char *g, ptrdiff_t gs, const char *x, ptrdiff_t xs,
-                                       ptrdiff_t n, const char *w, const char *mean,
-                                       const char *rstd, char *out, ptrdiff_t lo,
-                                       ptrdiff_t hi);
+                                       ptrdiff_t n, const char *w, ptrdiff_t w_period,
+                                       const char *mean, const char *rstd, char *out,
+                                       ptrdiff_t lo, ptrdiff_t hi);
+typedef void (*channel_param_grads_fn)(const char *g, const char *x, ptrdiff_t N, ptrdiff_t C,
+                                       ptrdiff_t L, ptrdiff_t per_group, const char *mean,
+                                       const char *rstd, char *dw, char *db, char *scratch,
+                                       ptrdiff_t c_lo, ptrdiff_t c_hi);
 
 #define NN_ROWS_TEMPLATE
 #define CLONE_TEMPLATE "nn_rows.c"
@@ -114,6 +124,8 @@ static const layer_norm_backward_fn LAYER_NORM_BACKWARD[N_ISAS][N_TYPES] =
     CLONES(layer_norm_backward_rows);
 static const layer_norm_param_grads_fn LAYER_NORM_PARAM_GRADS[N_ISAS][N_TYPES] =
     CLONES(layer_norm_param_grads);
+static const channel_param_grads_fn CHANNEL_PARAM_GRADS[N_ISAS][N_TYPES] =
+    CLONES(channel_param_grads);
 static const softmax_backward_fn SOFTMAX_BACKWARD[N_ISAS][N_TYPES] =
     CLONES(softmax_backward_rows);
 typedef void (*exp_f32_fn)(const float *x, ptrdiff_t n, float *out);
@@ -328,7 +340,7 @@ static PyObject *py_layer_norm_backward(PyObject *self, PyObject *const *args, P
         Py_BEGIN_ALLOW_THREADS
         if (gi) {
             const layer_norm_backward_fn fn = LAYER_NORM_BACKWARD[g_isa][kind];
-            FOR_ROW_GROUPS(rows, n, par, fn(g, gs, x, xs, n, w, mean, rstd, gi, lo, hi));
+            FOR_ROW_GROUPS(rows, n, par, fn(g, gs, x, xs, n, w, 1, mean, rstd, gi, lo, hi));
         }
         if (gw || gb) {
             const layer_norm_param_grads_fn fn = LAYER_NORM_PARAM_GRADS[g_isa][kind];
@@ -337,6 +349,94 @@ static PyObject *py_layer_norm_backward(PyObject *self, PyObject *const *args, P
         }
         Py_END_ALLOW_THREADS
     }
+    release_held(&h);
+    Py_RETURN_NONE;
+}
+
+/* The OpenMP thread running this code (0 outside a parallel region or without OpenMP), and
+ * how many a parallel region may have. */
+static int thread_index(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int max_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static PyObject *py_group_norm_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 12) {
+        PyErr_Format(PyExc_TypeError, "group_norm_backward() takes 12 arguments (grad, x, N, C, "
+                     "L, group, weight, mean, rstd, grad_input, grad_weight, grad_bias), got "
+                     "%zd", nargs);
+        return NULL;
+    }
+    long long N, C, L, group;
+    if (parse_size(args[2], "N", &N) < 0 || parse_size(args[3], "C", &C) < 0 ||
+        parse_size(args[4], "L", &L) < 0 || parse_size(args[5], "group", &group) < 0 ||
+        sane_total(N, C) < 0 || sane_total(N * C, L) < 0)
+        return NULL;
+    if (group < 1 || C % group != 0) {
+        PyErr_SetString(PyExc_ValueError, "group must be >= 1 and divide C");
+        return NULL;
+    }
+    int kind = float_kind_of(args[1], "x");
+    if (kind < 0) return NULL;
+    const long long rows = N * group, n = C / group * L;
+    held_t h = {.held = 0};
+    char *g, *x, *w, *mean, *rstd, *gi, *gw, *gb;
+    /* weight: each channel's weight repeated over its L positions (C * L elements) */
+    if (operand(&h, args[0], NULL, rows, n, n, 1, 0, kind, 0, "grad", &g) < 0 ||
+        operand(&h, args[1], NULL, rows, n, n, 1, 0, kind, 0, "x", &x) < 0 ||
+        operand(&h, args[6], NULL, group, n, n, 1, 0, kind, 1, "weight", &w) < 0 ||
+        operand(&h, args[7], NULL, rows, 1, 1, 1, 0, kind, 0, "mean", &mean) < 0 ||
+        operand(&h, args[8], NULL, rows, 1, 1, 1, 0, kind, 0, "rstd", &rstd) < 0 ||
+        operand(&h, args[9], NULL, rows, n, n, 1, 1, kind, 1, "grad_input", &gi) < 0 ||
+        operand(&h, args[10], NULL, 1, C, 0, 1, 1, kind, 1, "grad_weight", &gw) < 0 ||
+        operand(&h, args[11], NULL, 1, C, 0, 1, 1, kind, 1, "grad_bias", &gb) < 0) {
+        release_held(&h);
+        return NULL;
+    }
+    const int par = parallel_ok(rows * n);
+    const size_t itemsize = kind == T_F32 ? sizeof(float) : sizeof(double);
+    char *scratch = NULL;
+    if (gw && L > 0) {
+        const size_t threads = par ? (size_t)max_threads() : 1;
+        scratch = malloc(threads * (size_t)L * itemsize);
+        if (scratch == NULL) {
+            release_held(&h);
+            return PyErr_NoMemory();
+        }
+    }
+    g_calls++;
+    if (rows > 0 && n > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        if (gi) {
+            const layer_norm_backward_fn fn = LAYER_NORM_BACKWARD[g_isa][kind];
+            FOR_ROW_GROUPS(rows, n, par, fn(g, n, x, n, n, w, group, mean, rstd, gi, lo, hi));
+        }
+        if (gw || gb) {
+            const channel_param_grads_fn fn = CHANNEL_PARAM_GRADS[g_isa][kind];
+            FOR_GROUPS(C, 1, par,
+                       fn(g, x, N, C, L, C / group, mean, rstd, gw, gb,
+                          scratch ? scratch + (size_t)thread_index() * (size_t)L * itemsize
+                                  : NULL,
+                          lo, hi));
+        }
+        Py_END_ALLOW_THREADS
+    }
+    free(scratch);
     release_held(&h);
     Py_RETURN_NONE;
 }
@@ -518,6 +618,11 @@ static PyMethodDef METHODS[] = {
      "softmax_backward(log, grad, g_offset, y, y_offset, rows, n, (g_row_stride, "
      "y_row_stride), out): per row, y * (grad - sum(grad * y)) for softmax's output y, or "
      "grad - exp(y) * sum(grad) for log_softmax's."},
+    {"group_norm_backward", (PyCFunction)(void (*)(void))py_group_norm_backward, METH_FASTCALL,
+     "group_norm_backward(grad, x, N, C, L, group, weight, mean, rstd, grad_input, "
+     "grad_weight, grad_bias): group norm's gradients from the saved (N, group) statistics; "
+     "every buffer contiguous, weight None or each channel's weight repeated L times, "
+     "outputs None when not wanted."},
     {"layer_norm_backward", (PyCFunction)(void (*)(void))py_layer_norm_backward, METH_FASTCALL,
      "layer_norm_backward(grad, g_offset, g_stride, x, x_offset, x_stride, rows, n, summed, "
      "weight, w_offset, mean, m_offset, rstd, r_offset, grad_input, grad_weight, grad_bias): "
@@ -869,16 +974,18 @@ ISA_ATTR static void NAME(layer_norm_rows)(const char *x_, ptrdiff_t rs, ptrdiff
 /* Layer norm's backward per row (native_layer_norm_backward): the reference's formula in the
  * element type, x_hat = (x - mean) * rstd and g_hat = g * w, then
  * dx = rstd * ((g_hat - sum(g_hat) / n) - x_hat * (sum(g_hat * x_hat) / n)). The two sums
- * go through the result row, in row_sum's fixed order. */
+ * go through the result row, in row_sum's fixed order. Row r's weights are the n at
+ * w + (r % w_period) * n (layer norm: one row of them; group norm: each group's channels'
+ * weights, each repeated over the positions). */
 ISA_ATTR static void NAME(layer_norm_backward_rows)(const char *g_, ptrdiff_t gs,
                                                     const char *x_, ptrdiff_t xs, ptrdiff_t n,
-                                                    const char *w_, const char *mean_,
-                                                    const char *rstd_, char *out_,
-                                                    ptrdiff_t lo, ptrdiff_t hi)
+                                                    const char *w_, ptrdiff_t w_period,
+                                                    const char *mean_, const char *rstd_,
+                                                    char *out_, ptrdiff_t lo, ptrdiff_t hi)
 {
-    const T *w = (const T *)w_;
     for (ptrdiff_t r = lo; r < hi; r++) {
         const T *g = (const T *)g_ + r * gs, *x = (const T *)x_ + r * xs;
+        const T *w = w_ ? (const T *)w_ + (r % w_period) * n : NULL;
         const T mean = ((const T *)mean_)[r], rstd = ((const T *)rstd_)[r];
         T *out = (T *)out_ + r * n;
         for (ptrdiff_t j = 0; j < n; j++) out[j] = w ? g[j] * w[j] : g[j];
@@ -924,6 +1031,37 @@ ISA_ATTR static void NAME(layer_norm_param_grads)(const char *g_, ptrdiff_t gs, 
     }
     if (dw_) memcpy((T *)dw_ + c_lo, dw, (size_t)width * sizeof(T));
     if (db_) memcpy((T *)db_ + c_lo, db, (size_t)width * sizeof(T));
+}
+
+/* Group norm's weight and bias gradients, channels [c_lo, c_hi) of an (N, C, L) input whose
+ * statistics are per (sample, group of per_group channels): per channel, each sample's
+ * plane of g * x_hat and of g summed in row_sum's fixed order (the products go through
+ * `scratch`, L elements), the planes' sums added in sample order in double, rounded once.
+ * One channel is one work item: the order never depends on the threads. */
+ISA_ATTR static void NAME(channel_param_grads)(const char *g_, const char *x_, ptrdiff_t N,
+                                               ptrdiff_t C, ptrdiff_t L, ptrdiff_t per_group,
+                                               const char *mean_, const char *rstd_, char *dw_,
+                                               char *db_, char *scratch_, ptrdiff_t c_lo,
+                                               ptrdiff_t c_hi)
+{
+    const T *mean = (const T *)mean_, *rstd = (const T *)rstd_;
+    T *scratch = (T *)scratch_;
+    const ptrdiff_t groups = C / per_group;
+    for (ptrdiff_t c = c_lo; c < c_hi; c++) {
+        double dw = 0, db = 0;
+        for (ptrdiff_t n = 0; n < N; n++) {
+            const T *g = (const T *)g_ + (n * C + c) * L, *x = (const T *)x_ + (n * C + c) * L;
+            const ptrdiff_t s = n * groups + c / per_group;
+            const T m = mean[s], r = rstd[s];
+            if (dw_) {
+                for (ptrdiff_t l = 0; l < L; l++) scratch[l] = g[l] * ((x[l] - m) * r);
+                dw += (double)NAME(row_sum)(scratch, L, 0, 0);
+            }
+            if (db_) db += (double)NAME(row_sum)(g, L, 0, 0);
+        }
+        if (dw_) ((T *)dw_)[c] = (T)dw;
+        if (db_) ((T *)db_)[c] = (T)db;
+    }
 }
 
 #undef T

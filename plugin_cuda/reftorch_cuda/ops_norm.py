@@ -1,7 +1,7 @@
 """layer_norm and group_norm forward on cuda (native_layer_norm and native_group_norm ->
 output, mean, rstd; kernels/norm.cu and kernels/group_norm.cu) for the four float dtypes,
-weight and bias optional; layer norm's backward op (native_layer_norm_backward, float32 and
-float64) as the autograd row's composition of device ops.
+weight and bias optional; the backward ops native_layer_norm_backward and
+native_group_norm_backward (float32, float64) as the autograd rows' compositions of device ops.
 
 layer_norm is served when the normalized dims of the input coalesce to one strided dim (a
 contiguous tail, or any layout whose normalized part is evenly strided), and weight/bias (when
@@ -27,7 +27,7 @@ import math
 
 from reftorch import _dtype as D
 from reftorch._tensor import Tensor
-from reftorch.autograd.derivatives.nn_normalization import layer_norm_grads
+from reftorch.autograd.derivatives.nn_normalization import group_norm_grads, layer_norm_grads
 from reftorch.autograd.grad_mode import no_grad
 from reftorch_plugins.geometry import coalesce
 
@@ -114,6 +114,22 @@ def layer_norm_backward_kernel(out, inputs, dtypes, params):
 layer_norm_backward_kernel.__name__ = "cuda_native_layer_norm_backward"
 
 
+def group_norm_backward_kernel(out, inputs, dtypes, params):
+    """native_group_norm_backward: the autograd row's formula (group_norm_grads) on the
+    device."""
+    grad, x, mean, rstd, weight = inputs
+    if out is not None or x.ndim < 2 or not on_one_cuda_device(
+            tuple(t for t in inputs if t is not None)):
+        return NotImplemented
+    N, group = params["N"], params["group"]
+    with no_grad():
+        return group_norm_grads(x, grad, weight, mean.reshape(N, group, 1),
+                                rstd.reshape(N, group, 1), group, params["output_mask"])
+
+
+group_norm_backward_kernel.__name__ = "cuda_native_group_norm_backward"
+
+
 def _planes(x):
     """((batch, channels, inner), (batch, channel, inner) strides) of an (N, C, ...) tensor
     (inner 1 for a 2-D one), or None when its spatial dims do not coalesce to one dim."""
@@ -175,3 +191,5 @@ def register_kernels(registrar):
                      group_norm_kernel)
     registrar.kernel("native_layer_norm_backward", "cuda", (D.float32, D.float64),
                      layer_norm_backward_kernel)
+    registrar.kernel("native_group_norm_backward", "cuda", (D.float32, D.float64),
+                     group_norm_backward_kernel)

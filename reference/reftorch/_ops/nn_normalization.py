@@ -265,6 +265,42 @@ NATIVE_GROUP_NORM = structured.declare(
     params={"N": None, "C": None, "HxW": None, "group": None, "eps": 1e-5}, dtypes=FLOATING)
 
 
+def group_norm_backward_kernel(grad, x, mean, rstd, weight, N, C, HxW, group, output_mask):
+    """Reference kernel of `native_group_norm_backward`: layer norm's gradient formula over
+    each (sample, group)'s elements, with g_hat = grad * weight per channel; the weight's and
+    bias's gradients are sums over the samples and positions of grad x_hat and grad. None
+    where output_mask says so."""
+    groups = (N, group, C // group * HxW)
+    rstd = rstd.reshape(N, group, 1)
+    x_hat = ((x.reshape(groups) - mean.reshape(N, group, 1)) * rstd).reshape(x.shape)
+    channel = (1, -1) + (1,) * (x.ndim - 2)
+    g_hat = grad if weight is None else grad * weight.reshape(channel)
+    grad_input = None
+    if output_mask[0]:
+        g_hat, x_hat_grouped = g_hat.reshape(groups), x_hat.reshape(groups)
+        grad_input = (rstd * (g_hat - g_hat.mean(2, keepdims=True) - x_hat_grouped *
+                              (g_hat * x_hat_grouped).mean(2, keepdims=True))).reshape(x.shape)
+    dims = (0,) + tuple(range(2, x.ndim))
+    grad_weight = (grad * x_hat).sum(dims) if output_mask[1] else None
+    grad_bias = grad.sum(dims) if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
+
+
+# PyTorch's op for group norm's first-order backward (float32/float64), declared so that a
+# plugin can serve it; create_graph uses the composition of the autograd row.
+NATIVE_GROUP_NORM_BACKWARD = structured.declare(
+    "native_group_norm_backward", group_norm_backward_kernel, family="nn",
+    params={"N": None, "C": None, "HxW": None, "group": None,
+            "output_mask": (True, True, True)}, dtypes=(D.float32, D.float64))
+
+
+def group_norm_backward(grad, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+    """(grad_input, grad_weight, grad_bias) of group norm, None where masked."""
+    return structured.run(NATIVE_GROUP_NORM_BACKWARD, (grad, input, mean, rstd, weight),
+                          {"N": int(N), "C": int(C), "HxW": int(HxW), "group": int(group),
+                           "output_mask": tuple(bool(m) for m in output_mask)})
+
+
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     """torch.native_group_norm: (output, mean (N, group), rstd (N, group))."""
     if group <= 0 or C % group != 0:

@@ -9,9 +9,9 @@ the two means accounting for the statistics' own dependence on x. Weight and bia
 are sums of g * x_hat and g over everything but the parameter's axes. Batch norm in
 evaluation mode normalizes with the running statistics, constants: dx = g_hat * rstd.
 
-First-order backward reads the statistics the forward op saved (batch norm in training mode
-and layer norm run as their own ops there, `native_batch_norm_backward` and
-`native_layer_norm_backward`, which a plugin can serve). When the backward itself is
+First-order backward reads the statistics the forward op saved (batch norm in training mode,
+layer norm and group norm run as their own ops there, `native_batch_norm_backward`,
+`native_layer_norm_backward` and `native_group_norm_backward`, which a plugin can serve). When the backward itself is
 being differentiated (grad mode on: create_graph=True) it recomputes them from x with
 differentiable reftorch ops, so that double backward sees how they depend on x.
 """
@@ -47,6 +47,7 @@ def _sum_over(t, dims):
 # Called only in a first-order backward (grad mode off); create_graph uses the composition.
 not_differentiable("native_batch_norm_backward")
 not_differentiable("native_layer_norm_backward")
+not_differentiable("native_group_norm_backward")
 
 
 @derivative("native_batch_norm", "NativeBatchNormBackward0",
@@ -117,15 +118,31 @@ def layer_norm_grads(x, g, weight, mean, rstd, dims, needs):
             saves=("input", "weight", "result1", "result2", "N", "group", "eps"),
             outputs=("result0", "result1", "result2"), nondifferentiable_outputs=(1, 2))
 def _group_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
-    x, g, weight = _compute(ctx.input), _compute(grad), _compute(ctx.weight)
+    x = ctx.input
+    if not torch.is_grad_enabled() and x.dtype in (torch.float32, torch.float64) and \
+            grad.dtype is x.dtype:
+        # a first-order backward: the one op (which a plugin serves)
+        from ..._ops.nn_normalization import group_norm_backward
+        C = x.shape[1] if x.dim() > 1 else 0
+        return group_norm_backward(grad, x, ctx.result1, ctx.result2, ctx.weight, ctx.N, C,
+                                   x.numel() // max(ctx.N * C, 1), ctx.group,
+                                   ctx.needs_input_grad[:3])
+    x, g, weight = _compute(x), _compute(grad), _compute(ctx.weight)
     groups = (ctx.N, ctx.group, x.numel() // max(ctx.N * ctx.group, 1))   # N may be 0
-    channel = (1, -1) + (1,) * (x.dim() - 2)
-    x_grouped = x.reshape(groups)
-    mean, rstd = _statistics(x_grouped, [2], ctx.eps, ctx.result1, ctx.result2,
+    mean, rstd = _statistics(x.reshape(groups), [2], ctx.eps, ctx.result1, ctx.result2,
                              (ctx.N, ctx.group, 1))
-    x_hat = ((x_grouped - mean) * rstd).reshape(x.shape)
+    return group_norm_grads(x, g, weight, mean, rstd, ctx.group, ctx.needs_input_grad)
+
+
+def group_norm_grads(x, g, weight, mean, rstd, group, needs):
+    """(grad_input, grad_weight, grad_bias) of group norm of an (N, C, ...) x in `group`
+    groups given its statistics (N, group, 1), in reftorch ops; None where `needs` says so.
+    (The cuda plugin's native_group_norm_backward runs this on the device.)"""
+    N = x.shape[0]
+    groups = (N, group, x.numel() // max(N * group, 1))
+    channel = (1, -1) + (1,) * (x.dim() - 2)
+    x_hat = ((x.reshape(groups) - mean) * rstd).reshape(x.shape)
     g_hat = g if weight is None else g * weight.reshape(channel)
-    needs = ctx.needs_input_grad
     grad_input = None
     if needs[0]:
         grad_input = normalized_input_grad(g_hat.reshape(groups), x_hat.reshape(groups), rstd,
