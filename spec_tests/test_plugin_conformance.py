@@ -85,6 +85,7 @@ REACHED_THROUGH = {
     "max.dim": (("max",), False),
     "min.dim": (("min",), False),
     "scatter_value": (("scatter",), False),
+    "embedding_dense_backward": (("embedding", "embedding_bag"), True),
     "sum_to_size": (("add", "mul"), True),   # the gradient of a broadcast operand
     **{f"{prefix}_pad{nd}d_backward": ((f"{prefix}_pad{nd}d",), True)
        for prefix in ("reflection", "replication") for nd in (1, 2, 3)},

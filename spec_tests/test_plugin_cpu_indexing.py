@@ -222,6 +222,56 @@ def test_embedding(dtype, layout, no_threshold):
     assert run_both(lambda: [reftorch.embedding(weight(), reftorch.tensor(3))])
 
 
+@pytest.mark.parametrize("dtype", [reftorch.float32, reftorch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_embedding_dense_backward(dtype, layout, no_threshold):
+    """The weight gradient of embedding and embedding_bag: a zero table plus each index's
+    row in index order, bit for bit the reference's (repeated indices, padding_idx, any
+    gradient layout); scale_grad_by_freq declines."""
+    from reftorch._ops.nn_embedding import embedding_dense_backward
+    grad = tensor((12, 6), dtype, 7, layout)
+    index = indices((12,), 5, 8)             # 5 rows of 10: repeats and untouched rows
+    for padding_idx in (-1, 2):
+        def case():
+            with reftorch.no_grad():
+                return [embedding_dense_backward(grad, index, 10, padding_idx, False)]
+        assert run_both(case) == 1
+    def frequency():
+        with reftorch.no_grad():
+            return [embedding_dense_backward(grad, index, 10, -1, True)]
+    assert run_both(frequency) == 0
+    weight = tensor((10, 6), dtype, 9).requires_grad_(True)
+    bags = indices((12,), 10, 10)
+    offsets = reftorch.tensor([0, 3, 3, 7])
+
+    def through_autograd():
+        weight.grad = None
+        (reftorch.nn.functional.embedding(indices((3, 4), 10, 11), weight, padding_idx=1) *
+         tensor((3, 4, 6), dtype, 12)).sum().backward()
+        first = weight.grad
+        weight.grad = None
+        for mode in ("sum", "mean"):
+            (reftorch.nn.functional.embedding_bag(bags, weight, offsets, mode=mode) *
+             tensor((4, 6), dtype, 13)).sum().backward()
+        return [first, weight.grad]
+    assert run_both(through_autograd) >= 3
+
+
+def test_embedding_dense_backward_threads(no_threshold):
+    from reftorch._ops.nn_embedding import embedding_dense_backward
+    grad = tensor((20000, 64), reftorch.float32, 14)
+    index = indices((20000,), 3000, 15)
+    results = []
+    for threads in (1, 2, 3):
+        previous = _index.set_num_threads(threads)
+        try:
+            with reftorch.no_grad():
+                results.append(host(embedding_dense_backward(grad, index, 3000, -1, False)))
+        finally:
+            _index.set_num_threads(previous)
+    assert results[1].tobytes() == results[0].tobytes() == results[2].tobytes()
+
+
 SCATTERS = [
     ("scatter", lambda a, d, i, s: a.scatter(d, i, s)),
     ("scatter value", lambda a, d, i, s: a.scatter(d, i, 2.75)),

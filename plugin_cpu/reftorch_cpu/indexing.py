@@ -34,7 +34,7 @@ from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import coalesce
 
-from . import _index
+from . import _C, _index
 from .kernels import _on_cpu_as, copy_kernel
 
 # Calls walking fewer positions than this go to the reference kernel. A plugin call costs
@@ -70,6 +70,8 @@ def register(registrar):
     for name in ("scatter", "scatter_value", "scatter_reduce_two_", "scatter_add"):
         registrar.kernel(name, "cpu", VALUE_DTYPES, scatter_kernel)
     registrar.kernel("index_add", "cpu", VALUE_DTYPES, index_add_kernel)
+    registrar.kernel("embedding_dense_backward", "cpu", (D.float32, D.float64),
+                     embedding_dense_backward_kernel)
     registrar.kernel("put", "cpu", VALUE_DTYPES, put_kernel)
 
 
@@ -235,13 +237,19 @@ def _scatter(a, shape, dim, src_array, src_offset, src_strides, index, index_str
     """A contiguous copy of `a` updated by the C scatter loop over the walk `shape`."""
     if len(shape) > _index.MAX_NDIM:
         return NotImplemented
-    result = _contiguous_copy(a)
+    return _scatter_into(_contiguous_copy(a), shape, dim, src_array, src_offset, src_strides,
+                         index, index_strides, mode, alpha)
+
+
+def _scatter_into(result, shape, dim, src_array, src_offset, src_strides, index,
+                  index_strides, mode, alpha):
+    """`result` (contiguous) updated in place by the C scatter loop over the walk `shape`."""
     out_strides = list(result._strides)
     index_stride = out_strides[dim]
     out_strides[dim] = 0  # along dim the output moves by the index, not by the position
     walk, (out_strides, src_strides, index_strides) = _walk(
         tuple(shape), (tuple(out_strides), tuple(src_strides), tuple(index_strides)))
-    size = a._shape[dim]
+    size = result._shape[dim]
     try:
         _index.scatter(walk, result._storage.array, result._offset, out_strides, index_stride,
                        size, src_array, src_offset, src_strides, index._storage.array,
@@ -249,6 +257,33 @@ def _scatter(a, shape, dim, src_array, src_offset, src_strides, index, index_str
     except _index.IndexOutOfBounds as exc:
         raise _out_of_bounds_for_dim(exc.args[1], size, dim) from None
     return result
+
+
+def embedding_dense_backward_kernel(out, inputs, dtypes, params):
+    """embedding_dense_backward: a new zero (num_weights, D) gradient (zeroed by the parallel C
+    copy of a zero), then each index's gradient row added in by the C scatter loop in index
+    order, as index_add adds them: the reference's bits. padding_idx rows are zeroed first
+    (the reference's product by 0 or 1, through the elementwise C loop); scale_grad_by_freq
+    declines."""
+    grad, flat = inputs
+    num_weights, padding_idx = params["num_weights"], params["padding_idx"]
+    dtype = dtypes[0]
+    if out is not None or params["scale_grad_by_freq"] or not _values_ok(grad, dtypes) or \
+            not _index_ok(flat, (D.int64,)) or flat.ndim != 1 or grad.ndim == 0:
+        return NotImplemented
+    n, width = flat._shape[0], grad._shape[-1]
+    if math.prod(grad._shape) != n * width or n * width < size_threshold(MIN_POSITIONS) or \
+            num_weights * width == 0:
+        return NotImplemented
+    rows = grad.reshape(n, width)
+    if padding_idx >= 0:
+        rows = rows * (flat != padding_idx).to(dtype).unsqueeze(1)
+    result = Tensor._empty((num_weights, width), dtype)
+    zero = np.zeros(1, dtype.numpy_dtype)
+    _C.copy((num_weights * width,), result._storage.array, 0, (1,), zero, 0, (0,))
+    return _scatter_into(result, (n, width), 0, rows._storage.array, rows._offset,
+                         rows._strides, flat, (flat._strides[0], 0), _index.ADD,
+                         _alpha(1, dtype))
 
 
 def _contiguous_copy(a):

@@ -68,7 +68,48 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
         "sparse": bool(sparse)}, dtype=weight.dtype)
 
 
+def _embedding_dense_backward_kernel(grad, indices, num_weights, padding_idx=-1,
+                                     scale_grad_by_freq=False):
+    """Reference kernel of `embedding_dense_backward`: each index's gradient row (zero where
+    the index is padding_idx, divided by the index's count with scale_grad_by_freq) added
+    into a zero (num_weights, D) gradient, in index order (np.add.at, as index_add)."""
+    flat = indices.reshape(-1).astype(np.int64)
+    rows = grad.reshape(flat.size, grad.shape[-1])
+    if padding_idx >= 0:
+        rows = rows * (flat != padding_idx).astype(rows.dtype)[:, None]
+    if scale_grad_by_freq:
+        counts = np.bincount(flat, minlength=num_weights)
+        rows = rows / counts[flat].astype(rows.dtype)[:, None]
+    out = np.zeros((num_weights, rows.shape[1]), dtype=rows.dtype)
+    np.add.at(out, flat, rows)
+    return out
+
+
+# PyTorch's op for embedding's first-order weight gradient, declared so that a plugin can
+# write it in one pass (zeros, then the rows added in); a gradient being differentiated
+# (create_graph) uses the composition below.
+EMBEDDING_DENSE_BACKWARD = structured.declare(
+    "embedding_dense_backward", _embedding_dense_backward_kernel, family="nn",
+    params={"num_weights": None, "padding_idx": -1, "scale_grad_by_freq": False},
+    dtypes=(D.float32, D.float64))
+
+
 def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """The weight gradient of `embedding`: the op for a float32 / float64 cpu gradient that
+    nothing differentiates further, else the composition of differentiable reftorch ops
+    (the same values; on other devices each of its ops runs there)."""
+    from ..autograd.grad_mode import is_grad_enabled
+    if not is_grad_enabled() and grad.dtype in (D.float32, D.float64) and \
+            grad.device.type == "cpu":
+        return structured.run(EMBEDDING_DENSE_BACKWARD, (grad, indices.reshape(-1).long()),
+                              {"num_weights": int(num_weights), "padding_idx": int(padding_idx),
+                               "scale_grad_by_freq": bool(scale_grad_by_freq)})
+    return _embedding_dense_backward_composed(grad, indices, num_weights, padding_idx,
+                                              scale_grad_by_freq)
+
+
+def _embedding_dense_backward_composed(grad, indices, num_weights, padding_idx,
+                                       scale_grad_by_freq):
     """The weight gradient of `embedding`, written with differentiable reftorch ops."""
     from .. import zeros, bincount
     flat = indices.reshape(-1).long()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from ._table import derivative, torch
+from ._table import derivative, not_differentiable, torch
 
 
 @functools.cache
@@ -16,6 +16,10 @@ def _ops():
     """reftorch._ops.nn_embedding, imported on first use (reftorch has loaded by then), once."""
     from ..._ops import nn_embedding
     return nn_embedding
+
+
+# Called only in a first-order backward (grad mode off); create_graph uses the composition.
+not_differentiable("embedding_dense_backward")
 
 
 @derivative("embedding", "EmbeddingBackward0", inputs=("weight", "indices"),
@@ -58,7 +62,6 @@ def _embedding_bag(ctx, grad, *_unused):
         counts = torch.bincount(flat, minlength=num_weights).to(grad.dtype)
         scale = scale / counts.index_select(0, flat)
     rows = entry_grad * scale.unsqueeze(1)
-    grad_weight = torch.zeros((num_weights, dim), dtype=grad.dtype,
-                              device=grad.device).index_add(0, flat, rows)
+    grad_weight = _ops().embedding_dense_backward(rows, flat, num_weights, -1, False)
     return grad_weight, None, None, grad_psw
 
