@@ -363,6 +363,64 @@ def test_declines_skinny_products():
         declined(lambda: reftorch.mm(a, b))
 
 
+# ---------------------------------------------------------------------------------------------
+# Few rows, both operands along K (x @ W^T): dot products of rows
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("m", [1, 3, 4, 7, 16])
+@pytest.mark.parametrize("k", [1, 15, 16, 17, 300])
+def test_few_rows_as_dot_products(dtype, m, k):
+    """Served from one row on (the real thresholds): plain, with a bias row (F.linear's addmm)
+    and with alpha / beta, N not a multiple of the 4-column tiles or the 64-column items."""
+    n = 131
+    x, w = tensor((m, k), dtype, 1), tensor((n, k), dtype, 2)
+    if m * n * k < gemm.MIN_FLOPS:
+        return
+    check(lambda: reftorch.mm(x, w.t()), x, w.t(), k, dtype)
+    bias = tensor((n,), dtype, 3)
+    check(lambda: reftorch.addmm(bias, x, w.t()), x, w.t(), k, dtype, 1.0, 1.0,
+          bias.expand(m, n))
+    check(lambda: reftorch.addmm(bias, x, w.t(), beta=0.5, alpha=-2.0), x, w.t(), k, dtype,
+          -2.0, 0.5, bias.expand(m, n))
+    batch_x, batch_w = tensor((3, m, k), dtype, 4), tensor((3, n, k), dtype, 5)
+    check(lambda: reftorch.bmm(batch_x, batch_w.transpose(1, 2)), batch_x,
+          batch_w.transpose(1, 2), k, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_dot_products_depend_on_k_alone(dtype):
+    """A row's results are the same bits whatever the other rows, the thread count, and
+    (between the FMA clones, which add the same lanes in the same order) the instruction
+    set."""
+    x, w = tensor((16, 1000), dtype, 6), tensor((700, 1000), dtype, 7)
+    whole = host(reftorch.mm(x, w.t()))
+    for rows in (slice(0, 1), slice(5, 9), slice(3, 16)):
+        assert host(reftorch.mm(x[rows], w.t())).tobytes() == whole[rows].tobytes()
+    previous = _gemm.set_num_threads(1)
+    try:
+        for threads in (1, 3):
+            _gemm.set_num_threads(threads)
+            assert host(reftorch.mm(x, w.t())).tobytes() == whole.tobytes()
+    finally:
+        _gemm.set_num_threads(previous)
+    previous = _gemm.isa()
+    try:
+        for isa in set(_gemm.supported_isas()) - {"baseline"}:
+            _gemm.set_isa(isa)
+            assert host(reftorch.mm(x, w.t())).tobytes() == whole.tobytes(), isa
+        _gemm.set_isa("baseline")    # no FMA: within the rounding bound
+        got = host(reftorch.mm(x, w.t()))
+        assert np.all(np.abs(got - whole) <= 2 * bound(x, w.t(), 1000, dtype))
+    finally:
+        _gemm.set_isa(previous)
+
+
+def test_few_rows_other_layouts_still_decline():
+    x, w = tensor((4, 300), F32, 8), tensor((300, 200), F32, 9)   # W not transposed
+    declined(lambda: reftorch.mm(x, w))
+    declined(lambda: reftorch.mm(tensor((300, 4), F32, 10).t(), w.t().contiguous().t()))
+
+
 def test_declines_other_dtypes(no_threshold):
     for dtype in (reftorch.int64, reftorch.complex64, reftorch.float16):
         a = reftorch.ones((20, 30), dtype=dtype)

@@ -22,7 +22,9 @@ strides a scatter).
 Rounding: the reference is NumPy's matmul (OpenBLAS), whose summation order differs from
 ours, so results agree within a few ulps times sqrt(K), not bit for bit. Ours is fixed by K
 alone: each element is one FMA chain per K slice (slices of at most 256), slices added in
-order; the thread count never changes it. alpha and beta are applied afterwards exactly as
+order; the thread count never changes it. A product of at most 16 rows whose operands both
+run along K (x @ W^T) is computed as dot products of rows instead (one FMA chain per lane of
+16 floats / 8 doubles, lanes added as a tree), an order also fixed by K alone. alpha and beta are applied afterwards exactly as
 the reference applies them (product * alpha, then + input * beta; beta == 0 never reads the
 input, so its NaN does not propagate).
 
@@ -72,6 +74,9 @@ MIN_FLOPS = 4096
 # plugin's threads: an MLP training step (784-512-512-10, batch 256, 2 threads, a noisy
 # machine; four interleaved runs of 30 steps each) took 12.7-18.3 ms (median 15.7) with the
 # head on OpenBLAS, 8.1-17.7 ms (median 11.8) with it here.
+# A product of at most _gemm.DOT_MAX_M rows whose operands both run along K (x @ W^T, the
+# layout of nn.Linear) is served from one row: src/gemm.c computes it as dot products of
+# rows, without packing W.
 MIN_SIDE = 8
 
 def register(registrar):
@@ -693,7 +698,8 @@ def _product(a, b, input, alpha, beta, dtype):
         result_shape = (batch, m, n)
     else:
         return NotImplemented
-    if batch * m * n * k < size_threshold(MIN_FLOPS) or min(m, n) < size_threshold(MIN_SIDE):
+    if batch * m * n * k < size_threshold(MIN_FLOPS) or \
+            (min(m, n) < size_threshold(MIN_SIDE) and not _as_dot_products(m, a, b)):
         return NotImplemented
     if dtype not in DTYPES or not (_on_cpu_as(a, dtype) and _on_cpu_as(b, dtype)):
         return NotImplemented
@@ -715,6 +721,12 @@ def _product(a, b, input, alpha, beta, dtype):
                a._storage.array, a._offset, a_strides, b._storage.array, b._offset, b_strides,
                alpha, beta, inp, inp_offset, input_strides)
     return result
+
+
+def _as_dot_products(m, a, b):
+    """Whether src/gemm.c computes a @ b as dot products of rows: few rows, A's rows and B's
+    columns contiguous along K."""
+    return m <= _gemm.DOT_MAX_M and a._strides[-1] == 1 and b._strides[-2] == 1
 
 
 def _batched(strides):

@@ -40,6 +40,10 @@
  * tile; at the bottom edge it stores only the valid rows, at the right edge it writes into a
  * small buffer whose valid part is then added to C (same arithmetic either way).
  *
+ * A product of at most DOT_MAX_M rows whose A rows and B columns are contiguous along K
+ * (x @ W^T: nn.Linear with a small batch) skips all of this: each element is a dot product
+ * of two rows (see DEFINE_DOT), summed in an order fixed by K alone.
+ *
  *   conv2d(...)  (see py_conv2d) is a 2-D convolution through the same driver: per image,
  *   weight (O x C*KH*KW) @ im2col(x), where the packing of B reads the image directly
  *   (im2col is never built) and the bias is the epilogue's beta * input. A stride-1 one
@@ -264,6 +268,99 @@ static blocking CONV_BLOCKING[N_ISAS][N_TYPES] = {
       DIRECT_UKR(ukr_f32_conv_direct_avx512f)}, {14, 16, 256, 168, 2048, UKR(ukr_f64_avx512f)}},
 #endif
 };
+
+/* ---- products with few rows: dot products along K -------------------------------------- */
+
+/* A product of at most DOT_MAX_M rows whose operands both run along K in memory (A
+ * row-major, B transposed: x @ W^T, nn.Linear's layout with a small batch) is computed as
+ * dot products of rows: packing W for the micro-kernel would move as much memory as the
+ * whole product reads, for a few rows of use. c[i, j] = the dot product of A's row i and
+ * B's column j (W's row j): per 64-byte logical vector of K (16 floats, 8 doubles) one
+ * multiply-add per lane, p ascending, then the lanes added as a tree (halves), with the
+ * < 1 vector tail as one zero-padded vector. That order depends on K alone (not on M, the
+ * tile, or the thread count); the FMA clones fuse each multiply-add (fp-contract=fast for
+ * these functions only), the baseline clone cannot, so its bits differ in the last place as
+ * the packed kernels' do. IM x JN rows of A and B are taken together (their accumulators in
+ * registers: 16 zmm for AVX-512F). Measured (2 threads, 2-core x86-64, float32 F.linear of a
+ * 1024 x 1024 weight, us, packed or NumPy before -> dot products, torch): M = 1 188 -> 86
+ * (62), M = 4 489 -> 102 (101), M = 8 339 -> 170 (164), M = 16 457 -> 271 (287); at M = 24
+ * the packed kernel is faster again (367 against 430). */
+#define DOT_MAX_M 16
+#define DOT_VBYTES 64
+#define DEFINE_DOT(NAME, ATTR, T, IM, JN)                                                    \
+    ATTR __attribute__((optimize("fp-contract=fast"))) static void NAME(                     \
+        const T *a, ptrdiff_t lda, ptrdiff_t m, const T *b, ptrdiff_t ldb, ptrdiff_t j_lo,   \
+        ptrdiff_t j_hi, ptrdiff_t k, T *c, ptrdiff_t ldc)                                    \
+    {                                                                                        \
+        typedef T V __attribute__((vector_size(DOT_VBYTES)));                                \
+        enum { L = DOT_VBYTES / sizeof(T) };                                                 \
+        const ptrdiff_t whole = k / L * L;                                                   \
+        for (ptrdiff_t j0 = j_lo; j0 < j_hi; j0 += JN) {                                     \
+            const T *bj[JN];                                                                 \
+            const int jn = j_hi - j0 < JN ? (int)(j_hi - j0) : JN;                           \
+            for (int jj = 0; jj < JN; jj++) bj[jj] = b + (j0 + (jj < jn ? jj : 0)) * ldb;    \
+            for (ptrdiff_t i0 = 0; i0 < m; i0 += IM) {                                       \
+                const T *ai[IM];                                                             \
+                const int in = m - i0 < IM ? (int)(m - i0) : IM;                             \
+                for (int ii = 0; ii < IM; ii++) ai[ii] = a + (i0 + (ii < in ? ii : 0)) * lda; \
+                V acc[IM][JN];                                                               \
+                for (int ii = 0; ii < IM; ii++)                                              \
+                    for (int jj = 0; jj < JN; jj++) acc[ii][jj] = (V){0};                    \
+                for (ptrdiff_t p = 0; p < whole; p += L) {                                   \
+                    V av[IM], bv[JN];                                                        \
+                    for (int ii = 0; ii < IM; ii++) memcpy(&av[ii], ai[ii] + p, sizeof(V));  \
+                    for (int jj = 0; jj < JN; jj++) memcpy(&bv[jj], bj[jj] + p, sizeof(V));  \
+                    for (int ii = 0; ii < IM; ii++)                                          \
+                        for (int jj = 0; jj < JN; jj++)                                      \
+                            acc[ii][jj] = av[ii] * bv[jj] + acc[ii][jj];                     \
+                }                                                                            \
+                if (whole < k) { /* the tail: one more step on zero-padded copies */          \
+                    T ta[IM][L], tb[JN][L];                                                  \
+                    memset(ta, 0, sizeof ta);                                                \
+                    memset(tb, 0, sizeof tb);                                                \
+                    const size_t bytes = (size_t)(k - whole) * sizeof(T);                    \
+                    for (int ii = 0; ii < IM; ii++) memcpy(ta[ii], ai[ii] + whole, bytes);   \
+                    for (int jj = 0; jj < JN; jj++) memcpy(tb[jj], bj[jj] + whole, bytes);   \
+                    for (int ii = 0; ii < IM; ii++)                                          \
+                        for (int jj = 0; jj < JN; jj++) {                                    \
+                            V av, bv;                                                        \
+                            memcpy(&av, ta[ii], sizeof(V));                                  \
+                            memcpy(&bv, tb[jj], sizeof(V));                                  \
+                            acc[ii][jj] = av * bv + acc[ii][jj];                             \
+                        }                                                                    \
+                }                                                                            \
+                for (int ii = 0; ii < IM; ii++)                                              \
+                    for (int jj = 0; jj < JN; jj++) {                                        \
+                        if (ii >= in || jj >= jn) continue;                                  \
+                        T lanes[L];                                                          \
+                        for (int q = 0; q < L; q++) lanes[q] = acc[ii][jj][q];               \
+                        for (int w = L / 2; w >= 1; w /= 2)                                  \
+                            for (int q = 0; q < w; q++) lanes[q] = lanes[q] + lanes[q + w];  \
+                        c[(i0 + ii) * ldc + j0 + jj] = lanes[0];                             \
+                    }                                                                        \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+typedef void (*dot_fn)(const void *a, ptrdiff_t lda, ptrdiff_t m, const void *b, ptrdiff_t ldb,
+                       ptrdiff_t j_lo, ptrdiff_t j_hi, ptrdiff_t k, void *c, ptrdiff_t ldc);
+#define DOT_FN(f) ((dot_fn)(void (*)(void))(f))
+DEFINE_DOT(dot_f32_baseline, , float, 1, 2)
+DEFINE_DOT(dot_f64_baseline, , double, 1, 2)
+#if HAVE_X86_CLONES
+DEFINE_DOT(dot_f32_avx2, AVX2, float, 2, 2)
+DEFINE_DOT(dot_f64_avx2, AVX2, double, 2, 2)
+DEFINE_DOT(dot_f32_avx512f, AVX512, float, 4, 4)
+DEFINE_DOT(dot_f64_avx512f, AVX512, double, 4, 4)
+static const dot_fn DOT[N_ISAS][N_TYPES] = {
+    {DOT_FN(dot_f32_baseline), DOT_FN(dot_f64_baseline)},
+    {DOT_FN(dot_f32_avx2), DOT_FN(dot_f64_avx2)},
+    {DOT_FN(dot_f32_avx512f), DOT_FN(dot_f64_avx512f)}};
+#else
+static const dot_fn DOT[N_ISAS][N_TYPES] = {{DOT_FN(dot_f32_baseline), DOT_FN(dot_f64_baseline)}};
+#endif
+/* Columns (W's rows) per work item of a dot-product product. */
+#define DOT_COLUMNS 64
 
 #if HAVE_X86_CLONES
 /* Packing one NR-wide micro-panel of a transposed B (columns of B contiguous: element (p, j)
@@ -1018,7 +1115,8 @@ PyMODINIT_FUNC PyInit__gemm(void)
     init_module_state();
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "PARALLEL_MIN_FLOPS", PARALLEL_MIN_FLOPS) < 0) {
+    if (PyModule_AddIntConstant(m, "PARALLEL_MIN_FLOPS", PARALLEL_MIN_FLOPS) < 0 ||
+        PyModule_AddIntConstant(m, "DOT_MAX_M", DOT_MAX_M) < 0) {
         Py_DECREF(m);
         return NULL;
     }
@@ -1388,10 +1486,42 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
 
 static int NAME(conv_shifted)(const gemm_args *g, int isa);
 
+/* A product of few rows as dot products (see DEFINE_DOT): items of DOT_COLUMNS columns per
+ * batch matrix on the threads, each followed by the epilogue on its columns. */
+static void NAME(dot_product)(const gemm_args *g, int isa)
+{
+    const dot_fn fn = DOT[isa][sizeof(T) == 4 ? T_F32 : T_F64];
+    const ptrdiff_t per_batch = ceil_div(g->n, DOT_COLUMNS), items = g->batch * per_batch;
+    int par = 0;
+#ifdef _OPENMP
+    par = !g_forked && omp_get_max_threads() > 1 &&
+          (double)g->batch * g->m * g->n * g->k >= PARALLEL_MIN_FLOPS;
+#endif
+#pragma omp parallel for schedule(static) if (par)
+    for (ptrdiff_t it = 0; it < items; it++) {
+        const ptrdiff_t bi = it / per_batch, j_lo = (it % per_batch) * DOT_COLUMNS;
+        const ptrdiff_t j_hi = j_lo + DOT_COLUMNS < g->n ? j_lo + DOT_COLUMNS : g->n;
+        T *c = (T *)g->out + bi * g->out_s[0];
+        fn((const T *)g->a + bi * g->a_s[0], g->a_s[1], g->m, (const T *)g->b + bi * g->b_s[0],
+           g->b_s[2], j_lo, j_hi, g->k, c, g->out_s[1]);
+        if (g->alpha != 1.0 || g->beta != 0.0)
+            NAME(epilogue)(c + j_lo, g->out_s[1], g->m, j_hi - j_lo,
+                           g->beta != 0.0 ? (const T *)g->inp + bi * g->inp_s[0] +
+                                                j_lo * g->inp_s[2]
+                                          : NULL,
+                           g->inp_s[1], g->inp_s[2], g->alpha, g->beta);
+    }
+}
+
 /* The whole product: choose block sizes, cut C into items, run them on the threads.
  * Returns -1 when the packing buffers cannot be allocated. */
 static int NAME(gemm)(const gemm_args *g, int isa)
 {
+    if (g->b_kind == B_MATRIX && g->segments == 1 && g->m <= DOT_MAX_M && g->k > 0 &&
+        g->a_s[2] == 1 && g->b_s[1] == 1 && g->batch > 0 && g->m > 0 && g->n > 0) {
+        NAME(dot_product)(g, isa);     /* few rows, both operands along K: dot products */
+        return 0;
+    }
     if (g->b_kind == B_IM2COL) {
         const int shifted = NAME(conv_shifted)(g, isa);
         if (shifted <= 0) return shifted;     /* done (0) or out of memory (-1) */
