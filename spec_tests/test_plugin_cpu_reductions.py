@@ -760,22 +760,34 @@ def test_layer_norm_backward(dtype, case):
     shape, k, layout, with_weight = LAYER_NORM_BACKWARD_CASES[case]
     g, x, mean, rstd, weight = _layer_norm_backward_inputs(shape, k, layout, with_weight, dtype)
     tol = 1e-5 if dtype is F32 else 1e-13
-    for mask in ((True, True, True), (True, False, False), (False, True, False),
-                 (False, False, True)):
-        got, expected, ran = both(lambda: layer_norm_backward(g, x, mean, rstd, weight, k, mask),
-                                  _nn_rows.calls)
-        assert ran == (layout != "transposed batch")
+
+    def input_close(a, b):
+        scale = np.abs(b).max(axis=tuple(range(b.ndim - k, b.ndim)), keepdims=True)
+        assert np.all(np.abs(a - b) <= tol * scale)
+
+    def same_bits(a, b):
+        assert a.tobytes() == b.tobytes()
+    _check_norm_backward(lambda mask: layer_norm_backward(g, x, mean, rstd, weight, k, mask),
+                         layout != "transposed batch", input_close, same_bits)
+
+
+NORM_BACKWARD_MASKS = ((True, True, True), (True, False, False), (False, True, False),
+                       (False, False, True))
+
+
+def _check_norm_backward(call, runs_in_c, input_close, parameters_close):
+    """call(output_mask) with the plugin and on the reference, for every mask: the C code ran
+    (or not), None where masked, dtypes and shapes alike, grad_input checked by
+    input_close(got, want) and the parameter gradients by parameters_close."""
+    for mask in NORM_BACKWARD_MASKS:
+        got, expected, ran = both(lambda: call(mask), _nn_rows.calls)
+        assert ran == runs_in_c
         for index, (a, b) in enumerate(zip(got, expected)):
             assert (a is None) == (b is None) == (not mask[index])
-            if a is None:
-                continue
-            a, b = a.numpy(), b.numpy()
-            assert a.dtype == b.dtype and a.shape == b.shape
-            if index == 0:
-                scale = np.abs(b).max(axis=tuple(range(b.ndim - k, b.ndim)), keepdims=True)
-                assert np.all(np.abs(a - b) <= tol * scale)
-            else:
-                assert a.tobytes() == b.tobytes()
+            if a is not None:
+                a, b = a.numpy(), b.numpy()
+                assert a.dtype == b.dtype and a.shape == b.shape
+                (input_close if index == 0 else parameters_close)(a, b)
 
 
 def test_layer_norm_backward_through_autograd_threads_and_signed_zeros():
@@ -860,23 +872,16 @@ def test_group_norm_backward(dtype, case):
     tol = 1e-5 if dtype is F32 else 1e-13
     terms = np.abs(g.numpy().astype(np.float64)) * (1 + np.abs(x.numpy() - 3) / 2)
     magnitude = terms.sum(axis=(0,) + tuple(range(2, len(shape))))
-    for mask in ((True, True, True), (True, False, False), (False, True, False),
-                 (False, False, True)):
-        got, expected, ran = both(
-            lambda: group_norm_backward(g, x, mean, rstd, weight, N, C, HxW, groups, mask),
-            _nn_rows.calls)
-        assert ran == 1
-        for index, (a, b) in enumerate(zip(got, expected)):
-            assert (a is None) == (b is None) == (not mask[index])
-            if a is None:
-                continue
-            a, b = a.numpy(), b.numpy()
-            assert a.dtype == b.dtype and a.shape == b.shape
-            if index == 0:
-                scale = np.abs(b.reshape(N, groups, -1)).max(axis=2, keepdims=True)
-                assert np.all(np.abs(a - b).reshape(N, groups, -1) <= tol * scale)
-            else:
-                assert np.all(np.abs(a - b) <= tol * magnitude)
+
+    def input_close(a, b):
+        scale = np.abs(b.reshape(N, groups, -1)).max(axis=2, keepdims=True)
+        assert np.all(np.abs(a - b).reshape(N, groups, -1) <= tol * scale)
+
+    def parameters_close(a, b):
+        assert np.all(np.abs(a - b) <= tol * magnitude)
+    _check_norm_backward(
+        lambda mask: group_norm_backward(g, x, mean, rstd, weight, N, C, HxW, groups, mask),
+        True, input_close, parameters_close)
 
 
 def test_group_norm_backward_through_autograd_threads_and_declines():
