@@ -1,6 +1,7 @@
-"""The C plugin's embedding_bag ('sum' and 'mean' modes; plugin_cpu/src/bags.c,
+"""The C plugin's embedding_bag ('sum', 'mean' and 'max' modes; plugin_cpu/src/bags.c,
 reftorch_cpu/bags.py) against the reference, bit for bit: the bags' sums follow the
-reference's np.add.reduceat order (a bag's first term plus NumPy's pairwise sum of the rest).
+reference's np.add.reduceat order (a bag's first term plus NumPy's pairwise sum of the rest),
+the maxima its np.maximum.reduceat fold and first-holder indices.
 """
 import numpy as np
 import pytest
@@ -58,7 +59,7 @@ BAGS = {
 
 @pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
 @pytest.mark.parametrize("bag_kind", list(BAGS))
-@pytest.mark.parametrize("mode", [SUM, MEAN])
+@pytest.mark.parametrize("mode", [SUM, MEAN, MAX])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
 def test_embedding_bag_matches_reference_bit_for_bit(dtype, bag_kind, mode, layout):
     rng = np.random.default_rng(1)
@@ -125,16 +126,34 @@ def test_bad_indices_raise_as_the_reference_does():
         assert _bags.calls() == before
 
 
-def test_declines_max_mode_and_bags_out_of_order():
+def test_max_ties_nan_and_its_gradient():
+    """Ties keep the first entry holding the maximum; a NaN in a column makes it NaN; the
+    gradient flows to the winning rows (through the reference's derivative row)."""
+    w = reftorch.tensor([[1.0, 2.0], [1.0, float("nan")], [3.0, 2.0], [-1.0, 5.0]],
+                        requires_grad=True)
+    indices = reftorch.tensor([0, 1, 2, 1, 0, 3, 3])
+    offsets = reftorch.tensor([0, 2, 3, 5])
+    got, want, ran = run_both(lambda: reftorch.embedding_bag(w, indices, offsets, mode=MAX))
+    assert ran == 1
+    assert_same(got, want)
+    assert got[3].tolist() == [[0, 0], [2, 2], [1, 0], [3, 3]]
+    reftorch.nn.functional.embedding_bag(indices, w, offsets, mode="max").sum().backward()
+    grad = w.grad.clone()
+    w.grad = None
+    with reftorch.plugins.use_reference_kernels():
+        reftorch.nn.functional.embedding_bag(indices, w, offsets, mode="max").sum().backward()
+    assert_same([grad], [w.grad])
+
+
+def test_declines_bags_out_of_order_and_weighted_max():
     w = weights(10, 4, F32, 6)
     indices = reftorch.tensor([1, 2, 3, 4, 5, 6])
-    before = _bags.calls()
-    got = reftorch.embedding_bag(w, indices, reftorch.tensor([0, 2]), mode=MAX)
-    assert _bags.calls() == before
-    with reftorch.plugins.use_reference_kernels():
-        assert_same(got, reftorch.embedding_bag(w, indices, reftorch.tensor([0, 2]), mode=MAX))
     assert bags.embedding_bag_kernel(None, (w, indices, reftorch.tensor([0, 4, 2]), None),
                                      (F32,) * 3, {"mode": SUM, "include_last_offset": False,
+                                                  "padding_idx": -1}) is NotImplemented
+    assert bags.embedding_bag_kernel(None, (w, indices, reftorch.tensor([0, 2]),
+                                            reftorch.ones(6)),
+                                     (F32,) * 3, {"mode": MAX, "include_last_offset": False,
                                                   "padding_idx": -1}) is NotImplemented
 
 
@@ -149,10 +168,12 @@ def test_results_do_not_depend_on_the_thread_count():
     try:
         for threads in (1, 2):
             _bags.set_num_threads(threads)
-            outs.append(reftorch.embedding_bag(w, indices, offsets, mode=SUM)[0].numpy().copy())
+            outs.append([t.numpy().copy() for mode in (SUM, MAX)
+                         for t in reftorch.embedding_bag(w, indices, offsets, mode=mode)])
     finally:
         _bags.set_num_threads(previous)
-    assert outs[0].tobytes() == outs[1].tobytes()
+    for one, two in zip(*outs):
+        assert one.tobytes() == two.tobytes()
 
 
 def test_c_entry_point_checks_its_arguments():

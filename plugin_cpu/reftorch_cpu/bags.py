@@ -1,5 +1,5 @@
-"""embedding_bag's 'sum' and 'mean' modes over the C module `_bags` (src/bags.c), float32 and
-float64 weights on cpu.
+"""embedding_bag over the C module `_bags` (src/bags.c), float32 and float64 weights on cpu:
+modes 'sum', 'mean' and 'max'.
 
 The bags are laid out by the reference's own helper (reftorch._ops.nn_embedding.bag_layout:
 the same index check and error, the same bag of every entry, padding_idx and bag sizes), and
@@ -7,9 +7,13 @@ the helper tensors (offset2bag, bag_size, max_indices) are the reference's. C th
 bag's rows in the reference's reduceat order, times the per-sample weights when given and
 divided by max(bag_size, 1) for 'mean': bit for bit the reference's output, where the
 reference gathers every entry's row into one array first and folds it with np.add.reduceat.
+'max' folds each bag's valid rows as np.maximum.reduceat does (NaN kept, the running value
+on ties) and finds the first entry holding each maximum, as the reference's second pass
+does: the reference's values and max_indices (a tie between -0.0 and +0.0 keeps the first;
+NumPy's vector loops may keep either).
 
-Declined (the reference runs): 'max' mode, weights of other dtypes or not in cpu storage,
-per-sample weights of another dtype, offsets that decrease (bags out of order).
+Declined (the reference runs): weights of other dtypes or not in cpu storage, per-sample
+weights of another dtype, offsets that decrease (bags out of order).
 """
 from __future__ import annotations
 
@@ -31,8 +35,9 @@ def register(registrar):
 
 
 def embedding_bag_kernel(out, inputs, dtypes, params):
-    """(output, offset2bag, bag_size, max_indices) for modes 'sum' and 'mean'."""
-    if len(inputs) != 4 or MODES.get(params.get("mode")) not in ("sum", "mean"):
+    """(output, offset2bag, bag_size, max_indices) for modes 'sum', 'mean' and 'max'."""
+    mode = MODES.get(params.get("mode"))
+    if len(inputs) != 4 or mode not in ("sum", "mean", "max"):
         return NotImplemented
     weight, indices, offsets, per_sample_weights = inputs
     dtype = dtypes[0]
@@ -45,16 +50,20 @@ def embedding_bag_kernel(out, inputs, dtypes, params):
         params["padding_idx"])
     if np.any(starts[1:] < starts[:-1]):
         return NotImplemented
+    offset2bag = Tensor._from_array(np.clip(bag, 0, None).astype(np.int64))
+    output = Tensor._empty((len(starts), weight._shape[1]), dtype)
+    layout = (weight._storage.array, weight._offset, weight._shape, weight._strides,
+              np.ascontiguousarray(flat), np.ascontiguousarray(valid),
+              np.ascontiguousarray(starts), np.ascontiguousarray(ends))
+    if mode == "max":
+        if per_sample_weights is not None:
+            return NotImplemented      # (the reference raises for it)
+        max_indices = Tensor._empty(output._shape, D.int64)
+        _bags.bag_maxima(*layout, output._storage.array, max_indices._storage.array)
+        return output, offset2bag, Tensor._from_array(bag_size), max_indices
     numpy_dtype = dtype.numpy_dtype
-    divisors = np.maximum(bag_size, 1).astype(numpy_dtype) \
-        if MODES[params["mode"]] == "mean" else None
+    divisors = np.maximum(bag_size, 1).astype(numpy_dtype) if mode == "mean" else None
     scales = None if per_sample_weights is None else \
         np.ascontiguousarray(per_sample_weights._np.ravel())
-    output = Tensor._empty((len(starts), weight._shape[1]), dtype)
-    _bags.bag_sums(weight._storage.array, weight._offset, weight._shape, weight._strides,
-                   np.ascontiguousarray(flat), np.ascontiguousarray(valid),
-                   np.ascontiguousarray(starts), np.ascontiguousarray(ends), scales, divisors,
-                   output._storage.array)
-    offset2bag = np.clip(bag, 0, None).astype(np.int64)
-    return (output, Tensor._from_array(offset2bag), Tensor._from_array(bag_size),
-            Tensor._from_array(bag_size.copy()))
+    _bags.bag_sums(*layout, scales, divisors, output._storage.array)
+    return output, offset2bag, Tensor._from_array(bag_size), Tensor._from_array(bag_size.copy())

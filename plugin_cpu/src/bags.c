@@ -1,4 +1,4 @@
-/* reftorch_cpu._bags: embedding_bag's 'sum' and 'mean' bags, float32 and float64.
+/* reftorch_cpu._bags: embedding_bag's 'sum', 'mean' and 'max' bags, float32 and float64.
  *
  * Entry point (called from reftorch_cpu/bags.py, which lays out the bags with the reference's
  * own helper and checks every index first):
@@ -9,6 +9,11 @@
  *       weight[indices[k], :] (times per_sample_weights[k] when given) over k in
  *       [starts[b], ends[b]), a position whose valid[k] is 0 (padding_idx) giving +0.0; an
  *       empty bag is 0; then divided by divisors[b] when given ('mean').
+ *
+ *   bag_maxima(weight, w_offset, (rows, D), strides, indices, valid, starts, ends, out,
+ *              max_indices)
+ *       'max': each bag's column maxima over its valid entries and the index of the first
+ *       entry holding each (see DEFINE_BAG_MAXIMA).
  *
  * The sums are the reference's np.add.reduceat bits, operation for operation: a bag's first
  * term plus NumPy's pairwise sum of the others (see pairwise_*), and for the last bag the
@@ -28,6 +33,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -168,6 +174,60 @@ static int vector_operand(held_t *h, PyObject *obj, int kind, const char *what,
     return 0;
 }
 
+/* The operands every entry point shares, args[0..7]: the weight view (weight, w_offset,
+ * (rows, D), strides), indices, valid, starts, ends, checked (every index inside the weight's
+ * rows, every bag inside the entries) and held in h; B filled but for its outputs. Returns
+ * the weight's kind, or -1 with an exception set. */
+static int parse_bags(PyObject *const *args, held_t *h, bags_t *B)
+{
+    long long shape[2], strides[2];
+    if (parse_dims(args[2], "weight shape", 2, shape, NULL) < 0 ||
+        parse_dims(args[3], "weight strides", 2, strides, NULL) < 0)
+        return -1;
+    const int kind = float_kind_of(args[0], "weight");
+    if (kind < 0) return -1;
+    char *w;
+    if (kind_operand(h, args[0], args[1], 2, shape, strides, 0, kind, 0, "weight", &w) < 0)
+        return -1;
+    const char *idx, *valid, *starts, *ends;
+    long long n, n_valid, bags, n_ends;
+    if (vector_operand(h, args[4], KIND_I64, "indices", &idx, &n) < 0 ||
+        vector_operand(h, args[5], -1, "valid", &valid, &n_valid) < 0 ||
+        vector_operand(h, args[6], KIND_I64, "starts", &starts, &bags) < 0 ||
+        vector_operand(h, args[7], KIND_I64, "ends", &ends, &n_ends) < 0)
+        return -1;
+    if (n_valid != n || n_ends != bags) {
+        PyErr_SetString(PyExc_ValueError, "bags: valid must match indices, ends starts");
+        return -1;
+    }
+    const int64_t *I = (const int64_t *)idx, *S = (const int64_t *)starts,
+                  *E = (const int64_t *)ends;
+    for (long long k = 0; k < n; k++)
+        if (I[k] < 0 || I[k] >= shape[0]) {
+            PyErr_Format(PyExc_IndexError, "bags: index %lld is out of range for %lld rows",
+                         (long long)I[k], shape[0]);
+            return -1;
+        }
+    for (long long b = 0; b < bags; b++)
+        if (S[b] < 0 || S[b] > E[b] || E[b] > n) {
+            PyErr_Format(PyExc_ValueError, "bags: bag %lld spans [%lld, %lld) of %lld entries",
+                         b, (long long)S[b], (long long)E[b], n);
+            return -1;
+        }
+    *B = (bags_t){.w = w, .rs = strides[0], .cs = strides[1], .D = shape[1], .idx = I,
+                  .starts = S, .ends = E, .valid = (const uint8_t *)valid, .bags = bags,
+                  .n = n};
+    return kind;
+}
+
+/* Bags per work item: at least ITEM_MIN_ELEMENTS of work, and whether to use the threads. */
+static ptrdiff_t bag_group(const bags_t *B, int *par)
+{
+    const ptrdiff_t per_bag = B->bags ? (ptrdiff_t)((B->n / B->bags + 1) * B->D) : 1;
+    *par = worth_parallel((double)B->n * (double)B->D, ITEM_MIN_ELEMENTS * 2);
+    return group_for(per_bag, ITEM_MIN_ELEMENTS);
+}
+
 static PyObject *py_bag_sums(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -177,61 +237,25 @@ static PyObject *py_bag_sums(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     held_t h = {.held = 0};
     PyObject *result = NULL;
-    long long shape[2], strides[2];
-    if (parse_dims(args[2], "weight shape", 2, shape, NULL) < 0 ||
-        parse_dims(args[3], "weight strides", 2, strides, NULL) < 0)
-        return NULL;
-    const int kind = float_kind_of(args[0], "weight");
-    if (kind < 0) return NULL;
     bags_t B;
-    char *w;
-    if (kind_operand(&h, args[0], args[1], 2, shape, strides, 0, kind, 0, "weight", &w) < 0)
-        goto done;
-    const char *idx, *valid, *starts, *ends;
+    const int kind = parse_bags(args, &h, &B);
+    if (kind < 0) goto done;
+    const long long one[1] = {1}, n = B.n, bags = B.bags, out_shape[2] = {B.bags, B.D},
+                    out_strides[2] = {B.D, 1};
     char *psw, *div, *out;
-    long long n, n_valid, bags, n_ends;
-    if (vector_operand(&h, args[4], KIND_I64, "indices", &idx, &n) < 0 ||
-        vector_operand(&h, args[5], -1, "valid", &valid, &n_valid) < 0 ||
-        vector_operand(&h, args[6], KIND_I64, "starts", &starts, &bags) < 0 ||
-        vector_operand(&h, args[7], KIND_I64, "ends", &ends, &n_ends) < 0)
-        goto done;
-    if (n_valid != n || n_ends != bags) {
-        PyErr_SetString(PyExc_ValueError, "bag_sums(): valid must match indices, ends starts");
-        goto done;
-    }
-    const long long one[1] = {1}, out_shape[2] = {bags, shape[1]}, out_strides[2] = {shape[1], 1};
     if (kind_operand(&h, args[8], NULL, 1, &n, one, 0, kind, 1, "per_sample_weights", &psw) < 0 ||
         kind_operand(&h, args[9], NULL, 1, &bags, one, 0, kind, 1, "divisors", &div) < 0 ||
         kind_operand(&h, args[10], NULL, 2, out_shape, out_strides, 1, kind, 0, "out", &out) < 0)
         goto done;
-    const int64_t *I = (const int64_t *)idx, *S = (const int64_t *)starts,
-                  *E = (const int64_t *)ends;
-    for (long long k = 0; k < n; k++)
-        if (I[k] < 0 || I[k] >= shape[0]) {
-            PyErr_Format(PyExc_IndexError, "bag_sums(): index %lld is out of range for %lld "
-                         "rows", (long long)I[k], shape[0]);
-            goto done;
-        }
-    for (long long b = 0; b < bags; b++)
-        if (S[b] < 0 || S[b] > E[b] || E[b] > n) {
-            PyErr_Format(PyExc_ValueError, "bag_sums(): bag %lld spans [%lld, %lld) of %lld "
-                         "entries", b, (long long)S[b], (long long)E[b], n);
-            goto done;
-        }
-    B = (bags_t){.w = w, .rs = strides[0], .cs = strides[1], .D = shape[1], .idx = I,
-                 .starts = S, .ends = E, .valid = (const uint8_t *)valid, .psw = psw,
-                 .div = div, .out = out, .bags = bags, .n = n};
-    const ptrdiff_t per_bag = bags ? (ptrdiff_t)((n / bags + 1) * shape[1]) : 1;
-    const int par = worth_parallel((double)n * (double)shape[1], ITEM_MIN_ELEMENTS * 2);
-    int failed = 0;
+    B.psw = psw, B.div = div, B.out = out;
+    int par, failed = 0;
+    const ptrdiff_t group = bag_group(&B, &par);
     g_calls++;
     Py_BEGIN_ALLOW_THREADS
     if (kind == KIND_F32)
-        FOR_GROUPS(bags, group_for(per_bag, ITEM_MIN_ELEMENTS), par,
-                   if (bag_group_f32(&B, lo, hi) < 0) failed = 1);
+        FOR_GROUPS(bags, group, par, if (bag_group_f32(&B, lo, hi) < 0) failed = 1);
     else
-        FOR_GROUPS(bags, group_for(per_bag, ITEM_MIN_ELEMENTS), par,
-                   if (bag_group_f64(&B, lo, hi) < 0) failed = 1);
+        FOR_GROUPS(bags, group, par, if (bag_group_f64(&B, lo, hi) < 0) failed = 1);
     Py_END_ALLOW_THREADS
     if (failed) {
         PyErr_NoMemory();
@@ -244,7 +268,86 @@ done:
     return result;
 }
 
+/* 'max' bags [lo, hi): out[b, d] = the largest weight[indices[k], d] over the bag's valid
+ * entries, folded as np.maximum.reduceat folds them (from the first term, invalid entries
+ * as -inf, keeping the running value on ties and when it is NaN, taking a NaN term), 0 for a
+ * bag without valid entries; max_indices[b, d] = the index of the first valid entry equal
+ * to that maximum, 0 if none (an empty bag, or a NaN maximum). */
+#define DEFINE_BAG_MAXIMA(T, SFX)                                                            \
+    static void bag_maxima_##SFX(const bags_t *B, int64_t *max_indices, ptrdiff_t lo,       \
+                                 ptrdiff_t hi)                                               \
+    {                                                                                        \
+        const ptrdiff_t D = B->D, cs = B->cs;                                                \
+        for (ptrdiff_t b = lo; b < hi; b++) {                                                \
+            T *best = (T *)B->out + b * D;                                                   \
+            int64_t *where = max_indices + b * D;                                            \
+            const int64_t s = B->starts[b], e = B->ends[b];                                  \
+            int any_valid = 0;                                                               \
+            for (ptrdiff_t d = 0; d < D; d++) best[d] = (T)-INFINITY;                        \
+            for (int64_t k = s; k < e; k++) {                                                \
+                if (!B->valid[k]) continue; /* a -inf term: the running value stands */     \
+                any_valid = 1;                                                               \
+                const T *row = (const T *)B->w + B->idx[k] * B->rs;                          \
+                for (ptrdiff_t d = 0; d < D; d++) {                                          \
+                    const T acc = best[d], v = row[d * cs];                                  \
+                    best[d] = (acc >= v || acc != acc) ? acc : v;                            \
+                }                                                                            \
+            }                                                                                \
+            for (ptrdiff_t d = 0; d < D; d++) where[d] = -1;                                 \
+            for (int64_t k = s; k < e && any_valid; k++) {                                   \
+                if (!B->valid[k]) continue;                                                  \
+                const T *row = (const T *)B->w + B->idx[k] * B->rs;                          \
+                for (ptrdiff_t d = 0; d < D; d++)                                            \
+                    if (where[d] < 0 && row[d * cs] == best[d]) where[d] = B->idx[k];        \
+            }                                                                                \
+            for (ptrdiff_t d = 0; d < D; d++) {                                              \
+                if (where[d] < 0) where[d] = 0;                                              \
+                if (!any_valid) best[d] = 0;                                                 \
+            }                                                                                \
+        }                                                                                    \
+    }
+DEFINE_BAG_MAXIMA(float, f32)
+DEFINE_BAG_MAXIMA(double, f64)
+
+static PyObject *py_bag_maxima(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 10, "bag_maxima(weight, w_offset, (rows, D), (row_stride, "
+                               "col_stride), indices, valid, starts, ends, out, "
+                               "max_indices)") < 0)
+        return NULL;
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    bags_t B;
+    const int kind = parse_bags(args, &h, &B);
+    if (kind < 0) goto done;
+    const long long out_shape[2] = {B.bags, B.D}, out_strides[2] = {B.D, 1};
+    char *out, *max_indices;
+    if (kind_operand(&h, args[8], NULL, 2, out_shape, out_strides, 1, kind, 0, "out", &out) < 0 ||
+        kind_operand(&h, args[9], NULL, 2, out_shape, out_strides, 1, KIND_I64, 0,
+                     "max_indices", &max_indices) < 0)
+        goto done;
+    B.out = out;
+    int par;
+    const ptrdiff_t group = bag_group(&B, &par);
+    g_calls++;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == KIND_F32)
+        FOR_GROUPS(B.bags, group, par, bag_maxima_f32(&B, (int64_t *)max_indices, lo, hi));
+    else
+        FOR_GROUPS(B.bags, group, par, bag_maxima_f64(&B, (int64_t *)max_indices, lo, hi));
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release_held(&h);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
+    {"bag_maxima", (PyCFunction)(void (*)(void))py_bag_maxima, METH_FASTCALL,
+     "bag_maxima(weight, w_offset, (rows, D), (row_stride, col_stride), indices, valid, "
+     "starts, ends, out, max_indices): embedding_bag's 'max' bags; see src/bags.c."},
     {"bag_sums", (PyCFunction)(void (*)(void))py_bag_sums, METH_FASTCALL,
      "bag_sums(weight, w_offset, (rows, D), (row_stride, col_stride), indices, valid, starts, "
      "ends, per_sample_weights, divisors, out): embedding_bag's sums; see src/bags.c."},
