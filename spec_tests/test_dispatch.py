@@ -51,6 +51,37 @@ def test_plugin_kernel_runs_first_and_may_decline():
     assert plugins.serving("add", "cpu", reftorch.float64) in ("reference", "cpu")
 
 
+def test_in_place_ops_ask_only_kernels_that_write_in_place():
+    """Tensor.op_ offers the target (out=target) to kernels marked writes_in_place; others
+    get the out-of-place call, whose result is then copied in."""
+    seen = []
+
+    def out_of_place(out, inputs, dtypes, params):
+        seen.append(("new", out))
+        return inputs[0] + 1          # (a wrong index_add: shows which kernel ran)
+
+    def in_place(out, inputs, dtypes, params):
+        seen.append(("in place", out is inputs[0]))
+        if out is None:
+            return NotImplemented
+        out.fill_(7.0)
+        return out
+    in_place.writes_in_place = True
+    index, source = reftorch.tensor([0]), reftorch.ones(1, 2, dtype=reftorch.float64)
+    for kernel, expected in ((out_of_place, [2.0, 2.0]), (in_place, [7.0, 7.0])):
+        seen.clear()
+        info = plugins.load("test-plugin", lambda r: r.kernel("index_add", "cpu",
+                                                              [reftorch.float64], kernel))
+        try:
+            x = reftorch.ones(3, 2, dtype=reftorch.float64)
+            version = x._version
+            assert x.index_add_(0, index, source) is x
+            assert x[0].tolist() == expected and x._version > version
+            assert seen == ([("new", None)] if kernel is out_of_place else [("in place", True)])
+        finally:
+            plugins.unload("test-plugin")
+
+
 def test_kernel_with_min_numel_is_skipped_for_smaller_elementwise_results():
     calls = []
 

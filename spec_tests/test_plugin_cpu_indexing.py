@@ -703,3 +703,80 @@ def test_vector_loops_read_nothing_past_the_source(isa):
     result = subprocess.run([sys.executable, "-c", GUARD_PAGE_SCRIPT, isa], capture_output=True,
                             text=True, env=dict(os.environ), timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor.op_ written in place (reftorch._dispatch.call_in_place)
+
+IN_PLACE = {
+    "index_add_": lambda x, i, s: x.index_add_(0, i, s, alpha=2.0),
+    "scatter_": lambda x, i, s: x.scatter_(0, i.unsqueeze(1).expand(-1, 3), s[:, :3]),
+    "scatter_add_": lambda x, i, s: x.scatter_add_(0, i.unsqueeze(1).expand(-1, 3), s[:, :3]),
+    "put_": lambda x, i, s: x.put_(i * 5 - 7, s[:, 0], accumulate=True),
+}
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE))
+def test_in_place_ops_write_the_tensor_itself(name):
+    """Served in place: the same storage, one C call, the version bumped, and the
+    reference's bits (which computes a new result and copies it in)."""
+    fn = IN_PLACE[name]
+    index = indices((600,), 100, 20)
+    source = tensor((600, 5), reftorch.float32, 21)
+
+    def run():
+        x = tensor((100, 5), reftorch.float32, 22)
+        storage, version = x._storage, x._version
+        before = _index.calls()
+        assert fn(x, index, source) is x
+        return x, storage, version, _index.calls() - before
+    x, storage, version, ran = run()
+    assert x._storage is storage and x._version > version and ran == 1
+    with reftorch.plugins.use_reference_kernels():
+        expected = run()[0]
+    assert_same(host(x), host(expected))
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE))
+def test_in_place_ops_leave_the_tensor_untouched_on_a_bad_index(name):
+    fn = IN_PLACE[name]
+    x = tensor((100, 5), reftorch.float32, 23)
+    before = host(x)
+    bad = indices((600,), 100, 24)
+    bad[300] = 1000                     # out of range for every op here
+    errors_match(lambda: fn(tensor((100, 5), reftorch.float32, 23), bad,
+                            tensor((600, 5), reftorch.float32, 25)))
+    with pytest.raises((IndexError, RuntimeError)):
+        fn(x, bad, tensor((600, 5), reftorch.float32, 25))
+    assert_same(host(x), before)
+
+
+def test_in_place_declines_what_it_cannot_write_safely():
+    """A source that is a view of the target, a non-contiguous target: computed out of place
+    and copied in, as the reference does (the results are the reference's)."""
+    index = indices((600,), 50, 26)
+
+    def overlapping():
+        x = tensor((100, 5), reftorch.float32, 27)
+        return [x.index_add_(0, index % 50, x[50:].repeat(12, 1))] + \
+               [x.index_add_(0, index[:50], x[:50])]
+
+    def strided():
+        x = tensor((100, 10), reftorch.float32, 28)[:, ::2]
+        return [x.index_add_(0, index, tensor((600, 5), reftorch.float32, 29))]
+    run_both(overlapping)
+    run_both(strided)
+
+
+def test_in_place_keeps_autograd_right():
+    w = tensor((100, 5), reftorch.float32, 30).requires_grad_(True)
+    s = tensor((600, 5), reftorch.float32, 31).requires_grad_(True)
+    index = indices((600,), 100, 32)
+
+    def grads():
+        for t in (w, s):
+            t.grad = None
+        y = (w * 2).index_add_(0, index, s * 3)
+        (y * y).sum().backward()
+        return [w.grad, s.grad]
+    assert run_both(grads) >= 1

@@ -188,8 +188,9 @@ def scatter_kernel(out, inputs, dtypes, params):
     """scatter (src tensor or value, reduce None/add/multiply) and scatter_add: a copy of `a`
     with src[p] written (or added, multiplied) at p with p[dim] replaced by index[p]."""
     a, index, src = inputs
-    if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, (D.int64,)) or \
-            a.ndim == 0 or index.ndim != a.ndim or index.numel() < size_threshold(MIN_POSITIONS):
+    if (out is not None and out is not a) or not _values_ok(a, dtypes) or \
+            not _index_ok(index, (D.int64,)) or a.ndim == 0 or index.ndim != a.ndim or \
+            index.numel() < size_threshold(MIN_POSITIONS):
         return NotImplemented
     # scatter_add has no reduce param (it always adds); scatter's reduce is None or a name
     reduce = params["reduce"] if "reduce" in params else "add"
@@ -207,16 +208,19 @@ def scatter_kernel(out, inputs, dtypes, params):
         src_offset, src_strides = 0, (0,) * a.ndim
     dim = params["dim"]
     return _scatter(a, list(index._shape), dim, src_array, src_offset, src_strides, index,
-                    index._strides, _MODES[reduce], 1)
+                    index._strides, _MODES[reduce], 1, in_place=out is a)
+
+
+scatter_kernel.writes_in_place = True   # scatter_ and scatter_add_ write `a` itself
 
 
 def index_add_kernel(out, inputs, dtypes, params):
     """A copy of `a` with alpha * source[.., i, ..] added to the slice at index[i] along dim
     (repeated indices accumulate in index order)."""
     a, index, source = inputs
-    if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, INDEX_DTYPES) or \
-            a.ndim == 0 or index.ndim > 1 or source.dtype is not a.dtype or \
-            not _on_cpu_as(source, a.dtype):
+    if (out is not None and out is not a) or not _values_ok(a, dtypes) or \
+            not _index_ok(index, INDEX_DTYPES) or a.ndim == 0 or index.ndim > 1 or \
+            source.dtype is not a.dtype or not _on_cpu_as(source, a.dtype):
         return NotImplemented
     dim = params["dim"]
     shape = list(a._shape)
@@ -229,16 +233,37 @@ def index_add_kernel(out, inputs, dtypes, params):
     index_strides = [0] * a.ndim
     index_strides[dim] = index._strides[0] if index.ndim else 0
     return _scatter(a, shape, dim, source._storage.array, source._offset, source._strides,
-                    index, index_strides, _index.ADD, alpha)
+                    index, index_strides, _index.ADD, alpha, in_place=out is a)
+
+
+index_add_kernel.writes_in_place = True
 
 
 def _scatter(a, shape, dim, src_array, src_offset, src_strides, index, index_strides, mode,
-             alpha):
-    """A contiguous copy of `a` updated by the C scatter loop over the walk `shape`."""
+             alpha, in_place=False):
+    """A contiguous copy of `a` updated by the C scatter loop over the walk `shape`; with
+    `in_place`, `a` itself (for `Tensor.op_`), or NotImplemented where that is not safe."""
     if len(shape) > _index.MAX_NDIM:
         return NotImplemented
+    if in_place:
+        if not _writable_in_place(a, (src_array, index._storage.array), index, a._shape[dim]):
+            return NotImplemented
+        return _scatter_into(a, shape, dim, src_array, src_offset, src_strides, index,
+                             index_strides, mode, alpha)
     return _scatter_into(_contiguous_copy(a), shape, dim, src_array, src_offset, src_strides,
                          index, index_strides, mode, alpha)
+
+
+def _writable_in_place(a, others, index, size, low=0):
+    """Whether the C loop may write `a` in place: contiguous and writable, sharing no memory
+    with the arrays it reads (`others`), and every index in [low, size) -- checked before
+    anything is written, so a bad index leaves `a` as it was (the reference then raises)."""
+    array = a._storage.array
+    if not (a.is_contiguous() and array.flags.writeable) or \
+            any(np.may_share_memory(array, other) for other in others):
+        return False
+    values = index._np
+    return values.size == 0 or (low <= values.min() and values.max() < size)
 
 
 def _scatter_into(result, shape, dim, src_array, src_offset, src_strides, index,
@@ -303,14 +328,20 @@ def put_kernel(out, inputs, dtypes, params):
     positions `index` of a's row-major order, or added there with accumulate (repeated
     indices in index order). Negative indices count from the end."""
     a, index, source = inputs
-    if out is not None or not _values_ok(a, dtypes) or not _index_ok(index, (D.int64,)) or \
-            source.dtype is not a.dtype or not _on_cpu_as(source, a.dtype) or \
-            source.numel() != index.numel() or index.numel() < size_threshold(MIN_POSITIONS):
+    if (out is not None and out is not a) or not _values_ok(a, dtypes) or \
+            not _index_ok(index, (D.int64,)) or source.dtype is not a.dtype or \
+            not _on_cpu_as(source, a.dtype) or source.numel() != index.numel() or \
+            index.numel() < size_threshold(MIN_POSITIONS):
         return NotImplemented
     n = a.numel()
     positions = np.ascontiguousarray(index._np).reshape(-1)
     values = np.ascontiguousarray(source._np).reshape(-1)
-    result = Tensor._from_array(np.array(a._np, order="C"))
+    if out is a:   # put_: a's flat positions are its memory order (contiguous)
+        if not _writable_in_place(a, (values, positions), index, n, low=-n):
+            return NotImplemented
+        result = a
+    else:
+        result = Tensor._from_array(np.array(a._np, order="C"))
     mode = _index.ADD if params.get("accumulate", False) else _index.ASSIGN
     try:
         _index.scatter([positions.size], result._storage.array, result._offset, [0], 1, n,
@@ -318,6 +349,9 @@ def put_kernel(out, inputs, dtypes, params):
     except _index.IndexOutOfBounds as exc:
         raise _take_out_of_range(exc.args[1], n, 0) from None
     return result
+
+
+put_kernel.writes_in_place = True
 
 
 # --- checks -----------------------------------------------------------------------------------

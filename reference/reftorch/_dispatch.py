@@ -132,6 +132,24 @@ def call(op, out, inputs, dtypes, params, device_type, numel=None):
     raise RuntimeError(f"no kernel accepted {op.name} on {device_type} for {dtypes[0]}")
 
 
+def call_in_place(op, target, inputs, dtypes, params, device_type):
+    """Let a kernel write `op`'s result into `target` (inputs[0], for `Tensor.op_`) itself,
+    rather than making a new tensor that is then copied in: only kernels marked
+    `writes_in_place` are asked, with out=target, and each may decline. Returns the
+    kernel's result (target), or NotImplemented when none took the call."""
+    chain = op._chains.get((device_type, dtypes[0])) or op.chain(device_type, dtypes[0])
+    for kernel, _min_numel in chain:
+        if not getattr(kernel, "writes_in_place", False):
+            continue
+        result = kernel(target, inputs, dtypes, params)
+        if result is not NotImplemented:
+            if _hooks:
+                for hook in _hooks:
+                    hook(op, inputs, params, result)
+            return result
+    return NotImplemented
+
+
 # --- oracle mode ----------------------------------------------------------------------------
 
 def reference_only():

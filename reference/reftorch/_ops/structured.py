@@ -129,12 +129,20 @@ def run(op, inputs, params=None, out=None, dtype=None):
 
 def run_inplace(op, inputs, params=None):
     """`Tensor.op_`: run the out-of-place `op`, write its result into inputs[0], and record
-    the call as an in-place op (its node's `self` is the value before the write)."""
+    the call as an in-place op (its node's `self` is the value before the write). A plugin
+    kernel may write into inputs[0] itself (_dispatch.call_in_place); the reference always
+    computes a new result and copies it in."""
     params = {} if params is None else params
     target = inputs[0]
     saved = prepare_inplace(op.name, inputs)
     with no_grad():
-        target.copy_(run(op, inputs, params))
+        dtype = target._storage.dtype
+        if (op.dtypes is None or dtype in op.dtypes) and _dispatch.call_in_place(
+                op, target, tuple(inputs), (dtype,) * 3, params,
+                target._storage.device._type) is not NotImplemented:
+            target._bump_version()
+        else:
+            target.copy_(run(op, inputs, params))
     return record(op.name, inputs, target, params, saved)
 
 
