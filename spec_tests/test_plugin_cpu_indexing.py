@@ -780,3 +780,40 @@ def test_in_place_keeps_autograd_right():
         (y * y).sum().backward()
         return [w.grad, s.grad]
     assert run_both(grads) >= 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_ids)
+def test_index_put_with_one_index_vector(dtype, no_threshold):
+    """x[idx] = v and x.index_put_((idx,), v, accumulate=True): repeated and negative
+    indices, v a number, a row, full values; in place and out of place; the reference's
+    bits (last write wins on a repeated index, sums in index order)."""
+    index = indices((40,), 20, 40, low=-20)        # repeats, negative positions
+
+    def cases():
+        results = []
+        for values in (tensor((40, 6), dtype, 41), tensor((6,), dtype, 42),
+                       tensor((1, 1, 6), dtype, 43)):
+            x = tensor((20, 6), dtype, 44)
+            x[index] = values
+            y = tensor((20, 6), dtype, 45)
+            y.index_put_((index,), values, accumulate=True)
+            z = reftorch.index_put(tensor((20, 6), dtype, 46), (index,), values, True)
+            results += [x, y, z]
+        w = tensor((30,), dtype, 47)
+        w[indices((50,), 30, 48)] = 2
+        return results + [w]
+    assert run_both(cases) == 10
+
+
+def test_index_put_declines_what_it_does_not_serve(no_threshold):
+    x = tensor((20, 6), reftorch.float32, 50)
+    rows, cols = indices((5,), 20, 51), indices((5,), 6, 52)
+
+    def cases():
+        a, b, c = x.clone(), x.clone(), x.clone()
+        a[rows, cols] = 1.0                                        # two index vectors
+        b[rows] = b[rows.flip(0)]                                  # values read from b
+        c.index_put_((rows,), tensor((5, 6), reftorch.float64, 53).float())
+        return [a, b, c]
+    run_both(cases)
+    errors_match(lambda: x.clone().index_put_((rows,), tensor((5, 4), reftorch.float32, 54)))

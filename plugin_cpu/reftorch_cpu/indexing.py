@@ -32,7 +32,7 @@ import numpy as np
 from reftorch import _dtype as D
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
-from reftorch_plugins.geometry import coalesce
+from reftorch_plugins.geometry import broadcast_strides, coalesce
 
 from . import _C, _index
 from .kernels import _on_cpu_as, copy_kernel
@@ -73,6 +73,7 @@ def register(registrar):
     registrar.kernel("embedding_dense_backward", "cpu", (D.float32, D.float64),
                      embedding_dense_backward_kernel)
     registrar.kernel("put", "cpu", VALUE_DTYPES, put_kernel)
+    registrar.kernel("index_put", "cpu", VALUE_DTYPES, index_put_kernel)
 
 
 # --- errors: the reference's type and message for each op ------------------------------------
@@ -240,18 +241,21 @@ index_add_kernel.writes_in_place = True
 
 
 def _scatter(a, shape, dim, src_array, src_offset, src_strides, index, index_strides, mode,
-             alpha, in_place=False):
+             alpha, in_place=False, wrap=False):
     """A contiguous copy of `a` updated by the C scatter loop over the walk `shape`; with
-    `in_place`, `a` itself (for `Tensor.op_`), or NotImplemented where that is not safe."""
+    `in_place`, `a` itself (for `Tensor.op_`), or NotImplemented where that is not safe.
+    `wrap`: negative indices count from the end of dim."""
     if len(shape) > _index.MAX_NDIM:
         return NotImplemented
     if in_place:
-        if not _writable_in_place(a, (src_array, index._storage.array), index, a._shape[dim]):
+        size = a._shape[dim]
+        if not _writable_in_place(a, (src_array, index._storage.array), index, size,
+                                  low=-size if wrap else 0):
             return NotImplemented
         return _scatter_into(a, shape, dim, src_array, src_offset, src_strides, index,
-                             index_strides, mode, alpha)
+                             index_strides, mode, alpha, wrap)
     return _scatter_into(_contiguous_copy(a), shape, dim, src_array, src_offset, src_strides,
-                         index, index_strides, mode, alpha)
+                         index, index_strides, mode, alpha, wrap)
 
 
 def _writable_in_place(a, others, index, size, low=0):
@@ -267,7 +271,7 @@ def _writable_in_place(a, others, index, size, low=0):
 
 
 def _scatter_into(result, shape, dim, src_array, src_offset, src_strides, index,
-                  index_strides, mode, alpha):
+                  index_strides, mode, alpha, wrap=False):
     """`result` (contiguous) updated in place by the C scatter loop over the walk `shape`."""
     out_strides = list(result._strides)
     index_stride = out_strides[dim]
@@ -278,7 +282,7 @@ def _scatter_into(result, shape, dim, src_array, src_offset, src_strides, index,
     try:
         _index.scatter(walk, result._storage.array, result._offset, out_strides, index_stride,
                        size, src_array, src_offset, src_strides, index._storage.array,
-                       index._offset, index_strides, mode, alpha)
+                       index._offset, index_strides, mode, alpha, wrap)
     except _index.IndexOutOfBounds as exc:
         raise _out_of_bounds_for_dim(exc.args[1], size, dim) from None
     return result
@@ -309,6 +313,40 @@ def embedding_dense_backward_kernel(out, inputs, dtypes, params):
     return _scatter_into(result, (n, width), 0, rows._storage.array, rows._offset,
                          rows._strides, flat, (flat._strides[0], 0), _index.ADD,
                          _alpha(1, dtype))
+
+
+def index_put_kernel(out, inputs, dtypes, params):
+    """index_put with one int64 index vector on the first dim (x[idx] = v; x[idx] += v with
+    accumulate): v broadcast over the selected slices, written (or added) slice after slice
+    in index order by the C scatter loop, as the reference's assignment and np.add.at do;
+    negative indices count from the end. In place for index_put_ where that is safe."""
+    a, values = inputs
+    indices = params["indices"]
+    if (out is not None and out is not a) or not _values_ok(a, dtypes) or a.ndim == 0 or \
+            len(indices) != 1 or indices[0] is None:
+        return NotImplemented
+    index = indices[0]
+    if not _index_ok(index, (D.int64,)) or index.ndim != 1 or \
+            not isinstance(values, Tensor) or values.dtype is not a.dtype or \
+            not _on_cpu_as(values, a.dtype):
+        return NotImplemented
+    walk = (index._shape[0],) + tuple(a._shape[1:])
+    if math.prod(walk) < size_threshold(MIN_POSITIONS):
+        return NotImplemented
+    v_shape, v_strides = values._shape, values._strides
+    while v_shape and v_shape[0] == 1:      # the reference strips leading ones first
+        v_shape, v_strides = v_shape[1:], v_strides[1:]
+    tail = walk[len(walk) - len(v_shape):] if v_shape else ()
+    if len(v_shape) > len(walk) or any(v not in (1, w) for v, w in zip(v_shape, tail)):
+        return NotImplemented           # not broadcastable: the reference raises
+    src_strides = broadcast_strides(walk, v_shape, v_strides)
+    index_strides = (index._strides[0],) + (0,) * (a.ndim - 1)
+    mode = _index.ADD if params.get("accumulate", False) else _index.ASSIGN
+    return _scatter(a, walk, 0, values._storage.array, values._offset, src_strides, index,
+                    index_strides, mode, 1, in_place=out is a, wrap=True)
+
+
+index_put_kernel.writes_in_place = True
 
 
 def _contiguous_copy(a):
