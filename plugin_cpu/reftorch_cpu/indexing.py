@@ -379,7 +379,7 @@ def put_kernel(out, inputs, dtypes, params):
             return NotImplemented
         result = a
     else:
-        result = Tensor._from_array(np.array(a._np, order="C"))
+        result = _contiguous_copy(a)
     mode = _index.ADD if params.get("accumulate", False) else _index.ASSIGN
     try:
         _index.scatter([positions.size], result._storage.array, result._offset, [0], 1, n,
