@@ -281,3 +281,26 @@ def test_buffers_of_zero_size_elements_are_refused_not_divided_by():
     with pytest.raises(TypeError):                   # select's flat out: not 1-8 byte elements
         _masked.select([4], empty, 0, a, 0, [1], mask, 0, [1])
     assert _masked.count([4], mask, 0, [1]) == 4
+
+
+@pytest.mark.parametrize("dtype", [reftorch.float32, reftorch.float64, reftorch.int64],
+                         ids=str)
+def test_masked_fill_in_place_writes_the_input_itself(dtype):
+    """masked_fill_ on a contiguous input of the result's shape is written in place (same
+    storage, version bumped, one C call); other layouts are computed out of place and copied
+    in. The reference's bits either way."""
+    for name, x, m in layouts(dtype, 60):
+        if tuple(x.shape) != (40, 130):
+            continue                      # an input that broadcasts cannot be written in place
+
+        def run():
+            target = x.clone() if name == "contiguous" else x.clone().t().contiguous().t() \
+                if name == "transposed" else x.clone()
+            storage, version = target._storage, target._version
+            assert target.masked_fill_(m, -2.5) is target
+            return target, storage, version
+
+        (got, storage, version), (expected, _, _), ran = both(run)
+        assert got._storage is storage and got._version > version
+        assert ran == 1
+        assert_bits(got, expected)

@@ -53,21 +53,33 @@ def register(registrar):
 
 
 def masked_fill_kernel(out, inputs, dtypes, params):
-    """input (broadcast with mask) with `value` where mask is True."""
+    """input (broadcast with mask) with `value` where mask is True; for masked_fill_ (out is
+    the input) written into the input itself when it is contiguous, of the result's shape and
+    shares no memory with the mask: the loop reads each element before writing it."""
     x, mask, value = inputs
     if isinstance(value, Tensor):
         if not _on_cpu(value):
             return NotImplemented
         value = value._np
     geometry = _geometry(x, mask)
-    if geometry is NotImplemented:
+    if geometry is NotImplemented or (out is not None and out is not x):
         return NotImplemented
     shape, (walk, (out_strides, x_strides, mask_strides)) = geometry
     element = np.asarray(value).astype(x._storage.dtype.numpy_dtype).reshape(1)
-    result = Tensor._empty(shape, x._storage.dtype)
-    _M.fill(walk, _bits(result), 0, out_strides, _bits(x), x._offset, x_strides,
+    if out is x:
+        if x._shape != shape or not is_contiguous(x._shape, x._strides) or \
+                not x._storage.array.flags.writeable or \
+                np.may_share_memory(x._storage.array, mask._storage.array):
+            return NotImplemented
+        result, offset = x, x._offset
+    else:
+        result, offset = Tensor._empty(shape, x._storage.dtype), 0
+    _M.fill(walk, _bits(result), offset, out_strides, _bits(x), x._offset, x_strides,
             _bits(mask), mask._offset, mask_strides, _bits_of(element))
     return result
+
+
+masked_fill_kernel.writes_in_place = True
 
 
 def masked_select_kernel(out, inputs, dtypes, params):
