@@ -849,3 +849,29 @@ def test_large_dense_outputs_match_reference_on_every_instruction_set(dtype):
     finally:
         _C.set_isa(previous_isa)
         _C.set_num_threads(previous_threads)
+
+
+# ---------------------------------------------------------------------------------------------
+# cat: each input copied into its slice of the result
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_cat_copies_each_input_into_its_slice(dtype):
+    """Any input layouts, any dim, the legacy rule that skips 1-D empty tensors: the
+    reference's bits (elements moved), one C copy per non-empty input."""
+    a, b = contiguous((300, 250), dtype, 1), transposed((300, 250), dtype, 2)
+    c = stepped((300, 250), dtype, 3)
+    empty = reftorch.empty(0, dtype=dtype)
+    assert run_both(lambda: [reftorch.cat([a, b, c])]) == 3
+    assert run_both(lambda: [reftorch.cat([a, empty, c], dim=1)]) == 2
+    assert run_both(lambda: [reftorch.cat([b[:, :100], c, a[:, 7:]], dim=-1)]) == 3
+    flat_a, flat_c = a.reshape(-1), c.reshape(-1)
+    assert run_both(lambda: [reftorch.cat([flat_a, empty, flat_c])]) == 2
+
+
+def test_cat_declines_promotion_channels_last_and_small_results():
+    a = contiguous((300, 250), F32, 4)
+    declined(lambda: [reftorch.cat([a, contiguous((300, 250), F64, 5)])])   # to promote
+    image = reftorch.from_numpy(values((4, 30, 40, 50), F32, 6)).contiguous(
+        memory_format=reftorch.channels_last)
+    declined(lambda: [reftorch.cat([image, image])])           # laid out channels-last
+    declined(lambda: [reftorch.cat([a[:10], a[:10]])])          # small: NumPy's one call

@@ -1,4 +1,5 @@
-"""The kernels reftorch calls: float32/float64 `add`, `sub`, `mul`, `div` and `copy_` on cpu.
+"""The kernels reftorch calls: float32/float64 `add`, `sub`, `mul`, `div`, `copy_` and `cat` on
+cpu.
 
 Each kernel checks here, in Python, everything the C code must not be handed wrongly, and
 declines (returns NotImplemented, so the reference kernel runs) for any call it does not
@@ -16,7 +17,8 @@ from reftorch import _dtype as D
 from reftorch._dispatch import get_op
 from reftorch._ops.elementwise import result_strides
 from reftorch._promotion import broadcast_shapes
-from reftorch._shape import contiguous_strides, is_contiguous, is_non_overlapping_and_dense
+from reftorch._shape import (common_format, contiguous_strides, is_contiguous,
+                             is_non_overlapping_and_dense)
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
@@ -43,6 +45,7 @@ def register(registrar):
         registrar.kernel(name, "cpu", DTYPES, _binary_kernel(get_op(name), code),
                          min_numel=MIN_NUMEL)
     registrar.kernel("copy_", "cpu", DTYPES, copy_kernel)
+    registrar.kernel("cat", "cpu", DTYPES, cat_kernel)
 
 
 def _binary_kernel(op, code):
@@ -119,6 +122,42 @@ def copy_kernel(out, inputs, dtypes, params):
     _C.copy(shape, out._storage.array, out._offset, strides[0],
             src._storage.array, src._offset, strides[1])
     return out
+
+
+# cat results with fewer elements go to the reference: NumPy's concatenate, one call on one
+# thread, is as fast there. Measured on a 2-core x86-64 (interleaved, 2 threads), cat([x, x])
+# float32, plugin / reference / torch us: x of 16,384 elements 14.6 / 12.8 / 4.3, 32,768
+# 17.4 / 16.6 / 6.9, 65,536 19.9 / 22.1 / 10.0, 1M 381 / 599 / 354.
+CAT_MIN_NUMEL = 131072
+
+
+def cat_kernel(out, inputs, dtypes, params):
+    """cat along params['dim'] of cpu tensors of the result's dtype into a new contiguous
+    result: each input copied into its slice by the C copy loop (in parallel), moving bits
+    only, as np.concatenate does. Declined: a dtype to promote to, results the inputs'
+    memory formats would lay out channels-last (the op's declared layout), small results."""
+    dim, dtype = params["dim"], params["dtype"]
+    if out is not None or dtype not in DTYPES or \
+            not all(_on_cpu_as(t, dtype) for t in inputs):
+        return NotImplemented
+    kept = [t for t in inputs if t._shape != (0,)] or [inputs[0]]   # the legacy empty rule
+    shape = list(kept[0]._shape)
+    shape[dim] = sum(t._shape[dim] for t in kept)
+    if math.prod(shape) < size_threshold(CAT_MIN_NUMEL) or \
+            common_format((t._shape, t._strides) for t in inputs) != "contiguous":
+        return NotImplemented
+    result = Tensor._empty(tuple(shape), dtype)
+    start = 0
+    for t in kept:
+        size = t._shape[dim]
+        if size and t.numel():
+            piece = Tensor._make(result._storage, start * result._strides[dim], t._shape,
+                                 result._strides)
+            slice_shape, strides = _geometry(piece, (t,), t.numel())
+            _C.copy(slice_shape, piece._storage.array, piece._offset, strides[0],
+                    t._storage.array, t._offset, strides[1])
+        start += size
+    return result
 
 
 def _geometry(out, inputs, numel):
