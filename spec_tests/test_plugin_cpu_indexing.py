@@ -817,3 +817,32 @@ def test_index_put_declines_what_it_does_not_serve(no_threshold):
         return [a, b, c]
     run_both(cases)
     errors_match(lambda: x.clone().index_put_((rows,), tensor((5, 4), reftorch.float32, 54)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_ids)
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32], ids=["i64", "i32"])
+def test_index_copy_and_index_fill(dtype, index_dtype, no_threshold):
+    """Slices along a dim written in index order (repeated and negative indices), the
+    source's or one value (a number or a 0-dim tensor), in place and out of place: the
+    reference's bits; a bad index raises the reference's IndexError and leaves the tensor."""
+    index = indices((30,), 12, 60, low=-12, dtype=index_dtype)
+
+    def cases():
+        x = tensor((12, 7), dtype, 61)
+        y = tensor((5, 12, 3), dtype, 62)
+        results = [x.index_copy(0, index, tensor((30, 7), dtype, 63)),
+                   y.index_copy_(1, index, tensor((5, 30, 3), dtype, 64)),
+                   x.index_fill(1, index % 7, 3),
+                   y.index_fill_(1, index, reftorch.tensor(-2).to(dtype))]
+        return results + [y]
+    assert run_both(cases) == 4
+    bad = indices((30,), 12, 65, dtype=index_dtype)
+    bad[3] = 12
+    x = tensor((12, 7), dtype, 66)
+    before = host(x)
+    errors_match(lambda: tensor((12, 7), dtype, 66).index_copy_(0, bad,
+                                                                tensor((30, 7), dtype, 67)))
+    errors_match(lambda: tensor((12, 7), dtype, 66).index_fill_(0, bad, 1))
+    with pytest.raises(IndexError):
+        x.index_fill_(0, bad, 1)
+    assert_same(host(x), before)

@@ -70,6 +70,8 @@ def register(registrar):
     for name in ("scatter", "scatter_value", "scatter_reduce_two_", "scatter_add"):
         registrar.kernel(name, "cpu", VALUE_DTYPES, scatter_kernel)
     registrar.kernel("index_add", "cpu", VALUE_DTYPES, index_add_kernel)
+    registrar.kernel("index_copy", "cpu", VALUE_DTYPES, _slice_write_kernel(fill=False))
+    registrar.kernel("index_fill", "cpu", VALUE_DTYPES, _slice_write_kernel(fill=True))
     registrar.kernel("embedding_dense_backward", "cpu", (D.float32, D.float64),
                      embedding_dense_backward_kernel)
     registrar.kernel("put", "cpu", VALUE_DTYPES, put_kernel)
@@ -238,6 +240,43 @@ def index_add_kernel(out, inputs, dtypes, params):
 
 
 index_add_kernel.writes_in_place = True
+
+
+def _slice_write_kernel(fill):
+    """index_copy (fill False: source's slices) / index_fill (fill True: one value): the
+    slices of `a` along dim at `index` written by the C scatter loop in index order (the
+    last write wins on a repeated index, as the reference's assignment); negative indices
+    count from the end. A bad index declines, so that the reference raises its IndexError."""
+    def kernel(out, inputs, dtypes, params):
+        a, index, source = inputs
+        if (out is not None and out is not a) or not _values_ok(a, dtypes) or \
+                not _index_ok(index, INDEX_DTYPES) or a.ndim == 0 or index.ndim > 1:
+            return NotImplemented
+        dim = params["dim"]
+        size, shape = a._shape[dim], list(a._shape)
+        shape[dim] = index.numel()
+        positions = index._np
+        if math.prod(shape) < size_threshold(MIN_POSITIONS) or \
+                (positions.size and not -size <= positions.min() <= positions.max() < size):
+            return NotImplemented
+        if fill:
+            value = source._np if isinstance(source, Tensor) else source
+            with np.errstate(all="ignore"):
+                src_array = np.asarray(value).astype(a.dtype.numpy_dtype).reshape(1)
+            src_offset, src_strides = 0, (0,) * a.ndim
+        else:
+            if source.dtype is not a.dtype or not _on_cpu_as(source, a.dtype) or \
+                    tuple(shape) != source._shape:
+                return NotImplemented
+            src_array, src_offset, src_strides = (source._storage.array, source._offset,
+                                                  source._strides)
+        index_strides = [0] * a.ndim
+        index_strides[dim] = index._strides[0] if index.ndim else 0
+        return _scatter(a, shape, dim, src_array, src_offset, src_strides, index,
+                        index_strides, _index.ASSIGN, 1, in_place=out is a, wrap=True)
+    kernel.__name__ = "index_fill_kernel" if fill else "index_copy_kernel"
+    kernel.writes_in_place = True
+    return kernel
 
 
 def _scatter(a, shape, dim, src_array, src_offset, src_strides, index, index_strides, mode,
