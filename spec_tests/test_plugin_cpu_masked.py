@@ -304,3 +304,47 @@ def test_masked_fill_in_place_writes_the_input_itself(dtype):
         assert got._storage is storage and got._version > version
         assert ran == 1
         assert_bits(got, expected)
+
+
+def test_masked_scatter_in_place_and_its_safe_declines():
+    """masked_scatter_ writes the input itself (same storage, the reference's bits); a source
+    that is a view of the input is read as it was (computed out of place, copied in); a
+    source too short raises the reference's error and leaves the input unchanged."""
+    mask = mask_of((40, 130), 70)
+    source = values((40 * 130,), reftorch.float32, 71)
+
+    def run():
+        x = values((40, 130), reftorch.float32, 72)
+        storage = x._storage
+        assert x.masked_scatter_(mask, source) is x and x._storage is storage
+        y = values((40, 130), reftorch.float32, 73)
+        y.masked_scatter_(mask, y.flip(0).reshape(-1).clone().reshape(40, 130)[:, :])
+        z = values((40, 130), reftorch.float32, 74)
+        z.masked_scatter_(mask, z.t().contiguous().t())     # reads z's own memory? a copy
+        return [x, y, z]
+    got, expected, ran = both(run)
+    assert ran == 3
+    for g, e in zip(got, expected):
+        assert_bits(g, e)
+    w = values((40, 130), reftorch.float32, 75)
+    before = w.clone()
+    with pytest.raises(RuntimeError, match="at least as many elements"):
+        w.masked_scatter_(mask, source[:10])
+    assert_bits(w, before)
+    # a view of fewer elements than its storage holds: counted as the view (the C loop was
+    # once handed the whole storage and read past the view's end)
+    with pytest.raises(RuntimeError, match="at least as many elements"):
+        w.masked_scatter(mask, source[:10])
+    got, expected, ran = both(lambda: [w.masked_scatter(mask, source[3:3 + 2200])])
+    assert ran == 1
+    assert_bits(got[0], expected[0])
+    v = values((40, 130), reftorch.float32, 76)
+    shifted = v.reshape(-1)                       # a view of v itself as the source
+    got, expected, ran = both(lambda: [values((40, 130), reftorch.float32, 76).masked_scatter_(
+        mask, values((40, 130), reftorch.float32, 76).reshape(-1))])
+    assert_bits(got[0], expected[0])
+    expected_self = v.clone()
+    with reftorch.plugins.use_reference_kernels():
+        expected_self.masked_scatter_(mask, expected_self.clone().reshape(-1))
+    v.masked_scatter_(mask, shifted)
+    assert_bits(v, expected_self)

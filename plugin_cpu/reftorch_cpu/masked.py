@@ -53,9 +53,8 @@ def register(registrar):
 
 
 def masked_fill_kernel(out, inputs, dtypes, params):
-    """input (broadcast with mask) with `value` where mask is True; for masked_fill_ (out is
-    the input) written into the input itself when it is contiguous, of the result's shape and
-    shares no memory with the mask: the loop reads each element before writing it."""
+    """input (broadcast with mask) with `value` where mask is True; masked_fill_ (out is the
+    input) writes the input itself where that is safe (see _target)."""
     x, mask, value = inputs
     if isinstance(value, Tensor):
         if not _on_cpu(value):
@@ -66,14 +65,10 @@ def masked_fill_kernel(out, inputs, dtypes, params):
         return NotImplemented
     shape, (walk, (out_strides, x_strides, mask_strides)) = geometry
     element = np.asarray(value).astype(x._storage.dtype.numpy_dtype).reshape(1)
-    if out is x:
-        if x._shape != shape or not is_contiguous(x._shape, x._strides) or \
-                not x._storage.array.flags.writeable or \
-                np.may_share_memory(x._storage.array, mask._storage.array):
-            return NotImplemented
-        result, offset = x, x._offset
-    else:
-        result, offset = Tensor._empty(shape, x._storage.dtype), 0
+    target = _target(out, x, shape, (mask,))
+    if target is NotImplemented:
+        return NotImplemented
+    result, offset = target
     _M.fill(walk, _bits(result), offset, out_strides, _bits(x), x._offset, x_strides,
             _bits(mask), mask._offset, mask_strides, _bits_of(element))
     return result
@@ -100,7 +95,8 @@ def masked_scatter_kernel(out, inputs, dtypes, params):
     """input (broadcast with mask) with source's leading elements, in row-major order, where
     mask is True."""
     x, mask, source = inputs
-    if not _on_cpu(source) or source._storage.dtype is not x._storage.dtype:
+    if not _on_cpu(source) or source._storage.dtype is not x._storage.dtype or \
+            (out is not None and out is not x):
         return NotImplemented
     geometry = _geometry(x, mask)
     if geometry is NotImplemented:
@@ -108,10 +104,36 @@ def masked_scatter_kernel(out, inputs, dtypes, params):
     shape, (walk, (out_strides, x_strides, mask_strides)) = geometry
     if not source.is_contiguous():
         source = source.contiguous()
-    result = Tensor._empty(shape, x._storage.dtype)
-    _M.scatter(walk, _bits(result), 0, out_strides, _bits(x), x._offset, x_strides,
-               _bits(mask), mask._offset, mask_strides, _bits(source), source._offset)
+    target = _target(out, x, shape, (mask, source))
+    if target is NotImplemented:
+        return NotImplemented
+    result, offset = target
+    # exactly source's elements: the C loop checks the count of True against the buffer it
+    # gets, and a view's storage may run on past the view
+    start = source._offset
+    elements = _bits(source)[start:start + source.numel()]
+    _M.scatter(walk, _bits(result), offset, out_strides, _bits(x), x._offset, x_strides,
+               _bits(mask), mask._offset, mask_strides, elements, 0)
     return result
+
+
+masked_scatter_kernel.writes_in_place = True
+
+
+def _target(out, x, shape, reads):
+    """(tensor, element offset) the loop writes: a new contiguous result, or for the in-place
+    form (out is x) x itself when that is safe -- contiguous, of the result's shape, writable,
+    sharing no memory with the tensors the loop reads besides x (the loops read each element
+    of x before writing it, and check the mask and source before writing anything);
+    NotImplemented when it is not."""
+    if out is None:
+        return Tensor._empty(shape, x._storage.dtype), 0
+    array = x._storage.array
+    if x._shape != shape or not is_contiguous(x._shape, x._strides) or \
+            not array.flags.writeable or \
+            any(np.may_share_memory(array, t._storage.array) for t in reads):
+        return NotImplemented
+    return x, x._offset
 
 
 # --- shared helpers ---------------------------------------------------------------------------
