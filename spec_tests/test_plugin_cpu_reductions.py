@@ -771,6 +771,29 @@ def test_layer_norm_backward(dtype, case):
                          layout != "transposed batch", input_close, same_bits)
 
 
+def _same_gradients_on_every_thread_count(forward, grad, leaves, node, c_calls):
+    """forward().backward(grad) on 1, 2 and 3 threads: `c_calls` nn_rows C calls each time
+    (forward and backward ops served), `node` the output's grad_fn, and the leaves'
+    gradients the same bits every time."""
+    results = []
+    for threads in (1, 2, 3):
+        previous = _nn_rows.set_num_threads(threads)
+        try:
+            for t in leaves:
+                t.grad = None
+            before = _nn_rows.calls()
+            y = forward()
+            y.backward(grad)
+            assert _nn_rows.calls() - before == c_calls
+            assert y.grad_fn.name() == node
+            results.append([t.grad.numpy().copy() for t in leaves])
+        finally:
+            _nn_rows.set_num_threads(previous)
+    for other in results[1:]:
+        for a, b in zip(other, results[0]):
+            assert a.tobytes() == b.tobytes()
+
+
 NORM_BACKWARD_MASKS = ((True, True, True), (True, False, False), (False, True, False),
                        (False, False, True))
 
@@ -794,24 +817,9 @@ def test_layer_norm_backward_through_autograd_threads_and_signed_zeros():
     x = tensor((64, 6, 80), F32, 63).requires_grad_(True)
     weight = tensor((80,), F32, 64).requires_grad_(True)
     bias = tensor((80,), F32, 65).requires_grad_(True)
-    grad = tensor((64, 6, 80), F32, 66)
-    results = []
-    for threads in (1, 2, 3):
-        previous = _nn_rows.set_num_threads(threads)
-        try:
-            for t in (x, weight, bias):
-                t.grad = None
-            before = _nn_rows.calls()
-            y = reftorch.nn.functional.layer_norm(x, (80,), weight, bias)
-            y.backward(grad)
-            assert _nn_rows.calls() - before == 2           # the forward and the backward op
-            assert y.grad_fn.name() == "NativeLayerNormBackward0"
-            results.append([t.grad.numpy().copy() for t in (x, weight, bias)])
-        finally:
-            _nn_rows.set_num_threads(previous)
-    for other in results[1:]:
-        for a, b in zip(other, results[0]):
-            assert a.tobytes() == b.tobytes()
+    _same_gradients_on_every_thread_count(
+        lambda: reftorch.nn.functional.layer_norm(x, (80,), weight, bias),
+        tensor((64, 6, 80), F32, 66), (x, weight, bias), "NativeLayerNormBackward0", 2)
     # No leading dims: the parameter gradients are the row's values themselves, -0.0 kept
     # (a sum would start from +0.0).
     from reftorch._ops.nn_normalization import layer_norm_backward
@@ -888,24 +896,9 @@ def test_group_norm_backward_through_autograd_threads_and_declines():
     x = tensor((8, 32, 14, 14), F32, 73).requires_grad_(True)
     weight = tensor((32,), F32, 74).requires_grad_(True)
     bias = tensor((32,), F32, 75).requires_grad_(True)
-    grad = tensor((8, 32, 14, 14), F32, 76)
-    results = []
-    for threads in (1, 2, 3):
-        previous = _nn_rows.set_num_threads(threads)
-        try:
-            for t in (x, weight, bias):
-                t.grad = None
-            y = reftorch.nn.functional.group_norm(x, 8, weight, bias)
-            before = _nn_rows.calls()
-            y.backward(grad)
-            assert _nn_rows.calls() - before == 1
-            assert y.grad_fn.name() == "NativeGroupNormBackward0"
-            results.append([t.grad.numpy().copy() for t in (x, weight, bias)])
-        finally:
-            _nn_rows.set_num_threads(previous)
-    for other in results[1:]:
-        for a, b in zip(other, results[0]):
-            assert a.tobytes() == b.tobytes()
+    _same_gradients_on_every_thread_count(
+        lambda: reftorch.nn.functional.group_norm(x, 8, weight, bias),
+        tensor((8, 32, 14, 14), F32, 76), (x, weight, bias), "NativeGroupNormBackward0", 1)
     # a channels-last input declines (the reference runs), with the reference's results
     from reftorch._ops.nn_normalization import group_norm_backward
     last = tensor((4, 8, 5, 6), F32, 77).contiguous(memory_format=reftorch.channels_last)
