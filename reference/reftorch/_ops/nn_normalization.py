@@ -89,6 +89,15 @@ NATIVE_BATCH_NORM = structured.declare(
     layout="input_format")
 
 
+def _normalized_input_grad(g_hat, x_hat, rstd, axes):
+    """The gradient reaching x through x_hat = (x - mean) * rstd over `axes`, given the one
+    reaching x_hat (g_hat): rstd (g_hat - mean(g_hat) - x_hat mean(g_hat x_hat)), the two
+    means accounting for the statistics' own dependence on x. (The autograd rows' reftorch
+    version is derivatives/nn_normalization.normalized_input_grad.)"""
+    return rstd * (g_hat - g_hat.mean(axes, keepdims=True)
+                   - x_hat * (g_hat * x_hat).mean(axes, keepdims=True))
+
+
 def batch_norm_backward_kernel(grad, x, weight, save_mean, save_invstd, output_mask):
     """Reference kernel of `native_batch_norm_backward` (training mode): with x_hat the input
     normalized by the saved statistics and g_hat = grad * weight, the input's gradient
@@ -101,8 +110,7 @@ def batch_norm_backward_kernel(grad, x, weight, save_mean, save_invstd, output_m
     g_hat = grad if weight is None else grad * weight.reshape(channel)
     grad_input = None
     if output_mask[0]:
-        grad_input = rstd * (g_hat - g_hat.mean(dims, keepdims=True)
-                             - x_hat * (g_hat * x_hat).mean(dims, keepdims=True))
+        grad_input = _normalized_input_grad(g_hat, x_hat, rstd, dims)
     grad_weight = (grad * x_hat).sum(dims) if output_mask[1] else None
     grad_bias = grad.sum(dims) if output_mask[2] else None
     return grad_input, grad_weight, grad_bias
@@ -190,8 +198,7 @@ def layer_norm_backward_kernel(grad, x, mean, rstd, weight, normalized_ndim, out
     g_hat = grad if weight is None else grad * weight
     grad_input = None
     if output_mask[0]:
-        grad_input = rstd * (g_hat - g_hat.mean(dims, keepdims=True)
-                             - x_hat * (g_hat * x_hat).mean(dims, keepdims=True))
+        grad_input = _normalized_input_grad(g_hat, x_hat, rstd, dims)
     grad_weight = _sum_over(grad * x_hat, leading) if output_mask[1] else None
     grad_bias = _sum_over(grad, leading) if output_mask[2] else None
     return grad_input, grad_weight, grad_bias
@@ -277,9 +284,8 @@ def group_norm_backward_kernel(grad, x, mean, rstd, weight, N, C, HxW, group, ou
     g_hat = grad if weight is None else grad * weight.reshape(channel)
     grad_input = None
     if output_mask[0]:
-        g_hat, x_hat_grouped = g_hat.reshape(groups), x_hat.reshape(groups)
-        grad_input = (rstd * (g_hat - g_hat.mean(2, keepdims=True) - x_hat_grouped *
-                              (g_hat * x_hat_grouped).mean(2, keepdims=True))).reshape(x.shape)
+        grad_input = _normalized_input_grad(g_hat.reshape(groups), x_hat.reshape(groups),
+                                            rstd, 2).reshape(x.shape)
     dims = (0,) + tuple(range(2, x.ndim))
     grad_weight = (grad * x_hat).sum(dims) if output_mask[1] else None
     grad_bias = grad.sum(dims) if output_mask[2] else None
