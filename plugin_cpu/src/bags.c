@@ -357,7 +357,7 @@ static PyMethodDef METHODS[] = {
 static struct PyModuleDef MODULE = {
     PyModuleDef_HEAD_INIT,
     .m_name = "reftorch_cpu._bags",
-    .m_doc = "embedding_bag's sum and mean bags for reftorch.",
+    .m_doc = "embedding_bag's sum, mean and max bags for reftorch.",
     .m_size = -1,
     .m_methods = METHODS,
 };

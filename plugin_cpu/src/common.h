@@ -152,6 +152,27 @@ static inline int worth_parallel(double elements, double min_elements)
 #endif
 }
 
+/* How many threads a region run when `par` may have (per-thread scratch), and which of them
+ * runs this code (0 outside a parallel region or without OpenMP). */
+static inline int thread_count(int par)
+{
+#ifdef _OPENMP
+    return par ? omp_get_max_threads() : 1;
+#else
+    (void)par;
+    return 1;
+#endif
+}
+
+static inline int thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 /* The block of an elementwise loop over n elements run by `threads` threads: one contiguous
  * block per thread, as equal as blocks whose length is a multiple of 16 allow (no cache line
  * is written by two threads: 16 float32 are 64 bytes). Equal blocks, not many fixed-size

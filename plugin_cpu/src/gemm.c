@@ -1492,11 +1492,7 @@ static void NAME(dot_product)(const gemm_args *g, int isa)
 {
     const dot_fn fn = DOT[isa][sizeof(T) == 4 ? T_F32 : T_F64];
     const ptrdiff_t per_batch = ceil_div(g->n, DOT_COLUMNS), items = g->batch * per_batch;
-    int par = 0;
-#ifdef _OPENMP
-    par = !g_forked && omp_get_max_threads() > 1 &&
-          (double)g->batch * g->m * g->n * g->k >= PARALLEL_MIN_FLOPS;
-#endif
+    const int par = worth_parallel((double)g->batch * g->m * g->n * g->k, PARALLEL_MIN_FLOPS);
 #pragma omp parallel for schedule(static) if (par)
     for (ptrdiff_t it = 0; it < items; it++) {
         const ptrdiff_t bi = it / per_batch, j_lo = (it % per_batch) * DOT_COLUMNS;

@@ -353,26 +353,6 @@ static PyObject *py_layer_norm_backward(PyObject *self, PyObject *const *args, P
     Py_RETURN_NONE;
 }
 
-/* The OpenMP thread running this code (0 outside a parallel region or without OpenMP), and
- * how many a parallel region may have. */
-static int thread_index(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int max_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 static PyObject *py_group_norm_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -412,7 +392,7 @@ static PyObject *py_group_norm_backward(PyObject *self, PyObject *const *args, P
     const size_t itemsize = kind == T_F32 ? sizeof(float) : sizeof(double);
     char *scratch = NULL;
     if (gw && L > 0) {
-        const size_t threads = par ? (size_t)max_threads() : 1;
+        const size_t threads = (size_t)thread_count(par);
         scratch = malloc(threads * (size_t)L * itemsize);
         if (scratch == NULL) {
             release_held(&h);
@@ -430,7 +410,7 @@ static PyObject *py_group_norm_backward(PyObject *self, PyObject *const *args, P
             const channel_param_grads_fn fn = CHANNEL_PARAM_GRADS[g_isa][kind];
             FOR_GROUPS(C, 1, par,
                        fn(g, x, N, C, L, C / group, mean, rstd, gw, gb,
-                          scratch ? scratch + (size_t)thread_index() * (size_t)L * itemsize
+                          scratch ? scratch + (size_t)thread_id() * (size_t)L * itemsize
                                   : NULL,
                           lo, hi));
         }

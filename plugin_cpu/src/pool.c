@@ -192,24 +192,6 @@ static int parallel_ok(double elements)
     return worth_parallel((double)elements, PARALLEL_MIN_ELEMENTS);
 }
 
-static int thread_count(int par)
-{
-#ifdef _OPENMP
-    return par ? omp_get_max_threads() : 1;
-#else
-    (void)par;
-    return 1;
-#endif
-}
-
-static int thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 /* Per-thread scratch: each thread's part starts on its own cache line (no false sharing). */
 static size_t scratch_doubles(size_t n)

@@ -145,7 +145,7 @@ static int parallel_ok(ptrdiff_t elements)
     return worth_parallel((double)elements, PARALLEL_MIN_ELEMENTS);
 }
 
-static int thread_count(void)
+static int chunk_count(void) /* the threads, at most MAX_CHUNKS */
 {
 #ifdef _OPENMP
     int t = omp_get_max_threads();
@@ -792,7 +792,7 @@ static int ES(msd_sort)(E *a, E *tmp, ptrdiff_t n, int par)
     const int shift = used > bits ? used - bits : 0;
     const ptrdiff_t buckets = (ptrdiff_t)((hi - lo) >> shift) + 1;
 #ifdef _OPENMP
-    const int chunks = par ? thread_count() : 1;
+    const int chunks = par ? chunk_count() : 1;
 #else
     const int chunks = 1;
     (void)par;
@@ -1100,7 +1100,7 @@ static int VS(long_row)(const walk_t *w, ptrdiff_t r, E *a, E *tmp)
     int64_t *indices = w->indices ? w->indices + oi : NULL;
     const ptrdiff_t n = w->n, k = w->k;
     const U flip = w->descending ? (U)~(U)0 : 0;
-    const int chunks = thread_count();
+    const int chunks = chunk_count();
     #pragma omp parallel for schedule(static) num_threads(chunks)
     for (int c = 0; c < chunks; c++)
         VS(load)(row, w->sx, flip, a, n * c / chunks, n * (c + 1) / chunks);
@@ -1118,7 +1118,7 @@ static int VS(select_rows)(const walk_t *w)
     const ptrdiff_t n = w->n;
     const int par = parallel_ok(w->rows * n);
     const int full_sort = !w->kth_only && w->k * PARTIAL_RATIO >= n;
-    if (par && full_sort && n >= PARALLEL_ROW_MIN && w->rows < thread_count()) {
+    if (par && full_sort && n >= PARALLEL_ROW_MIN && w->rows < chunk_count()) {
         E *a = malloc(sizeof(E) * (size_t)n), *tmp = malloc(sizeof(E) * (size_t)n);
         int rc = a && tmp ? 0 : -1;
         for (ptrdiff_t r = 0; rc == 0 && r < w->rows; r++) rc = VS(long_row)(w, r, a, tmp);
