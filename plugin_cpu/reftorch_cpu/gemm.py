@@ -46,12 +46,12 @@ import numpy as np
 
 from reftorch import _dtype as D
 from reftorch._shape import contiguous_strides
-from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import broadcast_strides
 
 from . import _depthwise, _gemm
+from .kernels import _on_cpu_as
 
 DTYPES = (D.float32, D.float64)
 
@@ -734,7 +734,3 @@ def _batched(strides):
     return tuple(strides) if len(strides) == 3 else (0,) + tuple(strides)
 
 
-def _on_cpu_as(t, dtype):
-    """t is a cpu tensor of exactly `dtype` (its storage is a contiguous 1-D NumPy array)."""
-    storage = t._storage
-    return type(storage) is CPUStorage and storage.dtype is dtype

@@ -35,7 +35,7 @@ from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import broadcast_strides, coalesce
 
 from . import _C, _index
-from .kernels import _on_cpu_as, copy_kernel
+from .kernels import _can_write_in_place, _on_cpu_as, copy_kernel
 
 # Calls walking fewer positions than this go to the reference kernel. A plugin call costs
 # about 6-10 us of Python (checks, geometry, allocating the result) before the C loop runs;
@@ -301,9 +301,7 @@ def _writable_in_place(a, others, index, size, low=0):
     """Whether the C loop may write `a` in place: contiguous and writable, sharing no memory
     with the arrays it reads (`others`), and every index in [low, size) -- checked before
     anything is written, so a bad index leaves `a` as it was (the reference then raises)."""
-    array = a._storage.array
-    if not (a.is_contiguous() and array.flags.writeable) or \
-            any(np.may_share_memory(array, other) for other in others):
+    if not _can_write_in_place(a, others):
         return False
     values = index._np
     return values.size == 0 or (low <= values.min() and values.max() < size)

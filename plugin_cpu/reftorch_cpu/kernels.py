@@ -212,6 +212,24 @@ def _on_cpu_as(t, dtype):
     return type(storage) is CPUStorage and storage.dtype is dtype
 
 
+def _dense_elements(t):
+    """A cpu tensor's elements in row-major order as a contiguous 1-D array: a view of its
+    storage when it is contiguous, else a copy."""
+    if t._strides == contiguous_strides(t._shape):
+        start = t._offset
+        return t._storage.array[start:start + math.prod(t._shape)]
+    return np.ascontiguousarray(t._np).reshape(-1)
+
+
+def _can_write_in_place(t, reads):
+    """Whether a C loop may write a cpu tensor's elements where they are (a `Tensor.op_`
+    served in place): contiguous, writable, and sharing no memory with the arrays the loop
+    reads (`reads`; may_share_memory: a bounds test, so it errs towards no)."""
+    array = t._storage.array
+    return is_contiguous(t._shape, t._strides) and array.flags.writeable and \
+        not any(np.may_share_memory(array, other) for other in reads)
+
+
 def _safe_to_write(out, shape, strides, inputs, dtype):
     """`out` may be written by the elementwise loop: a writable cpu tensor of `dtype` whose
     elements are distinct, and which shares memory with no input except element for element

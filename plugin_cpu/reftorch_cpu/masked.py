@@ -34,6 +34,7 @@ from reftorch.plugins import size_threshold
 from reftorch_plugins.geometry import broadcast_strides, coalesce
 
 from . import _masked as _M
+from .kernels import _can_write_in_place
 
 # Calls with fewer positions go to the reference: below this the Python side of a plugin
 # call (broadcasting, geometry, the result) costs about what NumPy's where / boolean
@@ -128,10 +129,7 @@ def _target(out, x, shape, reads):
     NotImplemented when it is not."""
     if out is None:
         return Tensor._empty(shape, x._storage.dtype), 0
-    array = x._storage.array
-    if x._shape != shape or not is_contiguous(x._shape, x._strides) or \
-            not array.flags.writeable or \
-            any(np.may_share_memory(array, t._storage.array) for t in reads):
+    if x._shape != shape or not _can_write_in_place(x, [t._storage.array for t in reads]):
         return NotImplemented
     return x, x._offset
 

@@ -209,16 +209,12 @@ def group_norm_backward_kernel(out, inputs, dtypes, params):
     grad_weight = Tensor._empty((C,), dtype) if mask[1] else None
     grad_bias = Tensor._empty((C,), dtype) if mask[2] else None
     # each channel's weight repeated over its positions: the rows' weights, group by group
-    weights = None if weight is None else np.repeat(_dense(weight), HxW)
-    _N.group_norm_backward(_dense(grad), _dense(x), N, C, HxW, group, weights, _dense(mean),
-                           _dense(rstd), *(None if t is None else t._storage.array
+    dense = kernels._dense_elements      # views: every operand was checked contiguous
+    weights = None if weight is None else np.repeat(dense(weight), HxW)
+    _N.group_norm_backward(dense(grad), dense(x), N, C, HxW, group, weights, dense(mean),
+                           dense(rstd), *(None if t is None else t._storage.array
                                            for t in (grad_input, grad_weight, grad_bias)))
     return grad_input, grad_weight, grad_bias
-
-
-def _dense(t):
-    """A contiguous tensor's elements as a 1-D array view."""
-    return t._storage.array[t._offset:t._offset + math.prod(t._shape)]
 
 
 def nll_loss_kernel(out, inputs, dtypes, params):

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from reftorch import _dtype as D
 from reftorch._shape import contiguous_strides
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 
 from . import _sort
+from .kernels import _dense_elements, _on_cpu_as
 
 # Calls reading fewer elements than this go to the reference kernel. There is no crossover
 # to speak of: the reference's stable sort costs several NumPy calls (flip, argsort, take)
@@ -73,22 +72,9 @@ def search_kernel(out, inputs, dtypes, params):
         return NotImplemented
     rows = math.prod(boundaries._shape[:-1])
     result = Tensor._empty(values._shape, D.int32 if params["out_int32"] else D.int64)
-    _sort.search(_dense(boundaries), rows, n, _dense(values), numel // rows,
+    _sort.search(_dense_elements(boundaries), rows, n, _dense_elements(values), numel // rows,
                  bool(params["right"]), result._storage.array)
     return result
-
-
-def _on_cpu_as(t, dtype):
-    return isinstance(t, Tensor) and type(t._storage) is CPUStorage and t._storage.dtype is dtype
-
-
-def _dense(t):
-    """t's elements in row-major order as a contiguous 1-D array (a view when t is
-    contiguous)."""
-    if t._strides == contiguous_strides(t._shape):
-        start = t._offset
-        return t._storage.array[start:start + math.prod(t._shape)]
-    return np.ascontiguousarray(t._np).reshape(-1)   # a copy of a strided view
 
 
 def sort_kernel(out, inputs, dtypes, params):
