@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._tensor import Tensor
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import is_grad_enabled, no_grad
 from . import structured
 
 __all__ = ["embedding", "embedding_bag", "embedding_renorm_"]
@@ -98,7 +98,6 @@ def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad
     """The weight gradient of `embedding`: the op for a float32 / float64 cpu gradient that
     nothing differentiates further, else the composition of differentiable reftorch ops
     (the same values; on other devices each of its ops runs there)."""
-    from ..autograd.grad_mode import is_grad_enabled
     if not is_grad_enabled() and grad.dtype in (D.float32, D.float64) and \
             grad.device.type == "cpu":
         return structured.run(EMBEDDING_DENSE_BACKWARD, (grad, indices.reshape(-1).long()),
