@@ -1,7 +1,7 @@
 """The C plugin's indexing kernels (issue 11) at 1M indices: reftorch with the plugin,
 reftorch on its reference kernels only, PyTorch and NumPy. Nothing here asserts a time
 (bench/report.py prints the ratios). The goal: embedding, gather and index_add at least as
-fast as PyTorch on 2 threads (OMP_NUM_THREADS=2; torch.set_num_threads(2) below)."""
+fast as PyTorch on 2 threads (set below for both)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +12,7 @@ from cases import as_tests, inputs
 
 torch = pytest.importorskip("torch")
 torch.set_num_threads(2)
+reftorch.set_num_threads(2)
 
 N = 1_000_000
 _rng = np.random.default_rng(0)

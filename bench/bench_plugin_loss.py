@@ -23,6 +23,7 @@ from cases import as_tests, inputs
 
 torch = pytest.importorskip("torch")
 torch.set_num_threads(2)
+reftorch.set_num_threads(2)
 TF = torch.nn.functional
 
 _RNG = np.random.default_rng(0)

@@ -19,7 +19,8 @@ import reftorch
 from cases import as_tests
 
 torch = pytest.importorskip("torch")
-torch.set_num_threads(2)  # the issue compares on 2 threads (the plugin: OMP_NUM_THREADS=2)
+torch.set_num_threads(2)  # the issue compares on 2 threads
+reftorch.set_num_threads(2)
 
 _N = 4 * 1024 * 1024
 _SMALL = 256 * 1024

@@ -18,6 +18,7 @@ from cases import as_tests, inputs
 
 torch = pytest.importorskip("torch")
 torch.set_num_threads(2)
+reftorch.set_num_threads(2)
 
 _rng = np.random.default_rng(0)
 

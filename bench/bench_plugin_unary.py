@@ -22,7 +22,8 @@ import reftorch.nn.functional as F
 from cases import as_tests, float32_inputs, inputs
 
 torch = pytest.importorskip("torch")
-torch.set_num_threads(2)  # the issue compares on 2 threads (the plugin: OMP_NUM_THREADS=2)
+torch.set_num_threads(2)  # the issue compares on 2 threads
+reftorch.set_num_threads(2)
 TF = torch.nn.functional
 
 _RNG = np.random.default_rng(0)

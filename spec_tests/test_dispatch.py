@@ -144,6 +144,39 @@ def test_broken_plugin_warns_once_and_reftorch_keeps_working():
     assert (reftorch.tensor([1]) + 1).tolist() == [2]
 
 
+def test_plugins_follow_set_num_threads_until_unloaded():
+    previous = reftorch.get_num_threads()
+    seen = []
+    reftorch.set_num_threads(3)
+    plugins.load("test-plugin", lambda r: r.on_set_num_threads(seen.append))
+    try:
+        assert seen == [3]                  # told the count already set when it loads
+        reftorch.set_num_threads(1)
+        assert seen == [3, 1]
+    finally:
+        plugins.unload("test-plugin")
+        reftorch.set_num_threads(previous)
+    assert seen == [3, 1]                   # not told after unloading
+
+
+def test_a_broken_plugins_thread_listener_is_rolled_back():
+    seen = []
+
+    def broken(registrar):
+        registrar.on_set_num_threads(seen.append)
+        raise ImportError("libfoo.so not found")
+
+    previous = reftorch.get_num_threads()
+    reftorch.set_num_threads(previous)
+    with pytest.warns(RuntimeWarning, match="broken-plugin"):
+        plugins.load("broken-plugin", broken)
+    try:
+        reftorch.set_num_threads(1)
+    finally:
+        reftorch.set_num_threads(previous)
+    assert seen == [previous]               # told at load, never after the failure
+
+
 def test_registering_an_unsupported_dtype_is_an_error():
     with pytest.raises(ValueError):
         _dispatch.register_kernel("bitwise_and", "cpu", [reftorch.float32],

@@ -285,6 +285,32 @@ def test_results_do_not_depend_on_thread_count():
         assert_same(r, results[0])
 
 
+def test_set_num_threads_reaches_every_module_from_every_thread():
+    """reftorch.set_num_threads sets the C kernels' count, process-wide as PyTorch's: in
+    every extension module, and in a Python thread started before or after the call."""
+    import importlib
+    import threading
+    modules = [importlib.import_module(f"reftorch_cpu._{name}")
+               for name in ("C", "reduce", "gemm", "nn_rows", "index", "sort", "unary")]
+    previous = reftorch.get_num_threads()
+
+    def counts_in_a_new_thread():
+        seen = []
+        worker = threading.Thread(target=lambda: seen.extend(m.num_threads() for m in modules))
+        worker.start()
+        worker.join()
+        return seen
+
+    try:
+        for threads in (1, 3, 2):
+            reftorch.set_num_threads(threads)
+            assert [m.num_threads() for m in modules] == [threads] * len(modules)
+            assert counts_in_a_new_thread() == [threads] * len(modules)
+    finally:
+        reftorch.set_num_threads(previous)
+    assert _C.num_threads() == previous
+
+
 @pytest.mark.parametrize("isa", _C.supported_isas())
 def test_every_instruction_set_matches_reference(isa):
     previous = _C.set_isa(isa)

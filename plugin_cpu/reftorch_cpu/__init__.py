@@ -56,13 +56,13 @@ def _load_openmp_briefly_spinning():
     if not chosen:
         os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
     try:
-        importlib.import_module(f"{__name__}._C")
+        return importlib.import_module(f"{__name__}._C")
     finally:
         if not chosen:
             del os.environ["GOMP_SPINCOUNT"]
 
 
-_load_openmp_briefly_spinning()
+_C = _load_openmp_briefly_spinning()
 
 # glibc's mallopt parameters, and the values set below.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -103,6 +103,8 @@ GROUPS = ("kernels", "unary", "reductions", "nn_rows", "indexing", "masked", "ge
 
 def register(registrar):
     """Plugin entry point: register every group's kernels with reftorch."""
+    # Every C module shares _C's thread setting (src/common.h), which follows reftorch's.
+    registrar.on_set_num_threads(_C.set_num_threads)
     # Imported here, not above: reftorch calls this while `import reftorch` is still running.
     for group in GROUPS:
         importlib.import_module(f"{__name__}.{group}").register(registrar)

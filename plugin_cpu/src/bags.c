@@ -364,6 +364,6 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__bags(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     return PyModule_Create(&MODULE);
 }

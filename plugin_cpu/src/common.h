@@ -12,6 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -137,6 +138,32 @@ static int g_best_isa = ISA_BASELINE;  /* the best clone this CPU runs */
 static volatile int g_forked = 0;      /* set in a fork()ed child: libgomp is not fork-safe */
 static unsigned long long g_calls = 0; /* kernel calls that ran (incremented under the GIL) */
 
+/* The thread count reftorch.set_num_threads chose (0: none chosen, OpenMP's default stands).
+ * One int serves every extension module of the plugin: _C (kernels.c, which defines
+ * OWNS_THREAD_SETTING) holds it and exports its address as the capsule THREADS_CAPSULE, and
+ * the others find it there when they load. OpenMP keeps its count per calling thread, so
+ * max_threads() first brings the caller's count in line: kernels called from any Python
+ * thread run on the chosen count, as PyTorch's process-wide setting does. */
+#define THREADS_CAPSULE "reftorch_cpu._C.thread_setting"
+#ifdef OWNS_THREAD_SETTING
+static int g_own_thread_setting = 0;
+static int *g_thread_setting = &g_own_thread_setting;
+#else
+static int *g_thread_setting = NULL;
+#endif
+
+/* The threads a parallel region of the calling thread will run on. */
+static inline int max_threads(void)
+{
+#ifdef _OPENMP
+    const int chosen = *g_thread_setting;
+    if (chosen > 0 && omp_get_max_threads() != chosen) omp_set_num_threads(chosen);
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 static void after_fork_in_child(void) { g_forked = 1; }
 
 /* Whether work of `elements` should run on the OpenMP threads: at least `min_elements` of it
@@ -144,7 +171,7 @@ static void after_fork_in_child(void) { g_forked = 1; }
 static inline int worth_parallel(double elements, double min_elements)
 {
 #ifdef _OPENMP
-    return elements >= min_elements && !g_forked && omp_get_max_threads() > 1;
+    return elements >= min_elements && !g_forked && max_threads() > 1;
 #else
     (void)elements;
     (void)min_elements;
@@ -157,7 +184,7 @@ static inline int worth_parallel(double elements, double min_elements)
 static inline int thread_count(int par)
 {
 #ifdef _OPENMP
-    return par ? omp_get_max_threads() : 1;
+    return par ? max_threads() : 1;
 #else
     (void)par;
     return 1;
@@ -185,12 +212,18 @@ static inline ptrdiff_t even_block(ptrdiff_t n, int threads)
     return block > 0 ? block : 16;
 }
 
-/* Call first in the module's init function. */
-static void init_module_state(void)
+/* Call first in the module's init function; -1 with an exception set when the thread
+ * setting cannot be found (_C must load first: the package's __init__ loads it). */
+static int init_module_state(void)
 {
     g_best_isa = best_isa();
     g_isa = g_best_isa;
     pthread_atfork(NULL, NULL, after_fork_in_child);
+#ifndef OWNS_THREAD_SETTING
+    g_thread_setting = PyCapsule_Import(THREADS_CAPSULE, 0);
+    if (g_thread_setting == NULL) return -1;
+#endif
+    return 0;
 }
 
 static PyObject *py_isa(PyObject *self, PyObject *unused)
@@ -251,12 +284,19 @@ static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
         return NULL;
     }
 #ifdef _OPENMP
-    int previous = omp_get_max_threads();
-    omp_set_num_threads((int)n);
+    const int previous = max_threads();
+    *g_thread_setting = n > INT_MAX ? INT_MAX : (int)n;
+    omp_set_num_threads(*g_thread_setting);
     return PyLong_FromLong(previous);
 #else
     return PyLong_FromLong(1);
 #endif
+}
+
+static PyObject *py_num_threads(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyLong_FromLong(max_threads());
 }
 
 /* The entries of the module's method table that come from here. */
@@ -266,7 +306,9 @@ static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
     {"supported_isas", py_supported_isas, METH_NOARGS, "Instruction sets this CPU runs."},    \
     {"calls", py_calls, METH_NOARGS, "How many kernel calls have run in this process."},       \
     {"set_num_threads", py_set_num_threads, METH_O,                                           \
-     "Set the OpenMP thread count (process-wide); returns the previous one."}
+     "Set the thread count of every kernel, in every thread; returns the previous one."},     \
+    {"num_threads", py_num_threads, METH_NOARGS,                                              \
+     "The threads a kernel called from this thread runs on."}
 
 /* ---- shared by the kernel files -------------------------------------------------------- */
 

@@ -130,7 +130,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__distance(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     return PyModule_Create(&MODULE);
 }
 

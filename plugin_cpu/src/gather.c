@@ -518,7 +518,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__gather(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0) {

@@ -1112,7 +1112,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__gemm(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "PARALLEL_MIN_FLOPS", PARALLEL_MIN_FLOPS) < 0 ||
@@ -1536,7 +1536,7 @@ static int NAME(gemm)(const gemm_args *g, int isa)
     int threads = 1;
 #ifdef _OPENMP
     if (!g_forked && (double)g->batch * M * N * (K > 0 ? K : 1) >= PARALLEL_MIN_FLOPS)
-        threads = omp_get_max_threads();
+        threads = max_threads();
 #endif
     /* Items: (batch matrix, rows part, columns block). Columns blocks of at most NC; when
      * that gives fewer items than threads, cut the columns finer while blocks stay at least

@@ -94,7 +94,7 @@ static PyObject *IndexOutOfBounds = NULL;
 static int n_threads(ptrdiff_t positions)
 {
 #ifdef _OPENMP
-    if (positions >= PARALLEL_MIN_POSITIONS && !g_forked) return omp_get_max_threads();
+    if (positions >= PARALLEL_MIN_POSITIONS && !g_forked) return max_threads();
 #endif
     (void)positions;
     return 1;
@@ -770,7 +770,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__index(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     IndexOutOfBounds = PyErr_NewExceptionWithDoc(

@@ -26,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#define OWNS_THREAD_SETTING /* (see common.h) */
 #include "common.h"
 
 #include <pthread.h>
@@ -238,8 +239,8 @@ static void run(const loop_t *L, ptrdiff_t numel)
 {
 #ifdef _OPENMP
     if ((size_t)numel * L->itemsize >= PARALLEL_MIN_BYTES && !g_forked &&
-        omp_get_max_threads() > 1) {
-        const ptrdiff_t block = even_block(numel, omp_get_max_threads());
+        max_threads() > 1) {
+        const ptrdiff_t block = even_block(numel, max_threads());
         const ptrdiff_t blocks = (numel + block - 1) / block;
 #pragma omp parallel for schedule(static)
         for (ptrdiff_t i = 0; i < blocks; i++) {
@@ -403,7 +404,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__C(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "ADD", OP_ADD) < 0 ||
@@ -412,6 +413,14 @@ PyMODINIT_FUNC PyInit__C(void)
         PyModule_AddIntConstant(m, "DIV", OP_DIV) < 0 ||
         PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0 ||
         PyModule_AddIntConstant(m, "PARALLEL_MIN_BYTES", PARALLEL_MIN_BYTES) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* the thread setting the other modules share (common.h) */
+    PyObject *setting = PyCapsule_New(&g_own_thread_setting, THREADS_CAPSULE, NULL);
+    const int added = setting ? PyModule_AddObjectRef(m, "thread_setting", setting) : -1;
+    Py_XDECREF(setting);
+    if (added < 0) {
         Py_DECREF(m);
         return NULL;
     }

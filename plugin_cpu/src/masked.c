@@ -483,7 +483,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__masked(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "BLOCK", BLOCK) < 0 ||

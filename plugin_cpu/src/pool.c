@@ -1114,7 +1114,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__pool(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "PARALLEL_MIN_ELEMENTS", PARALLEL_MIN_ELEMENTS) < 0) {

@@ -1144,7 +1144,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__random(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
 #if HAVE_X86
     /* the AVX2 and AVX-512 clones use fused multiply-adds */
     if (!__builtin_cpu_supports("fma")) g_best_isa = g_isa = ISA_BASELINE;

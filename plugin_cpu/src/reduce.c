@@ -575,7 +575,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__reduce(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "MAX_INT_P", MAX_INT_P) < 0) {

@@ -148,7 +148,7 @@ static int parallel_ok(ptrdiff_t elements)
 static int chunk_count(void) /* the threads, at most MAX_CHUNKS */
 {
 #ifdef _OPENMP
-    int t = omp_get_max_threads();
+    int t = max_threads();
     return t < 1 ? 1 : t > MAX_CHUNKS ? MAX_CHUNKS : t;
 #else
     return 1;
@@ -481,7 +481,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__sort(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0 ||

@@ -1290,7 +1290,7 @@ static void run(const loop_t *L, ptrdiff_t numel, ptrdiff_t parallel_min)
 {
 #ifdef _OPENMP
     if (worth_parallel((double)numel, (double)parallel_min)) {
-        const ptrdiff_t block = even_block(numel, omp_get_max_threads());
+        const ptrdiff_t block = even_block(numel, max_threads());
         const ptrdiff_t nblocks = (numel + block - 1) / block;
 #pragma omp parallel for schedule(static)
         for (ptrdiff_t i = 0; i < nblocks; i++) {
@@ -1517,7 +1517,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__unary(void)
 {
-    init_module_state();
+    if (init_module_state() < 0) return NULL;
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
     /* the AVX2 clone also uses FMA (tanh, erf): without it, the baseline */
     if (g_best_isa == ISA_AVX2 && !__builtin_cpu_supports("fma")) g_best_isa = g_isa = ISA_BASELINE;

@@ -2,8 +2,8 @@
 
 Reference kernels are single NumPy calls, so reftorch itself runs no thread pool: these
 functions validate and store the settings exactly as PyTorch does, and report them back.
-Plugins with their own parallel kernels (the CPU plugin) read `get_num_threads()` when they
-decide how many threads to use.
+Plugins with their own parallel kernels (the CPU plugin) are told each new intra-op count
+(`Registrar.on_set_num_threads`), so one setting governs every kernel.
 
 PyTorch's rules, kept here:
 - the single positional argument must be an integer (bool and float are rejected) and
@@ -40,6 +40,7 @@ def _threads_from_environment():
 
 
 _intra_op_threads = None     # None until first asked for: then the default above
+_listeners = []              # plugins' callables, told each new intra-op count
 _interop_threads = None
 _interop_was_set = False
 
@@ -63,6 +64,8 @@ def set_num_threads(n, /):
     """Set the number of threads used for intra-op parallelism on CPU."""
     global _intra_op_threads
     _intra_op_threads = _thread_count(n, "set_num_threads")
+    for listener in list(_listeners):
+        listener(_intra_op_threads)
 
 
 def get_num_threads():

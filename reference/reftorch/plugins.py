@@ -2,7 +2,8 @@
 
 A plugin is a distribution with an entry point in the group `reftorch.plugins` whose value is
 a callable `register(registrar)`. It calls `registrar.kernel(op, device_type, dtypes, fn)` for
-each kernel and `registrar.backend(DeviceBackend)` to add a device type. Plugins load when
+each kernel and `registrar.backend(DeviceBackend)` to add a device type; a plugin with its
+own thread pool calls `registrar.on_set_num_threads(fn)` to follow `set_num_threads`. Plugins load when
 reftorch is imported; `REFTORCH_PLUGINS` chooses which: `none`, `all` (the default), or a
 comma-separated list of entry-point names such as `cpu,cuda`.
 
@@ -19,7 +20,7 @@ import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from . import _dispatch
+from . import _dispatch, _threads
 from ._storage import register_backend
 
 ENTRY_POINT_GROUP = "reftorch.plugins"
@@ -36,6 +37,7 @@ class PluginInfo:
     module: str
     kernels: list = field(default_factory=list)     # (op, device type, dtype) triples
     device_types: list = field(default_factory=list)
+    thread_listeners: list = field(default_factory=list)
 
 
 class Registrar:
@@ -56,6 +58,14 @@ class Registrar:
     def backend(self, backend):
         register_backend(backend)
         self._info.device_types.append(backend.type_name)
+
+    def on_set_num_threads(self, fn):
+        """Call fn(n) whenever `reftorch.set_num_threads(n)` runs, and now if a count was
+        already set: a plugin with its own thread pool follows reftorch's setting."""
+        _threads._listeners.append(fn)
+        self._info.thread_listeners.append(fn)
+        if _threads._intra_op_threads is not None:
+            fn(_threads._intra_op_threads)
 
 
 _loaded = {}
@@ -79,6 +89,7 @@ def load(name, register):
         register(Registrar(info))
     except Exception as exc:  # a broken plugin must never break `import reftorch`
         _dispatch.unregister_plugin(name)
+        _forget_thread_listeners(info)
         _failed[name] = f"{type(exc).__name__}: {exc}"
         warnings.warn(f"reftorch plugin '{name}' failed to load: {type(exc).__name__}: {exc}",
                       RuntimeWarning, stacklevel=2)
@@ -88,9 +99,17 @@ def load(name, register):
 
 
 def unload(name):
-    """Remove a plugin's kernels (its device types stay registered)."""
+    """Remove a plugin's kernels and thread listeners (its device types stay registered)."""
     _dispatch.unregister_plugin(name)
-    _loaded.pop(name, None)
+    info = _loaded.pop(name, None)
+    if info is not None:
+        _forget_thread_listeners(info)
+
+
+def _forget_thread_listeners(info):
+    for fn in info.thread_listeners:
+        _threads._listeners.remove(fn)
+    info.thread_listeners.clear()
 
 
 def _selected(names):
