@@ -1,6 +1,6 @@
 """The C plugin's unary group (issue 11) at the issue's size, 4M float32 elements: exp, tanh,
 sigmoid, gelu (both forms), erf, silu, log, sqrt, relu, neg, clamp, where, and the float32 <->
-float64 / bool -> float32 conversions; exp and tanh also in float64; the backward ops of tanh,
+float64 / float16 / bfloat16 and uint8 / bool -> float32 conversions; exp and tanh also in float64; the backward ops of tanh,
 sigmoid, relu (threshold_backward), gelu (both forms) and silu. And at an MLP layer's size,
 (256, 512) float32: exp, sigmoid, relu, x * 0.5, x + bias, x ** 2, clamp and sum(0).
 
@@ -34,6 +34,9 @@ _P_R, _P_T, _P_N = inputs(np.abs(_X_N) + np.float32(0.5))           # positive, 
 _D_R, _D_T, _D_N = inputs(_X_N.astype(np.float64))
 _M_R, _M_T, _M_N = inputs(_X_N > 0)
 _Y_R, _Y_T, _Y_N = float32_inputs((_N,), _RNG)
+_H_R, _H_T, _H_N = inputs(_X_N.astype(np.float16))
+_B_R, _B_T = _X_R.bfloat16(), _X_T.bfloat16()
+_U8_R, _U8_T, _U8_N = inputs(_RNG.integers(0, 256, _N, dtype=np.uint8))
 
 
 def _reference_only(fn):
@@ -97,6 +100,14 @@ CASES = {
                                    lambda: _X_N.astype(np.float64)),
     "float64->float32 n=4M": _case(lambda: _D_R.float(), lambda: _D_T.float(),
                                    lambda: _D_N.astype(np.float32)),
+    "float32->float16 n=4M": _case(lambda: _X_R.half(), lambda: _X_T.half(),
+                                   lambda: _X_N.astype(np.float16)),
+    "float16->float32 n=4M": _case(lambda: _H_R.float(), lambda: _H_T.float(),
+                                   lambda: _H_N.astype(np.float32)),
+    "float32->bfloat16 n=4M": _case(lambda: _X_R.bfloat16(), lambda: _X_T.bfloat16()),
+    "bfloat16->float32 n=4M": _case(lambda: _B_R.float(), lambda: _B_T.float()),
+    "uint8->float32 n=4M": _case(lambda: _U8_R.float(), lambda: _U8_T.float(),
+                                 lambda: _U8_N.astype(np.float32)),
     "bool->float32 n=4M": _case(lambda: _M_R.float(), lambda: _M_T.float(),
                                 lambda: _M_N.astype(np.float32)),
     "exp float64 n=4M": _case(lambda: reftorch.exp(_D_R), lambda: torch.exp(_D_T),

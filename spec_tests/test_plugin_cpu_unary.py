@@ -487,6 +487,118 @@ def test_cast_into_strided_destination(dst):
         assert_bytes_equal(g, w)
 
 
+F16, BF16, U8 = reftorch.float16, reftorch.bfloat16, reftorch.uint8
+
+
+def every_16_bit_pattern(dtype, layout):
+    """All 65,536 float16 or bfloat16 values (NaN payloads, signalling ones, subnormals)."""
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).reshape(256, 256)
+    if layout == "transposed":
+        bits = np.ascontiguousarray(bits.T)
+    t = reftorch.from_numpy(bits.view(np.int16)).view(dtype)
+    return t.t() if layout == "transposed" else t
+
+
+def float32_edge_patterns():
+    """float32 values where rounding to float16 / bfloat16 is delicate: ties either way, the
+    subnormal and overflow boundaries of both, NaN payloads in the kept and the dropped bits,
+    and random bit patterns; 65,536 in all (above the parallel size)."""
+    rng = np.random.default_rng(12)
+    edges = []
+    for base in (0x3f800000, 0x38800000, 0x38000000, 0x33000000, 0x477fe000, 0x477ff000,
+                 0x7f7f0000, 0x00800000, 0x00000000, 0x7f800000):
+        for delta in (-0x1001, -0x1000, -0xfff, -1, 0, 1, 0xfff, 0x1000, 0x1001, 0x2000,
+                      0x7fff, 0x8000, 0x8001, 0x18000):
+            edges.append((base + delta) & 0xffffffff)
+    edges += [0x7f800001, 0x7fa00000, 0x7fc00000, 0x7fc12345, 0x7fbfffff, 0x7f801fff,
+              0xff800001, 0xffc00000, 0xff812345]
+    edges = np.array(edges, np.uint32)
+    bits = np.concatenate([edges, edges | 0x80000000,
+                           rng.integers(0, 1 << 32, (1 << 16) - 2 * edges.size, np.uint32)])
+    return reftorch.from_numpy(bits.view(np.float32).reshape(256, 256))
+
+
+def on_isa(isa, case):
+    """run_both(case) with the C loops of instruction set `isa`."""
+    previous = _unary.set_isa(isa)
+    try:
+        return run_both(case)
+    finally:
+        _unary.set_isa(previous)
+
+
+@pytest.mark.parametrize("isa", _unary.supported_isas())
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("src, dst", [(F16, F32), (BF16, F32), (BF16, F64)],
+                         ids=lambda d: d.name)
+def test_every_half_and_bfloat16_value_widens_as_the_reference(src, dst, layout, isa):
+    got, want, ran = on_isa(isa, lambda: [every_16_bit_pattern(src, layout).to(dst)])
+    assert ran == 1
+    assert_bytes_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("isa", _unary.supported_isas())
+@pytest.mark.parametrize("dst", [F16, BF16], ids=lambda d: d.name)
+def test_float32_rounds_to_half_and_bfloat16_as_the_reference(dst, isa):
+    """The bits of NumPy's float16 and ml_dtypes' bfloat16: nearest-even rounding, and each
+    library's NaN rule (float16 keeps a signalling NaN signalling, bfloat16 makes every NaN
+    0x7fc0 with its sign), whether the block conversions (AVX-512F) or the integer code run.
+    Checked offline over all 2^32 float32 values too."""
+    def case():
+        x = float32_edge_patterns()
+        return [x.to(dst).view(reftorch.int16), x.t().to(dst).view(reftorch.int16),
+                x.reshape(-1)[3:].to(dst).view(reftorch.int16)]   # blocks off 16 alignment
+    got, want, ran = on_isa(isa, case)
+    assert ran == 3
+    for g, w in zip(got, want):
+        assert_bytes_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16, U8], ids=lambda d: d.name)
+def test_copies_within_half_bfloat16_and_uint8_move_the_bits(dtype):
+    def case():
+        if dtype is U8:
+            x = reftorch.from_numpy(np.arange(1 << 16, dtype=np.uint32).astype(np.uint8)
+                                    .reshape(256, 256))
+        else:
+            x = every_16_bit_pattern(dtype, "contiguous")
+        return [x.t().contiguous(), x[::2].clone()]
+    got, want, ran = run_both(case)
+    assert ran == 2
+    for g, w in zip(got, want):
+        assert_bytes_equal(g, w)
+
+
+@pytest.mark.parametrize("dst", [F32, F64, reftorch.int64], ids=lambda d: d.name)
+def test_uint8_widens_as_the_reference(dst):
+    def case():
+        pixels = np.arange(3 * 128 * 128, dtype=np.uint64).astype(np.uint8).reshape(3, 128, 128)
+        x = reftorch.from_numpy(pixels)
+        return [x.to(dst), x.permute(1, 2, 0).to(dst)]
+    got, want, ran = run_both(case)
+    assert ran == 2
+    for g, w in zip(got, want):
+        assert_bytes_equal(g, w)
+
+
+def test_casts_the_c_loop_does_not_take_go_to_the_reference():
+    """float64 rounds straight to float16 (not through float32), float to uint8 is left
+    undefined by C: these pairs decline and the reference converts."""
+    x = reftorch.from_numpy(np.linspace(-300, 300, 70000))
+    for dst in (F16, BF16, U8):
+        before = _unary.calls()
+        got = x.to(dst)
+        assert _unary.calls() == before
+        with reftorch.plugins.use_reference_kernels():
+            assert_bytes_equal(np.array(got.numpy()), np.array(x.to(dst).numpy()))
+
+
+def test_cast_rejects_a_pair_it_has_no_loop_for():
+    out, src = np.zeros(4, np.float16), np.zeros(4, np.float64)
+    with pytest.raises(TypeError, match="no conversion from float64 to float16"):
+        _unary.cast((4,), out, _unary.T_F16, 0, (1,), src, _unary.T_F64, 0, (1,))
+
+
 # ---------------------------------------------------------------------------------------------
 # Backward ops (what the derivative rows of tanh, sigmoid, relu/threshold, gelu, silu call):
 # inputs (grad_output, the forward's output or input). tanh, sigmoid and threshold backward
@@ -804,7 +916,7 @@ def test_declines_small_and_other_dtypes():
     before = _unary.calls()
     reftorch.exp(contiguous((10, 10), F32, 0))
     reftorch.neg(reftorch.ones(BIG, dtype=reftorch.float16))
-    contiguous(BIG, F32, 0).to(reftorch.bfloat16)
+    contiguous(BIG, F64, 0).to(reftorch.bfloat16)  # (float64 rounds straight to it)
     F.leaky_relu(contiguous(BIG, F32, 0), negative_slope=0.5)  # a plain number: served
     assert _unary.calls() - before == 1
 
@@ -837,4 +949,4 @@ def test_raw_entry_points_check_their_arguments():
         _unary.cast([10], o, _unary.T_F32, 0, [1], np.zeros(10, np.int64), _unary.T_I32, 0,
                     [1])
     with pytest.raises(ValueError):
-        _unary.cast([10], o, _unary.T_F32, 0, [1], np.zeros(10, np.int64), 7, 0, [1])
+        _unary.cast([10], o, _unary.T_F32, 0, [1], np.zeros(10, np.int64), 99, 0, [1])

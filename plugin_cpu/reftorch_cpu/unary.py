@@ -38,8 +38,11 @@ within 4 ulp or an absolute 2 eps |g| (1 + x^2) (they cancel where the derivativ
 measured at most 1.5).
 
 `copy_` between float32, float64, int64, int32 and bool (the dtype conversions `.to()`,
-`.float()`, `mask.to(x.dtype)` make) runs here; a copy within one float dtype is left to
-reftorch_cpu.kernels. Everything else is declined (NotImplemented: the reference runs):
+`.float()`, `mask.to(x.dtype)` make) runs here, and float16 / bfloat16 to and from float32
+(mixed precision's casts; bfloat16 also to float64), uint8 to float32 / float64 / int64
+(image data), and copies within float16, bfloat16 or uint8: the bits of NumPy's and
+ml_dtypes' conversions, NaN payloads included (src/unary.c). A copy within one float dtype
+is left to reftorch_cpu.kernels. Everything else is declined (NotImplemented: the reference runs):
 other dtypes, mixed input dtypes, an `out=` of another dtype, fewer than MIN_NUMEL
 elements, gelu/leaky_relu/threshold_backward parameters that are not plain numbers or known
 strings, and outputs that overlap an input other than element for element.
@@ -47,6 +50,8 @@ strings, and outputs that overlap an input other than element for element.
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from reftorch import _dtype as D
 from reftorch._dispatch import get_op
@@ -78,7 +83,11 @@ USES_ERF = {"erf", "gelu", "gelu_backward"}
 
 DTYPES = (D.float32, D.float64)
 CAST_TYPES = {D.float32: _U.T_F32, D.float64: _U.T_F64, D.int64: _U.T_I64,
-              D.int32: _U.T_I32, D.bool: _U.T_BOOL}
+              D.int32: _U.T_I32, D.bool: _U.T_BOOL, D.float16: _U.T_F16,
+              D.bfloat16: _U.T_BF16, D.uint8: _U.T_U8}
+# (from, to) dtype pairs the C cast converts; same-dtype float copies go to reftorch_cpu.kernels
+CASTS = {(a, b) for a, code_a in CAST_TYPES.items() for b, code_b in CAST_TYPES.items()
+         if (code_a, code_b) in set(_U.CASTS) and not (a is b and a in DTYPES)}
 
 # op name -> C op code; the number parameters come from `_params` below
 CHEAP = {"neg": _U.NEG, "abs": _U.ABS, "relu": _U.RELU, "sqrt": _U.SQRT, "rsqrt": _U.RSQRT,
@@ -209,12 +218,12 @@ def _pow_kernel():
 
 
 def cast_kernel(out, inputs, dtypes, params):
-    """`copy_` converting between float32, float64, int64, int32 and bool (src already
-    broadcast to out's shape). Same-dtype float copies are left to reftorch_cpu.kernels."""
+    """`copy_` converting between the CASTS pairs of dtypes (src already broadcast to out's
+    shape): float32, float64, int64, int32 and bool among themselves, float16 and bfloat16
+    to and from float32 (bfloat16 also to float64), uint8 to float32, float64 and int64, and
+    same-dtype copies of the 1- and 2-byte types."""
     src_dtype, dst_dtype = dtypes[0], dtypes[2]
-    if len(inputs) != 1 or dst_dtype not in CAST_TYPES or src_dtype not in CAST_TYPES:
-        return NotImplemented
-    if src_dtype is dst_dtype and src_dtype in DTYPES:
+    if len(inputs) != 1 or (src_dtype, dst_dtype) not in CASTS:
         return NotImplemented
     src = inputs[0]
     if src._shape != out._shape or out.numel() < size_threshold(MIN_NUMEL):
@@ -224,6 +233,13 @@ def cast_kernel(out, inputs, dtypes, params):
     shape, strides = _geometry(out, inputs, out.numel())
     if len(shape) > _U.MAX_NDIM or not _safe_to_write(out, shape, strides, inputs, dst_dtype):
         return NotImplemented
-    _U.cast(shape, out._storage.array, CAST_TYPES[dst_dtype], out._offset, strides[0],
-            src._storage.array, CAST_TYPES[src_dtype], src._offset, strides[1])
+    _U.cast(shape, _buffer(out), CAST_TYPES[dst_dtype], out._offset, strides[0],
+            _buffer(src), CAST_TYPES[src_dtype], src._offset, strides[1])
     return out
+
+
+def _buffer(t):
+    """t's storage array as the C cast reads it: bfloat16 as its uint16 bits (NumPy gives
+    ml_dtypes' bfloat16 no buffer format)."""
+    array = t._storage.array
+    return array.view(np.uint16) if t._storage.dtype is D.bfloat16 else array

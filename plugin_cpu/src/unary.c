@@ -11,7 +11,9 @@
  *       (grad_output, y or x); addcmul/addcdiv (input, tensor1, tensor2), lerp (input, end,
  *       weight).
  *   cast(shape, out, out_type, out_offset, out_strides, src, src_type, src_offset, src_strides)
- *       out = src converted between float32, float64, int64, int32 and bool (T_* codes).
+ *       out = src converted between float32, float64, int64, int32 and bool, and float16,
+ *       bfloat16 (passed as uint16 bits) and uint8 to and from some of them (T_* codes; the
+ *       pairs are in CASTS).
  *
  * Every operand is a contiguous buffer (a CPU storage's 1-D NumPy array), the element offset
  * of the view's element 0 and one stride per dim in elements (0 for a broadcast dim, negative
@@ -109,8 +111,11 @@ static const int N_INPUTS[N_OPS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 static const char IS_MATH[N_OPS] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
                                     0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0};
 
-enum { T_F32, T_F64, T_I64, T_I32, T_BOOL, N_TYPES };
-static const char *const TYPE_NAMES[N_TYPES] = {"float32", "float64", "int64", "int32", "bool"};
+/* Element types (the math runs on the first two; casts take all). bfloat16 buffers are passed
+ * as their uint16 bits (NumPy exports no buffer format for ml_dtypes' bfloat16). */
+enum { T_F32, T_F64, T_I64, T_I32, T_BOOL, T_F16, T_BF16, T_U8, N_TYPES };
+static const char *const TYPE_NAMES[N_TYPES] = {"float32", "float64", "int64", "int32", "bool",
+                                                "float16", "bfloat16", "uint8"};
 
 #define MAX_OPERANDS 4
 
@@ -1186,53 +1191,287 @@ static const row_fn ROWS[N_ISAS][2][N_OPS] = {ROWS_FOR_ISA(baseline)};
 #define CONV_I64_I32(x) ((int32_t)(uint32_t)(uint64_t)(x))
 #define CONV_FROM_BOOL(x) ((x) != 0)
 
-#define DEFINE_CAST_ROW(NAME, TI, TO, CONV)                                                 \
-    static void row_cast_##NAME(ptrdiff_t n, char *const *p, const ptrdiff_t *s,            \
-                                const double *prm)                                          \
+#define DEFINE_CAST_ROW(NAME, TI, TO, CONV) DEFINE_CAST_ROW_AFTER(NAME, TI, TO, CONV, NONE_FIRST)
+#define NONE_FIRST(o, a, n) 0
+/* FIRST(o, a, n): how many leading elements of a unit-stride row a faster loop converted */
+#define DEFINE_CAST_ROW_AFTER(NAME, TI, TO, CONV, FIRST)                                    \
+    CAST_ATTR static void CAST_ROW_NAME(NAME, CAST_ISA)(ptrdiff_t n, char *const *p,         \
+                                                        const ptrdiff_t *s, const double *prm) \
     {                                                                                       \
         (void)prm;                                                                          \
         TO *o = (TO *)p[0];                                                                 \
         const TI *a = (const TI *)p[1];                                                     \
         if (s[0] == 1 && s[1] == 1) {                                                       \
-            _Pragma("omp simd") for (ptrdiff_t i = 0; i < n; i++) o[i] = (TO)CONV(a[i]);    \
+            const ptrdiff_t first = FIRST(o, a, n);                                         \
+            _Pragma("omp simd") for (ptrdiff_t i = first; i < n; i++) o[i] = (TO)CONV(a[i]); \
         } else {                                                                            \
             for (ptrdiff_t i = 0; i < n; i++) o[i * s[0]] = (TO)CONV(a[i * s[1]]);          \
         }                                                                                   \
     }
 
-/* [from][to]; same-type copies move bits */
-DEFINE_CAST_ROW(f32_f32, uint32_t, uint32_t, CONV_ID)
-DEFINE_CAST_ROW(f32_f64, float, double, CONV_ID)
-DEFINE_CAST_ROW(f32_i64, float, int64_t, CONV_F_I64)
-DEFINE_CAST_ROW(f32_i32, float, int32_t, CONV_F_I32)
-DEFINE_CAST_ROW(f32_b, float, uint8_t, CONV_BOOL)
-DEFINE_CAST_ROW(f64_f32, double, float, CONV_ID)
-DEFINE_CAST_ROW(f64_f64, uint64_t, uint64_t, CONV_ID)
-DEFINE_CAST_ROW(f64_i64, double, int64_t, CONV_F_I64)
-DEFINE_CAST_ROW(f64_i32, double, int32_t, CONV_F_I32)
-DEFINE_CAST_ROW(f64_b, double, uint8_t, CONV_BOOL)
-DEFINE_CAST_ROW(i64_f32, int64_t, float, CONV_ID)
-DEFINE_CAST_ROW(i64_f64, int64_t, double, CONV_ID)
-DEFINE_CAST_ROW(i64_i64, int64_t, int64_t, CONV_ID)
-DEFINE_CAST_ROW(i64_i32, int64_t, int32_t, CONV_I64_I32)
-DEFINE_CAST_ROW(i64_b, int64_t, uint8_t, CONV_BOOL)
-DEFINE_CAST_ROW(i32_f32, int32_t, float, CONV_ID)
-DEFINE_CAST_ROW(i32_f64, int32_t, double, CONV_ID)
-DEFINE_CAST_ROW(i32_i64, int32_t, int64_t, CONV_ID)
-DEFINE_CAST_ROW(i32_i32, int32_t, int32_t, CONV_ID)
-DEFINE_CAST_ROW(i32_b, int32_t, uint8_t, CONV_BOOL)
-DEFINE_CAST_ROW(b_f32, uint8_t, float, CONV_FROM_BOOL)
-DEFINE_CAST_ROW(b_f64, uint8_t, double, CONV_FROM_BOOL)
-DEFINE_CAST_ROW(b_i64, uint8_t, int64_t, CONV_FROM_BOOL)
-DEFINE_CAST_ROW(b_i32, uint8_t, int32_t, CONV_FROM_BOOL)
-DEFINE_CAST_ROW(b_b, uint8_t, uint8_t, CONV_ID) /* bytes as they are, as NumPy copies */
 
-static const row_fn CAST_ROWS[N_TYPES][N_TYPES] = {
-    {row_cast_f32_f32, row_cast_f32_f64, row_cast_f32_i64, row_cast_f32_i32, row_cast_f32_b},
-    {row_cast_f64_f32, row_cast_f64_f64, row_cast_f64_i64, row_cast_f64_i32, row_cast_f64_b},
-    {row_cast_i64_f32, row_cast_i64_f64, row_cast_i64_i64, row_cast_i64_i32, row_cast_i64_b},
-    {row_cast_i32_f32, row_cast_i32_f64, row_cast_i32_i64, row_cast_i32_i32, row_cast_i32_b},
-    {row_cast_b_f32, row_cast_b_f64, row_cast_b_i64, row_cast_b_i32, row_cast_b_b}};
+/* float16 and bfloat16, in integer arithmetic on the bits (branch-free, so the loops
+ * vectorize). The rounding is IEEE's nearest-even, so any correct method gives the bits of
+ * NumPy's float16 and ml_dtypes' bfloat16 for numbers; NaN follows each library's own rule
+ * (below), which the hardware's F16C instructions would not (they quiet a signalling NaN). */
+
+/* float16 bits -> float32 bits, exactly (NumPy's npy_halfbits_to_floatbits): a subnormal
+ * half is its 10-bit significand times 2^-24 (exact in float32); NaN keeps its payload. */
+static inline uint32_t f16_to_f32_bits(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = h & 0x7c00u, mant = h & 0x3ffu;
+    const uint32_t normal = sign | (((uint32_t)(h & 0x7fffu) + 0x1c000u) << 13);
+    const uint32_t inf_nan = sign | 0x7f800000u | (mant << 13);
+    const float subnormal = (float)mant * 0x1p-24f;
+    uint32_t sub_bits;
+    memcpy(&sub_bits, &subnormal, sizeof sub_bits);
+    return exp == 0 ? sign | sub_bits : exp == 0x7c00u ? inf_nan : normal;
+}
+
+/* float32 bits -> float16 bits, rounding to nearest even. Normal results round the
+ * significand by integer addition (a carry moves into the exponent, up to infinity); results
+ * below 2^-14 come from a float addition of 0.5, whose rounding at 2^-24 is the half's last
+ * subnormal bit; from 65536 up the result is infinity. NaN (NumPy's npy_floatbits_to_halfbits)
+ * keeps the top 10 payload bits, and a payload only in the lower 13 becomes 1: a signalling
+ * NaN stays signalling. */
+static inline uint16_t f32_bits_to_f16(uint32_t f)
+{
+    const uint32_t sign = (f >> 16) & 0x8000u, a = f & 0x7fffffffu;
+    uint32_t nan = 0x7c00u | ((a & 0x7fffffu) >> 13);
+    nan += nan == 0x7c00u;
+    float magnitude;
+    memcpy(&magnitude, &a, sizeof magnitude);
+    const float shifted = magnitude + 0.5f;
+    uint32_t shifted_bits;
+    memcpy(&shifted_bits, &shifted, sizeof shifted_bits);
+    const uint32_t subnormal = shifted_bits - 0x3f000000u;
+    /* - (127 - 15) << 23 rebiases the exponent; 0xfff plus the kept lsb rounds to even */
+    const uint32_t normal = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    const uint32_t h = a > 0x7f800000u ? nan : a >= 0x47800000u ? 0x7c00u
+                     : a < 0x38800000u ? subnormal : normal;
+    return (uint16_t)(sign | h);
+}
+
+/* float32 bits -> bfloat16 bits as ml_dtypes rounds (nearest even on the upper 16 bits,
+ * subnormals kept); every NaN becomes the quiet NaN 0x7fc0 with its sign. */
+static inline uint16_t f32_bits_to_bf16(uint32_t f)
+{
+    const uint16_t rounded = (uint16_t)((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
+    return (f & 0x7fffffffu) > 0x7f800000u ? (uint16_t)(((f >> 16) & 0x8000u) | 0x7fc0u)
+                                           : rounded;
+}
+
+#define CONV_F16_F32(h) f16_to_f32_bits(h)
+#define CONV_F32_F16(f) f32_bits_to_f16(f)
+#define CONV_F32_BF16(f) f32_bits_to_bf16(f)
+#define CONV_BF16_F32(h) ((uint32_t)(h) << 16)
+/* ml_dtypes widens bfloat16 to float64 through float32 (a C cast: a NaN comes out quiet) */
+#define CONV_BF16_F64(h) ((double)bf16_to_f32(h))
+static inline float bf16_to_f32(uint16_t h)
+{
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+#if HAVE_X86_CLONES
+/* float16 <-> float32 16 at a time by the AVX-512F conversions, which give the bits of the
+ * integer code above for every number (exact widening; nearest-even narrowing); a block
+ * holding a NaN takes the integer code, whose NaN rule is NumPy's. They convert the leading
+ * multiple of 16 elements of a unit-stride row and return how many that is. */
+__attribute__((target("avx512f"))) static ptrdiff_t f32_to_f16_blocks(uint16_t *o,
+                                                                       const uint32_t *a,
+                                                                       ptrdiff_t n)
+{
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps((const float *)(a + i));
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) {
+            for (int j = 0; j < 16; j++) o[i + j] = f32_bits_to_f16(a[i + j]);
+            continue;
+        }
+        const __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_si256((__m256i *)(o + i), h);
+    }
+    return i;
+}
+
+/* float32 -> bfloat16 16 at a time: f32_bits_to_bf16 in AVX-512F integer instructions (GCC
+ * does not vectorize its narrowing store well). */
+__attribute__((target("avx512f"))) static ptrdiff_t f32_to_bf16_blocks(uint16_t *o,
+                                                                        const uint32_t *a,
+                                                                        ptrdiff_t n)
+{
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i sign = _mm512_set1_epi32(0x8000), quiet_nan = _mm512_set1_epi32(0x7fc0);
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i x = _mm512_loadu_si512((const void *)(a + i));
+        const __m512i high = _mm512_srli_epi32(x, 16);
+        const __m512i lsb = _mm512_and_si512(high, one);
+        const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, bias),
+                                                                   lsb), 16);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, magnitude), inf);
+        const __m512i nan_bits = _mm512_or_si512(_mm512_and_si512(high, sign), quiet_nan);
+        const __m512i h = _mm512_mask_blend_epi32(nan, rounded, nan_bits);
+        _mm256_storeu_si256((__m256i *)(o + i), _mm512_cvtepi32_epi16(h));
+    }
+    return i;
+}
+
+__attribute__((target("avx512f"))) static ptrdiff_t f16_to_f32_blocks(uint32_t *o,
+                                                                       const uint16_t *a,
+                                                                       ptrdiff_t n)
+{
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i)));
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) {
+            for (int j = 0; j < 16; j++) o[i + j] = f16_to_f32_bits(a[i + j]);
+            continue;
+        }
+        _mm512_storeu_ps((float *)(o + i), x);
+    }
+    return i;
+}
+#endif
+
+/* Every row, defined for one instruction set (CAST_ISA, CAST_ATTR); float32 moves as its
+ * bits where it is not converted (a signalling NaN must not pass through a float register). */
+#define DEFINE_CAST_ROWS                                                                     \
+    DEFINE_CAST_ROW(f32_f32, uint32_t, uint32_t, CONV_ID)                                   \
+    DEFINE_CAST_ROW(f32_f64, float, double, CONV_ID)                                        \
+    DEFINE_CAST_ROW(f32_i64, float, int64_t, CONV_F_I64)                                    \
+    DEFINE_CAST_ROW(f32_i32, float, int32_t, CONV_F_I32)                                    \
+    DEFINE_CAST_ROW(f32_b, float, uint8_t, CONV_BOOL)                                       \
+    DEFINE_CAST_ROW(f64_f32, double, float, CONV_ID)                                        \
+    DEFINE_CAST_ROW(f64_f64, uint64_t, uint64_t, CONV_ID)                                   \
+    DEFINE_CAST_ROW(f64_i64, double, int64_t, CONV_F_I64)                                   \
+    DEFINE_CAST_ROW(f64_i32, double, int32_t, CONV_F_I32)                                   \
+    DEFINE_CAST_ROW(f64_b, double, uint8_t, CONV_BOOL)                                      \
+    DEFINE_CAST_ROW(i64_f32, int64_t, float, CONV_ID)                                       \
+    DEFINE_CAST_ROW(i64_f64, int64_t, double, CONV_ID)                                      \
+    DEFINE_CAST_ROW(i64_i64, int64_t, int64_t, CONV_ID)                                     \
+    DEFINE_CAST_ROW(i64_i32, int64_t, int32_t, CONV_I64_I32)                                \
+    DEFINE_CAST_ROW(i64_b, int64_t, uint8_t, CONV_BOOL)                                     \
+    DEFINE_CAST_ROW(i32_f32, int32_t, float, CONV_ID)                                       \
+    DEFINE_CAST_ROW(i32_f64, int32_t, double, CONV_ID)                                      \
+    DEFINE_CAST_ROW(i32_i64, int32_t, int64_t, CONV_ID)                                     \
+    DEFINE_CAST_ROW(i32_i32, int32_t, int32_t, CONV_ID)                                     \
+    DEFINE_CAST_ROW(i32_b, int32_t, uint8_t, CONV_BOOL)                                     \
+    DEFINE_CAST_ROW(b_f32, uint8_t, float, CONV_FROM_BOOL)                                  \
+    DEFINE_CAST_ROW(b_f64, uint8_t, double, CONV_FROM_BOOL)                                 \
+    DEFINE_CAST_ROW(b_i64, uint8_t, int64_t, CONV_FROM_BOOL)                                \
+    DEFINE_CAST_ROW(b_i32, uint8_t, int32_t, CONV_FROM_BOOL)                                \
+    DEFINE_CAST_ROW(b_b, uint8_t, uint8_t, CONV_ID) /* bytes as they are, as NumPy copies */ \
+    DEFINE_CAST_ROW_AFTER(f16_f32, uint16_t, uint32_t, CONV_F16_F32, HALF_BLOCKS_F16_F32)   \
+    DEFINE_CAST_ROW_AFTER(f32_f16, uint32_t, uint16_t, CONV_F32_F16, HALF_BLOCKS_F32_F16)   \
+    DEFINE_CAST_ROW(bf16_f32, uint16_t, uint32_t, CONV_BF16_F32)                            \
+    DEFINE_CAST_ROW_AFTER(f32_bf16, uint32_t, uint16_t, CONV_F32_BF16, HALF_BLOCKS_F32_BF16) \
+    DEFINE_CAST_ROW(bf16_f64, uint16_t, double, CONV_BF16_F64)                              \
+    DEFINE_CAST_ROW(u8_f32, uint8_t, float, CONV_ID)                                        \
+    DEFINE_CAST_ROW(u8_f64, uint8_t, double, CONV_ID)                                       \
+    DEFINE_CAST_ROW(u8_i64, uint8_t, int64_t, CONV_ID)                                      \
+    DEFINE_CAST_ROW(h_h, uint16_t, uint16_t, CONV_ID) /* float16 / bfloat16 copies: the bits */
+
+#define CAST_ROW_NAME(NAME, ISA) CAST_ROW_NAME_(NAME, ISA)
+#define CAST_ROW_NAME_(NAME, ISA) row_cast_##NAME##_##ISA
+#define CAST_ISA baseline
+#define CAST_ATTR
+#define HALF_BLOCKS_F16_F32 NONE_FIRST
+#define HALF_BLOCKS_F32_F16 NONE_FIRST
+#define HALF_BLOCKS_F32_BF16 NONE_FIRST
+DEFINE_CAST_ROWS
+#undef CAST_ISA
+#undef CAST_ATTR
+#if HAVE_X86_CLONES
+/* (the float16 / bfloat16 conversions are a dozen integer operations per element: 16 lanes
+ * at a time they keep up with memory, 2 at a time they do not) */
+#define CAST_ISA avx2
+#define CAST_ATTR __attribute__((target("avx2")))
+DEFINE_CAST_ROWS
+#undef CAST_ISA
+#undef CAST_ATTR
+#undef HALF_BLOCKS_F16_F32
+#undef HALF_BLOCKS_F32_F16
+#undef HALF_BLOCKS_F32_BF16
+#define HALF_BLOCKS_F16_F32 f16_to_f32_blocks
+#define HALF_BLOCKS_F32_F16 f32_to_f16_blocks
+#define HALF_BLOCKS_F32_BF16 f32_to_bf16_blocks
+#define CAST_ISA avx512f
+#define CAST_ATTR __attribute__((target("avx512f")))
+DEFINE_CAST_ROWS
+#undef CAST_ISA
+#undef CAST_ATTR
+#endif
+
+/* [from][to]; NULL: no C conversion (the reference converts). Same-type copies move bits.
+ * Left out: float to uint8 (C leaves an out-of-range value undefined), float64 to and from
+ * float16 / bfloat16 (NumPy rounds float64 straight to float16, ml_dtypes to bfloat16: not
+ * one float32 step), and pairs rare in practice. */
+#define CAST_TABLE(ISA) {                                                                   \
+    [T_F32] = {                                                                             \
+        [T_F32] = CAST_ROW_NAME(f32_f32, ISA),                                              \
+        [T_F64] = CAST_ROW_NAME(f32_f64, ISA),                                              \
+        [T_I64] = CAST_ROW_NAME(f32_i64, ISA),                                              \
+        [T_I32] = CAST_ROW_NAME(f32_i32, ISA),                                              \
+        [T_BOOL] = CAST_ROW_NAME(f32_b, ISA),                                               \
+        [T_F16] = CAST_ROW_NAME(f32_f16, ISA),                                              \
+        [T_BF16] = CAST_ROW_NAME(f32_bf16, ISA),                                            \
+    },                                                                                      \
+    [T_F64] = {                                                                             \
+        [T_F32] = CAST_ROW_NAME(f64_f32, ISA),                                              \
+        [T_F64] = CAST_ROW_NAME(f64_f64, ISA),                                              \
+        [T_I64] = CAST_ROW_NAME(f64_i64, ISA),                                              \
+        [T_I32] = CAST_ROW_NAME(f64_i32, ISA),                                              \
+        [T_BOOL] = CAST_ROW_NAME(f64_b, ISA),                                               \
+    },                                                                                      \
+    [T_I64] = {                                                                             \
+        [T_F32] = CAST_ROW_NAME(i64_f32, ISA),                                              \
+        [T_F64] = CAST_ROW_NAME(i64_f64, ISA),                                              \
+        [T_I64] = CAST_ROW_NAME(i64_i64, ISA),                                              \
+        [T_I32] = CAST_ROW_NAME(i64_i32, ISA),                                              \
+        [T_BOOL] = CAST_ROW_NAME(i64_b, ISA),                                               \
+    },                                                                                      \
+    [T_I32] = {                                                                             \
+        [T_F32] = CAST_ROW_NAME(i32_f32, ISA),                                              \
+        [T_F64] = CAST_ROW_NAME(i32_f64, ISA),                                              \
+        [T_I64] = CAST_ROW_NAME(i32_i64, ISA),                                              \
+        [T_I32] = CAST_ROW_NAME(i32_i32, ISA),                                              \
+        [T_BOOL] = CAST_ROW_NAME(i32_b, ISA),                                               \
+    },                                                                                      \
+    [T_BOOL] = {                                                                            \
+        [T_F32] = CAST_ROW_NAME(b_f32, ISA),                                                \
+        [T_F64] = CAST_ROW_NAME(b_f64, ISA),                                                \
+        [T_I64] = CAST_ROW_NAME(b_i64, ISA),                                                \
+        [T_I32] = CAST_ROW_NAME(b_i32, ISA),                                                \
+        [T_BOOL] = CAST_ROW_NAME(b_b, ISA),                                                 \
+    },                                                                                      \
+    [T_F16] = {                                                                             \
+        [T_F32] = CAST_ROW_NAME(f16_f32, ISA),                                              \
+        [T_F16] = CAST_ROW_NAME(h_h, ISA),                                                  \
+    },                                                                                      \
+    [T_BF16] = {                                                                            \
+        [T_F32] = CAST_ROW_NAME(bf16_f32, ISA),                                             \
+        [T_F64] = CAST_ROW_NAME(bf16_f64, ISA),                                             \
+        [T_BF16] = CAST_ROW_NAME(h_h, ISA),                                                 \
+    },                                                                                      \
+    [T_U8] = {                                                                              \
+        [T_F32] = CAST_ROW_NAME(u8_f32, ISA),                                               \
+        [T_F64] = CAST_ROW_NAME(u8_f64, ISA),                                               \
+        [T_I64] = CAST_ROW_NAME(u8_i64, ISA),                                               \
+        [T_U8] = CAST_ROW_NAME(b_b, ISA),                                                   \
+    },                                                                                      \
+}
+
+#if HAVE_X86_CLONES
+static const row_fn CAST_ROWS[N_ISAS][N_TYPES][N_TYPES] = {
+    CAST_TABLE(baseline), CAST_TABLE(avx2), CAST_TABLE(avx512f)};
+#else
+static const row_fn CAST_ROWS[N_ISAS][N_TYPES][N_TYPES] = {CAST_TABLE(baseline)};
+#endif
 
 /* ==== the loop over a strided shape ======================================================= */
 
@@ -1317,9 +1556,13 @@ static int buffer_type(const Py_buffer *view, const char *what)
     case 'q': case 'l': if (size == 8) return T_I64; break;
     case 'i': if (size == 4) return T_I32; break;
     case '?': if (size == 1) return T_BOOL; break;
+    case 'e': if (size == 2) return T_F16; break;
+    case 'H': if (size == 2) return T_BF16; break; /* (bfloat16's bits) */
+    case 'B': if (size == 1) return T_U8; break;
     }
     PyErr_Format(PyExc_TypeError, "%s holds elements of buffer format '%s' (itemsize %zd), "
-                 "not one of float32, float64, int64, int32, bool", what,
+                 "not one of float32, float64, int64, int32, bool, float16, bfloat16 (as "
+                 "uint16 bits), uint8", what,
                  view->format ? view->format : "B", size);
     return -1;
 }
@@ -1486,7 +1729,13 @@ static PyObject *py_cast(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         }
     }
     L.nops = 2;
-    L.row = CAST_ROWS[types[1]][types[0]];
+    L.row = CAST_ROWS[g_isa][types[1]][types[0]];
+    if (L.row == NULL) {
+        release(views, 2);
+        PyErr_Format(PyExc_TypeError, "cast(): no conversion from %s to %s",
+                     TYPE_NAMES[types[1]], TYPE_NAMES[types[0]]);
+        return NULL;
+    }
     g_calls++;
     if (numel > 0) {
         Py_BEGIN_ALLOW_THREADS
@@ -1503,7 +1752,8 @@ static PyMethodDef METHODS[] = {
      "p1): out = op(inputs) for float32/float64 buffers (where's condition: bool)."},
     {"cast", (PyCFunction)(void (*)(void))py_cast, METH_FASTCALL,
      "cast(shape, out, out_type, out_offset, out_strides, src, src_type, src_offset, "
-     "src_strides): strided conversion between T_F32, T_F64, T_I64, T_I32, T_BOOL buffers."},
+     "src_strides): strided conversion between buffers of the T_* types (the pairs in "
+     "CASTS)."},
     COMMON_METHODS,
     {NULL, NULL, 0, NULL}};
 
@@ -1531,11 +1781,25 @@ PyMODINIT_FUNC PyInit__unary(void)
         "SIGMOID_BACKWARD", "THRESHOLD_BACKWARD", "GELU_BACKWARD", "GELU_TANH_BACKWARD",
         "SILU_BACKWARD", "CLAMP", "WHERE", "ADDCMUL", "ADDCDIV", "LERP"};
     static const char *const T_CONSTS[N_TYPES] = {"T_F32", "T_F64", "T_I64", "T_I32",
-                                                  "T_BOOL"};
+                                                  "T_BOOL", "T_F16", "T_BF16", "T_U8"};
     for (int i = 0; i < N_OPS; i++)
         if (PyModule_AddIntConstant(m, OP_NAMES[i], i) < 0) goto fail;
     for (int i = 0; i < N_TYPES; i++)
         if (PyModule_AddIntConstant(m, T_CONSTS[i], i) < 0) goto fail;
+    /* CASTS: the (from, to) type pairs cast() converts */
+    PyObject *casts = PyList_New(0);
+    for (int from = 0; casts && from < N_TYPES; from++)
+        for (int to = 0; casts && to < N_TYPES; to++) {
+            if (CAST_ROWS[0][from][to] == NULL) continue;
+            PyObject *pair = Py_BuildValue("(ii)", from, to);
+            if (pair == NULL || PyList_Append(casts, pair) < 0) Py_CLEAR(casts);
+            Py_XDECREF(pair);
+        }
+    if (casts == NULL || PyModule_AddObjectRef(m, "CASTS", casts) < 0) {
+        Py_XDECREF(casts);
+        goto fail;
+    }
+    Py_DECREF(casts);
     if (PyModule_AddIntConstant(m, "MAX_NDIM", MAX_NDIM) < 0) goto fail;
     return m;
 fail:
