@@ -285,6 +285,37 @@ def test_results_do_not_depend_on_thread_count():
         assert_same(r, results[0])
 
 
+TRANSPOSING_COPIES = {
+    # (base shape, view of the base): the copy's source runs along another dim than its output
+    "t": ((130, 200), lambda x: x.t()),
+    "batched t": ((3, 70, 129), lambda x: x.transpose(1, 2)),
+    "NCHW to NHWC": ((2, 64, 9, 11), lambda x: x.permute(0, 2, 3, 1)),
+    "t of a slice": ((300, 150), lambda x: x[5:200, 1:100].t()),
+    "reversed dims": ((64, 5, 70), lambda x: x.permute(2, 1, 0)),   # k not next to last
+}
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=lambda d: d.name)
+@pytest.mark.parametrize("case", TRANSPOSING_COPIES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_transposing_copies_in_tiles_give_the_reference(case, dtype, threads):
+    """Copies walked in tiles (a transpose: the tile loop, with edge tiles) move every element
+    where the reference puts it, on any thread count."""
+    shape, view = TRANSPOSING_COPIES[case]
+    base = reftorch.from_numpy(np.arange(np.prod(shape), dtype=dtype.numpy_dtype).reshape(shape))
+    previous = _C.set_num_threads(threads)
+    try:
+        before = _C.calls()
+        got = view(base).contiguous()
+        ran = _C.calls() - before
+    finally:
+        _C.set_num_threads(previous)
+    with reftorch.plugins.use_reference_kernels():
+        want = view(base).contiguous()
+    assert ran == 1
+    assert_same(host(got), host(want))
+
+
 def test_set_num_threads_reaches_every_module_from_every_thread():
     """reftorch.set_num_threads sets the C kernels' count, process-wide as PyTorch's: in
     every extension module, and in a Python thread started before or after the call."""

@@ -235,8 +235,77 @@ static void run_range(const loop_t *L, ptrdiff_t start, ptrdiff_t end)
     }
 }
 
+/* ---- transposing copies ---------------------------------------------------------------- */
+
+/* A copy whose output runs along its last dim while its source runs along another dim k
+ * (x.t().contiguous(), an NCHW -> NHWC permute) reads a new cache line for every element
+ * when walked row by row. In TILE x TILE tiles of dims (k, last) the lines a tile reads and
+ * writes stay cached while it uses them whole. Copies move bits: the order changes nothing in
+ * the result. Measured on a 2-core x86-64 (2 threads, interleaved with torch), float32:
+ * 2048 x 2048 transposed 11.3 ms row by row, 7.1-7.3 in tiles of 64 (torch 4.8-5.0);
+ * (32, 64, 56, 56) NCHW -> NHWC 3.9 -> 2.8-3.1 ms (torch 3.2-3.4). Tiles of 16 did better on
+ * the first (5.5-6.0 ms) and worse on the second (5.5-6.3): the per-row call costs more
+ * when the plane fits in L2. */
+#define TILE 64
+
+/* k, or -1 when L is not such a copy (or too small a plane to gain from tiles). */
+static int transposed_dim(const loop_t *L)
+{
+    const int last = L->ndim - 1;
+    if (L->nops != 2 || last < 1 || L->strides[0][last] != 1 || L->shape[last] < TILE)
+        return -1;
+    for (int d = 0; d < last; d++)
+        if (L->strides[1][d] == 1 && L->strides[1][last] != 1 && L->shape[d] >= TILE)
+            return d;
+    return -1;
+}
+
+/* Tiles of rows [k0, k0 + TILE) of dim k, at the outer index `outer` (row-major over the
+ * dims other than k and last). */
+static void copy_tile_row(const loop_t *L, int k, ptrdiff_t outer, ptrdiff_t k0)
+{
+    const int last = L->ndim - 1;
+    ptrdiff_t off[2] = {L->offset[0], L->offset[1]};
+    for (int d = last - 1; d >= 0; d--) {
+        if (d == k) continue;
+        const ptrdiff_t i = outer % L->shape[d];
+        outer /= L->shape[d];
+        off[0] += i * L->strides[0][d];
+        off[1] += i * L->strides[1][d];
+    }
+    const ptrdiff_t rows = L->shape[k] - k0 < TILE ? L->shape[k] - k0 : TILE;
+    const ptrdiff_t so = L->strides[0][last], ss = L->strides[1][last];
+    const size_t w = L->itemsize;
+    for (ptrdiff_t j0 = 0; j0 < L->shape[last]; j0 += TILE) {
+        const ptrdiff_t n = L->shape[last] - j0 < TILE ? L->shape[last] - j0 : TILE;
+        for (ptrdiff_t r = k0; r < k0 + rows; r++) {
+            const ptrdiff_t o = off[0] + r * L->strides[0][k] + j0 * so;
+            const ptrdiff_t a = off[1] + r * L->strides[1][k] + j0 * ss;
+            L->row(n, L->buf[0] + (size_t)o * w, so, L->buf[1] + (size_t)a * w, ss, NULL, 0,
+                   L->alpha);
+        }
+    }
+}
+
+static void run_tiled(const loop_t *L, int k, ptrdiff_t numel)
+{
+    const ptrdiff_t outer = numel / (L->shape[k] * L->shape[L->ndim - 1]);
+    const ptrdiff_t tile_rows = (L->shape[k] + TILE - 1) / TILE;
+    const ptrdiff_t items = outer * tile_rows;
+    const int par = worth_parallel((double)numel * (double)L->itemsize, PARALLEL_MIN_BYTES);
+    (void)par;
+#pragma omp parallel for schedule(static) if (par)
+    for (ptrdiff_t item = 0; item < items; item++)
+        copy_tile_row(L, k, item / tile_rows, item % tile_rows * TILE);
+}
+
 static void run(const loop_t *L, ptrdiff_t numel)
 {
+    const int k = transposed_dim(L);
+    if (k >= 0) {
+        run_tiled(L, k, numel);
+        return;
+    }
 #ifdef _OPENMP
     if ((size_t)numel * L->itemsize >= PARALLEL_MIN_BYTES && !g_forked &&
         max_threads() > 1) {
