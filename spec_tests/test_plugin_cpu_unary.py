@@ -912,6 +912,26 @@ def test_erf_ops_run_in_c_at_any_size():
     check_grad("gelu_backward", got[2], want[2], g.numpy(), x.numpy())
 
 
+@pytest.mark.parametrize("dtype", [F32, F64], ids=lambda d: d.name)
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("bounds", [(-1.0, 1.0), (0, 6), (-0.3, 1e-45), (2.5, 2.5)])
+def test_hardtanh_runs_the_clamp_row_with_the_reference_bits(bounds, layout, dtype):
+    """hardtanh (relu6 too) with its number bounds rounded to the dtype first (1e-45 to a
+    float32 subnormal); NaN passes through; equal bounds give that value everywhere."""
+    def case():
+        x = layout(BIG, dtype, 21)
+        inplace = x.contiguous()
+        F.hardtanh(inplace, *bounds, inplace=True)
+        return [F.hardtanh(x, *bounds), inplace]
+    got, want, ran = run_both(case)
+    assert ran == 2
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    before = _unary.calls()
+    F.relu6(contiguous(BIG, F32, 3))
+    assert _unary.calls() == before + 1
+
+
 def test_declines_small_and_other_dtypes():
     before = _unary.calls()
     reftorch.exp(contiguous((10, 10), F32, 0))

@@ -58,6 +58,7 @@ from reftorch._dispatch import get_op
 from reftorch._ops.copy import laid_out
 from reftorch._ops.elementwise import result_strides
 from reftorch._promotion import broadcast_shapes
+from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
 
 from . import _unary as _U
@@ -112,6 +113,7 @@ def register(registrar):
     for name, code in {**CHEAP, **MATH, **BOUNDS, **GRADS, **TERNARY, "where": _U.WHERE}.items():
         registrar.kernel(name, "cpu", DTYPES, _elementwise_kernel(name, code))
     registrar.kernel("pow", "cpu", DTYPES, _pow_kernel())
+    registrar.kernel("hardtanh", "cpu", DTYPES, _hardtanh_kernel())
     registrar.kernel("copy_", "cpu", tuple(CAST_TYPES), cast_kernel)
 
 
@@ -185,6 +187,22 @@ def _elementwise_kernel(name, code, op=None):
         _U.elementwise(*args, call[1], call[2])
         return result
     kernel.__name__ = f"{name}_kernel"
+    return kernel
+
+
+def _hardtanh_kernel():
+    clamp = _elementwise_kernel("clamp", _U.CLAMP, op=get_op("hardtanh"))
+
+    def kernel(out, inputs, dtypes, params):
+        """hardtanh through the clamp row, its bounds rounded to the dtype first as the
+        reference rounds them (np.asarray(bound).astype(dtype)), each a broadcast 0-dim
+        operand."""
+        low, high = params.get("min_val", -1.0), params.get("max_val", 1.0)
+        if len(inputs) != 1 or not (_plain_number(low) and _plain_number(high)):
+            return NotImplemented
+        np_dtype = dtypes[0].numpy_dtype
+        bounds = [Tensor._from_array(np.asarray(b).astype(np_dtype)) for b in (low, high)]
+        return clamp(out, (inputs[0], *bounds), dtypes, {})
     return kernel
 
 
