@@ -34,8 +34,8 @@ _P_R, _P_T, _P_N = inputs(np.abs(_X_N) + np.float32(0.5))           # positive, 
 _D_R, _D_T, _D_N = inputs(_X_N.astype(np.float64))
 _M_R, _M_T, _M_N = inputs(_X_N > 0)
 _Y_R, _Y_T, _Y_N = float32_inputs((_N,), _RNG)
-_H_R, _H_T, _H_N = inputs(_X_N.astype(np.float16))
-_B_R, _B_T = _X_R.bfloat16(), _X_T.bfloat16()
+_F16_R, _F16_T, _F16_N = inputs(_X_N.astype(np.float16))
+_BF16_R, _BF16_T = _X_R.bfloat16(), _X_T.bfloat16()
 _U8_R, _U8_T, _U8_N = inputs(_RNG.integers(0, 256, _N, dtype=np.uint8))
 
 
@@ -102,10 +102,10 @@ CASES = {
                                    lambda: _D_N.astype(np.float32)),
     "float32->float16 n=4M": _case(lambda: _X_R.half(), lambda: _X_T.half(),
                                    lambda: _X_N.astype(np.float16)),
-    "float16->float32 n=4M": _case(lambda: _H_R.float(), lambda: _H_T.float(),
-                                   lambda: _H_N.astype(np.float32)),
+    "float16->float32 n=4M": _case(lambda: _F16_R.float(), lambda: _F16_T.float(),
+                                   lambda: _F16_N.astype(np.float32)),
     "float32->bfloat16 n=4M": _case(lambda: _X_R.bfloat16(), lambda: _X_T.bfloat16()),
-    "bfloat16->float32 n=4M": _case(lambda: _B_R.float(), lambda: _B_T.float()),
+    "bfloat16->float32 n=4M": _case(lambda: _BF16_R.float(), lambda: _BF16_T.float()),
     "uint8->float32 n=4M": _case(lambda: _U8_R.float(), lambda: _U8_T.float(),
                                  lambda: _U8_N.astype(np.float32)),
     "bool->float32 n=4M": _case(lambda: _M_R.float(), lambda: _M_T.float(),
