@@ -315,6 +315,33 @@ def test_large_results_do_not_depend_on_the_thread_count():
             assert a.tobytes() == b.tobytes()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("R", [1, 7, 8, 16, 17, 33, 100, 512, 1024, 1025])
+def test_short_rows_summed_together_keep_each_rows_bits(R, dtype):
+    """Rows of at most one pairwise leaf are summed VL at a time (one tree adds the lanes of
+    all of them): each row's result is the one it gets alone, for every summing kind."""
+    rng = np.random.default_rng(R)
+    x = (rng.standard_normal((37, R)) * 3).astype(dtype)
+
+    def reduce(op, rows, param=0.0):
+        out = np.empty(rows.shape[0], dtype)
+        _reduce.reduce(op, rows.reshape(-1), 0, (1, rows.shape[0], R), (0, R, 1), out, 0,
+                       (0, 1), None, 0, (0, 0), param)
+        return out
+    kinds = [(_reduce.SUM, 0.0), (_reduce.MEAN, 0.0), (_reduce.VAR, 0.0),
+             (_reduce.LOGSUMEXP, 0.0), (_reduce.NORM, 1.0), (_reduce.NORM, 0.0),
+             (_reduce.NORM, 3.0), (_reduce.NORM, 2.0)]
+    for op, param in kinds:
+        together = reduce(op, x, param)
+        for r in (0, 15, 16, 36):
+            alone = reduce(op, x[r:r + 1].copy(), param)
+            assert together[r].tobytes() == alone[0].tobytes(), (op, param, r)
+        exact = {_reduce.SUM: x.astype(np.float64).sum(1)}.get(op)
+        if exact is not None:
+            scale = np.abs(x).astype(np.float64).sum(1)
+            assert np.all(np.abs(together - exact) <= 4 * np.finfo(dtype).eps * scale)
+
+
 def test_every_isa_clone_gives_the_same_bits():
     x = tensor((70, 1000), F32, 12, special=True)
     calls = [lambda: x.sum(1), lambda: x.sum(), lambda: x.max(1), lambda: x.var(0)]
