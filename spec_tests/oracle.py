@@ -27,8 +27,9 @@ def outcome(fn):
         return "raise", exc
 
 
-def compare(ref_fn, torch_fn, check_strides=False):
-    """Run both; None when they agree, else a description of the first difference."""
+def compare(ref_fn, torch_fn, check_strides=False, tolerances=None):
+    """Run both; None when they agree, else a description of the first difference
+    (`tolerances`: {dtype name: (rtol, atol)} where an op needs its own)."""
     torch_kind, expected = outcome(torch_fn)
     ref_kind, got = outcome(ref_fn)
     if torch_kind == "raise":
@@ -40,12 +41,12 @@ def compare(ref_fn, torch_fn, check_strides=False):
         return None
     if ref_kind == "raise":
         return f"reftorch raised {type(got).__name__}: {got}; torch returned"
-    return compare_values(got, expected, check_strides)
+    return compare_values(got, expected, check_strides, tolerances)
 
 
-def compare_values(got, expected, check_strides=False):
+def compare_values(got, expected, check_strides=False, tolerances=None):
     if isinstance(expected, (tuple, list)):
-        return _compare_sequences(got, expected, check_strides)
+        return _compare_sequences(got, expected, check_strides, tolerances)
     if expected is None or not hasattr(expected, "dtype"):
         if isinstance(expected, float) and isinstance(got, float) and \
                 np.isclose(got, expected, rtol=1e-6, atol=1e-9, equal_nan=True):
@@ -63,8 +64,9 @@ def compare_values(got, expected, check_strides=False):
         return f"strides {got.stride()} != {expected.stride()}"
     a, b = host(got), host(expected)
     name = str(expected.dtype).replace("torch.", "")
-    if name in TOLERANCES:
-        rtol, atol = TOLERANCES[name]
+    tolerance = (tolerances or {}).get(name) or TOLERANCES.get(name)
+    if tolerance is not None:
+        rtol, atol = tolerance
         ok = np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
         # Infinities must agree in sign, not merely be "close".
         ok = ok and np.array_equal(np.isinf(a), np.isinf(b))
@@ -75,7 +77,7 @@ def compare_values(got, expected, check_strides=False):
     return None
 
 
-def _compare_sequences(got, expected, check_strides):
+def _compare_sequences(got, expected, check_strides, tolerances):
     """Tuples, lists and named tuples (torch.return_types): same kind, length and fields."""
     if type(expected).__module__ == "torch.return_types":
         if type(got).__name__ != type(expected).__name__:
@@ -89,7 +91,7 @@ def _compare_sequences(got, expected, check_strides):
     if len(got) != len(expected):
         return f"{len(got)} results != {len(expected)}"
     for i, (g, e) in enumerate(zip(got, expected)):
-        msg = compare_values(g, e, check_strides)
+        msg = compare_values(g, e, check_strides, tolerances)
         if msg:
             return f"result {i}: {msg}"
     return None

@@ -30,14 +30,16 @@ def sample_failures(entry, dtype_name, limit=None):
         r_args, r_kwargs = build_sample(sample, reftorch)
         t_args, t_kwargs = build_sample(sample, torch)
         msg = compare(lambda: entry.call(reftorch, *r_args, **r_kwargs),
-                      lambda: entry.call(torch, *t_args, **t_kwargs), entry.check_strides)
+                      lambda: entry.call(torch, *t_args, **t_kwargs), entry.check_strides,
+                      entry.tolerances)
         if msg:
             failures.append(f"[{sample.label}] {msg}")
         if entry.inplace_call is not None:
             r_args, r_kwargs = build_sample(sample, reftorch)
             t_args, t_kwargs = build_sample(sample, torch)
             msg = compare(lambda: entry.inplace_call(*r_args, **r_kwargs),
-                          lambda: entry.inplace_call(*t_args, **t_kwargs))
+                          lambda: entry.inplace_call(*t_args, **t_kwargs),
+                          tolerances=entry.tolerances)
             if msg:
                 failures.append(f"[{sample.label} in-place] {msg}")
     return failures

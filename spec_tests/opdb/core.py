@@ -49,6 +49,7 @@ class OpInfo:
     check_strides: bool = False         # compare strides too (views)
     gradcheck: bool = True              # also run finite-difference gradcheck
     inplace_call: Callable | None = None  # call(self, *args, **kwargs) for the Tensor.op_ form
+    tolerances: dict | None = None      # {dtype name: (rtol, atol)} overriding TOLERANCES
 
 
 def function(name):

@@ -163,7 +163,9 @@ def convolution_kernel(input, weight, bias, stride, padding, dilation, transpose
     if transposed:
         # Half types: PyTorch computes in float32 and rounds once, except when an
         # output_padding reaches the stride (only the dilation allows it): that case runs its
-        # fallback kernel, which rounds every product and adds the windows in half.
+        # fallback kernel, which rounds every product and adds the windows in half. (On a CPU
+        # for which oneDNN has no f16 kernels, e.g. an AMD Zen 4, PyTorch runs that fallback
+        # for every float16 call; the rule here is the one-rounding result.)
         fallback = any(op >= s for op, s in zip(output_padding, stride))
         half = result_dtype if compute != result_dtype and fallback else None
         out = _conv_transpose_forward(x, w, stride, padding, dilation, groups, output_padding,
