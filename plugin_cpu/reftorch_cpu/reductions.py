@@ -19,8 +19,9 @@ dims still merge. Other geometries (e.g. dims (0, 2) of a contiguous 3-D tensor)
 Results (see src/reduce.c for the orders):
   - sum, mean, var, std, logsumexp: a fixed blocked pairwise order that depends on the
     shape only, never on the thread count (rows of at most 1024 float32 / 512 float64 add
-    their vector's lanes in an adjacent-pairs tree, longer rows in halves); it differs from NumPy's pairwise order, so the
-    last bits may differ from the reference (relative error ~ eps * log2(n), as NumPy's).
+    their vector's lanes in an adjacent-pairs tree, longer rows in halves); it differs from
+    NumPy's pairwise order, so the last bits may differ from the reference (relative error
+    ~ eps * log2(n), as NumPy's).
     logsumexp: float32 uses the kernel's own vectorized exp (within 1 ulp), float64 the C
     library's; a row whose max is NaN or +-inf gives that max, as the reference does.
   - amax/amin/max/min/argmax/argmin/max.dim/min.dim: exact; NaN propagates, indices are the

@@ -42,8 +42,8 @@ measured at most 1.5).
 (mixed precision's casts; bfloat16 also to float64), uint8 to float32 / float64 / int64
 (image data), and copies within float16, bfloat16 or uint8: the bits of NumPy's and
 ml_dtypes' conversions, NaN payloads included (src/unary.c). A copy within one float dtype
-is left to reftorch_cpu.kernels. Everything else is declined (NotImplemented: the reference runs):
-other dtypes, mixed input dtypes, an `out=` of another dtype, fewer than MIN_NUMEL
+is left to reftorch_cpu.kernels. Everything else is declined (NotImplemented: the reference
+runs): other dtypes, mixed input dtypes, an `out=` of another dtype, fewer than MIN_NUMEL
 elements, gelu/leaky_relu/threshold_backward parameters that are not plain numbers or known
 strings, and outputs that overlap an input other than element for element.
 """
@@ -87,8 +87,9 @@ CAST_TYPES = {D.float32: _U.T_F32, D.float64: _U.T_F64, D.int64: _U.T_I64,
               D.int32: _U.T_I32, D.bool: _U.T_BOOL, D.float16: _U.T_F16,
               D.bfloat16: _U.T_BF16, D.uint8: _U.T_U8}
 # (from, to) dtype pairs the C cast converts; same-dtype float copies go to reftorch_cpu.kernels
+_C_CASTS = set(_U.CASTS)
 CASTS = {(a, b) for a, code_a in CAST_TYPES.items() for b, code_b in CAST_TYPES.items()
-         if (code_a, code_b) in set(_U.CASTS) and not (a is b and a in DTYPES)}
+         if (code_a, code_b) in _C_CASTS and not (a is b and a in DTYPES)}
 
 # op name -> C op code; the number parameters come from `_params` below
 CHEAP = {"neg": _U.NEG, "abs": _U.ABS, "relu": _U.RELU, "sqrt": _U.SQRT, "rsqrt": _U.RSQRT,
@@ -200,6 +201,8 @@ def _hardtanh_kernel():
         low, high = params.get("min_val", -1.0), params.get("max_val", 1.0)
         if len(inputs) != 1 or not (_plain_number(low) and _plain_number(high)):
             return NotImplemented
+        if math.prod(inputs[0]._shape) < size_threshold(MIN_NUMEL):
+            return NotImplemented  # what clamp would decline, before making its bounds
         np_dtype = dtypes[0].numpy_dtype
         bounds = [Tensor._from_array(np.asarray(b).astype(np_dtype)) for b in (low, high)]
         return clamp(out, (inputs[0], *bounds), dtypes, {})

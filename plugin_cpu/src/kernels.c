@@ -307,8 +307,7 @@ static void run(const loop_t *L, ptrdiff_t numel)
         return;
     }
 #ifdef _OPENMP
-    if ((size_t)numel * L->itemsize >= PARALLEL_MIN_BYTES && !g_forked &&
-        max_threads() > 1) {
+    if (worth_parallel((double)numel * (double)L->itemsize, PARALLEL_MIN_BYTES)) {
         const ptrdiff_t block = even_block(numel, max_threads());
         const ptrdiff_t blocks = (numel + block - 1) / block;
 #pragma omp parallel for schedule(static)

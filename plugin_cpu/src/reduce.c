@@ -1076,7 +1076,18 @@ ISA_ATTR static inline void NAME(rows_lanes_sum)(VEC *part, VEC *out)
     *out = part[0];
 }
 
-/* The rows [lo, hi) of a pairwise kind, R <= VL * LEAF_VECTORS, unit stride. */
+/* STEP(FN) for the summing kind `kind` (FN: its DEFINE_PAIRWISE name) */
+#define FOR_SUMMING_KIND(kind, STEP)                                                         \
+    switch (kind) {                                                                          \
+    case K_SUM: STEP(sum); break;                                                            \
+    case K_SQDEV: STEP(sqdev); break;                                                        \
+    case K_EXPSUM: STEP(expsum); break;                                                      \
+    case K_ABSSUM: STEP(abssum); break;                                                      \
+    case K_NONZERO: STEP(nonzero); break;                                                    \
+    case K_POWSUM: STEP(powsum); break;                                                      \
+    }
+
+/* The rows [lo, hi) of a summing kind, R <= VL * LEAF_VECTORS, unit stride. */
 ISA_ATTR static void NAME(short_rows)(const geo_t *g, int kind, const T *center, T *val,
                                       ptrdiff_t lo, ptrdiff_t hi)
 {
@@ -1085,35 +1096,24 @@ ISA_ATTR static void NAME(short_rows)(const geo_t *g, int kind, const T *center,
         const ptrdiff_t m = hi - r0 < VL ? hi - r0 : VL;
         VEC part[VL];
         const T *x[VL];
+        T c[VL];
         for (ptrdiff_t r = 0; r < VL; r++) {
             part[r] = (VEC){0};
             if (r >= m) continue;
             const ptrdiff_t row = r0 + r, o = g->O == 1 ? 0 : row / g->I, i = row - o * g->I;
             x[r] = (const T *)g->x + o * g->so + i * g->si;
-            const T c = center ? center[row] : 0;
-            if (nv == 0) continue;
-            switch (kind) {
-            case K_SUM: NAME(sum_leaf)(x[r], nv, 1, c, &part[r]); break;
-            case K_SQDEV: NAME(sqdev_leaf)(x[r], nv, 1, c, &part[r]); break;
-            case K_EXPSUM: NAME(expsum_leaf)(x[r], nv, 1, c, &part[r]); break;
-            case K_ABSSUM: NAME(abssum_leaf)(x[r], nv, 1, c, &part[r]); break;
-            case K_NONZERO: NAME(nonzero_leaf)(x[r], nv, 1, c, &part[r]); break;
-            case K_POWSUM: NAME(powsum_leaf)(x[r], nv, 1, c, &part[r]); break;
-            }
+            c[r] = center ? center[row] : 0;
+#define LEAF(FN) NAME(FN##_leaf)(x[r], nv, 1, c[r], &part[r])
+            if (nv > 0) FOR_SUMMING_KIND(kind, LEAF)
+#undef LEAF
         }
         VEC totals;
         NAME(rows_lanes_sum)(part, &totals);
         for (ptrdiff_t r = 0; r < m; r++) {
-            const T c = center ? center[r0 + r] : 0;
             T t = totals[r];
-            switch (kind) {
-            case K_SUM: t = NAME(sum_tail)(x[r], g->R, 1, c, t); break;
-            case K_SQDEV: t = NAME(sqdev_tail)(x[r], g->R, 1, c, t); break;
-            case K_EXPSUM: t = NAME(expsum_tail)(x[r], g->R, 1, c, t); break;
-            case K_ABSSUM: t = NAME(abssum_tail)(x[r], g->R, 1, c, t); break;
-            case K_NONZERO: t = NAME(nonzero_tail)(x[r], g->R, 1, c, t); break;
-            case K_POWSUM: t = NAME(powsum_tail)(x[r], g->R, 1, c, t); break;
-            }
+#define TAIL(FN) t = NAME(FN##_tail)(x[r], g->R, 1, c[r], t)
+            FOR_SUMMING_KIND(kind, TAIL)
+#undef TAIL
             val[r0 + r] = t;
         }
     }
@@ -1299,4 +1299,5 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef TREE_MASK_8
 #undef TREE_MASK_16
 #undef TREE_MASK
+#undef FOR_SUMMING_KIND
 #endif /* REDUCE_TEMPLATE */
