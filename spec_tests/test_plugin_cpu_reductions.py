@@ -682,6 +682,10 @@ def test_softmax_special_rows(dtype):
     a[4, :] = 0                        # all equal
     a[5, :] = np.linspace(-200, 0, 300)  # exps underflow into the subnormals
     a[6, :] = 1e30
+    a[7, 0] = np.nan                   # NaN first, then in the scalar tail, then alone:
+    a[8, 299] = np.nan                 # wherever it is, the row is NaN
+    a[9, :] = np.nan
+    a[10, 3], a[10, 4] = np.nan, -np.inf
     x = reftorch.from_numpy(a)
     for fn, log in ((reftorch.softmax, False), (reftorch.log_softmax, True)):
         got, expected, ran = both(lambda: fn(x, 1), _nn_rows.calls)

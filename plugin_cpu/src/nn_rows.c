@@ -675,8 +675,8 @@ typedef ITYPE NAME(uvec) __attribute__((vector_size(VBYTES)));
 #define NMADD(a, b, c) ((c) - (a) * (b))
 #endif
 #if IS_F32
-/* exp of every lane of *v, in place, for lanes in [-inf, 0] (softmax's x - max; never NaN:
- * rows whose max is not finite are handled apart). See the file comment. */
+/* exp of every lane of *v, in place, for lanes in [-inf, 0] (softmax's x - max) or NaN (a
+ * NaN lane gives NaN). See the file comment. */
 ISA_ATTR static inline void NAME(vexp)(VEC *v)
 {
     const VEC x = *v;
@@ -759,38 +759,49 @@ ISA_ATTR static inline T NAME(logical_sum)(const VEC *a)
     return t[0];
 }
 
-/* The row's largest element; NaN if any element is NaN (exact: any order gives it). */
+/* v where v > a, else a: a NaN in v is passed over. One max instruction in the AVX clones,
+ * whose max returns its second operand when the first is not greater. */
+#if VBYTES == 64 && IS_F32
+#define VMAX(v, a) ((VEC)_mm512_max_ps((__m512)(v), (__m512)(a)))
+#elif VBYTES == 64
+#define VMAX(v, a) ((VEC)_mm512_max_pd((__m512d)(v), (__m512d)(a)))
+#elif VBYTES == 32 && IS_F32
+#define VMAX(v, a) ((VEC)_mm256_max_ps((__m256)(v), (__m256)(a)))
+#elif VBYTES == 32
+#define VMAX(v, a) ((VEC)_mm256_max_pd((__m256d)(v), (__m256d)(a)))
+#else
+#define VMAX(v, a) BLEND((v) > (a), v, a)
+#endif
+
+/* The row's largest number, NaNs passed over (-inf when it holds none). The caller needs no
+ * NaN test of its own: a NaN element makes its exp(x - max), the row's sum and so every
+ * result NaN, the reference's results for a row holding a NaN. */
 ISA_ATTR static T NAME(row_max)(const T *x, ptrdiff_t n)
 {
     const ptrdiff_t nv = n / VL;
-    T best = x[0];
+    T best = -INFINITY;
     if (nv > 0) {
-        VEC a[4], v = SPLAT(0);
-        for (int k = 0; k < 4; k++) a[k] = SPLAT(x[0]);
+        VEC a[4] = {SPLAT(-INFINITY), SPLAT(-INFINITY), SPLAT(-INFINITY), SPLAT(-INFINITY)};
+        VEC v;
         ptrdiff_t i = 0;
         for (; i + 4 <= nv; i += 4)
             for (int k = 0; k < 4; k++) {
                 memcpy(&v, x + (i + k) * VL, sizeof v);
-                a[k] = BLEND((v > a[k]) | (v != v), v, a[k]);
+                a[k] = VMAX(v, a[k]);
             }
         for (; i < nv; i++) {
             memcpy(&v, x + i * VL, sizeof v);
-            a[0] = BLEND((v > a[0]) | (v != v), v, a[0]);
+            a[0] = VMAX(v, a[0]);
         }
-        for (int k = 1; k < 4; k++) a[0] = BLEND((a[k] > a[0]) | (a[k] != a[k]), a[k], a[0]);
-        T t[VBYTES / sizeof(T)]; /* lanes as a tree (branch-free; any order is exact) */
+        a[0] = VMAX(VMAX(a[1], a[0]), VMAX(a[3], a[2]));
+        T t[VBYTES / sizeof(T)];
         memcpy(t, &a[0], sizeof t);
-        for (ptrdiff_t width = VL / 2; width > 0; width /= 2)
-            for (ptrdiff_t j = 0; j < width; j++) {
-                const T u = t[j + width];
-                t[j] = ((u > t[j]) | (u != u)) ? u : t[j];
-            }
-        best = t[0];
+        for (ptrdiff_t j = 0; j < VL; j++) best = t[j] > best ? t[j] : best;
     }
-    for (ptrdiff_t i = nv * VL; i < n; i++)
-        best = (x[i] > best || x[i] != x[i]) ? x[i] : best;
+    for (ptrdiff_t i = nv * VL; i < n; i++) best = x[i] > best ? x[i] : best;
     return best;
 }
+#undef VMAX
 
 /* Sum of exp(x - m) over the row (the fixed order of the file comment; m finite); the exps
  * are also written to `store` when it is not NULL. The last partial logical vector is
@@ -842,8 +853,9 @@ ISA_ATTR static void NAME(softmax_rows)(const char *x_, ptrdiff_t rs, ptrdiff_t 
         T *out = (T *)out_ + r * n;
         const T m = NAME(row_max)(x, n);
         if (!isfinite(m)) {
-            /* a NaN, +inf, or only -inf: x - max has a NaN (inf - inf, -inf + inf), so the
-             * sum and every result are NaN, as in the reference */
+            /* +inf, or no number above -inf: x - max has a NaN (inf - inf, -inf + inf),
+             * so the sum and every result are NaN, as in the reference (a NaN beside
+             * finite numbers makes them NaN through the sum) */
             for (ptrdiff_t j = 0; j < n; j++) out[j] = NAN;
         } else if (take_log) {
             const T logsum = LOG_T(NAME(exp_sum)(x, n, m, NULL));
