@@ -502,6 +502,45 @@ def test_clone_and_contiguous_use_copy():
 
 
 # ---------------------------------------------------------------------------------------------
+# flip: the copy loop reading backwards
+
+FLIPS = {"both dims": (0, 1), "rows": (0,), "within rows": (1,), "no dims": ()}
+
+
+@pytest.mark.parametrize("isa", _C.supported_isas())
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("layout", [contiguous, transposed, stepped, narrowed_selected],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dims", FLIPS.values(), ids=FLIPS.keys())
+def test_flip_matches_reference(dims, layout, dtype, threads, isa):
+    """Every element lands where the reference's flip puts it (bits, NaN payloads kept by the
+    copy), in the reference's layout, whatever the input's strides, ISA and thread count."""
+    previous_isa, previous_threads = _C.set_isa(isa), _C.set_num_threads(threads)
+    try:
+        x = layout((130, 201), dtype, 7)   # odd rows: a reversed run ends mid-vector
+        before = _C.calls()
+        got = reftorch.flip(x, dims)
+        ran = _C.calls() - before
+    finally:
+        _C.set_isa(previous_isa), _C.set_num_threads(previous_threads)
+    with reftorch.plugins.use_reference_kernels():
+        want = reftorch.flip(x, dims)
+    assert ran == 1
+    assert got.stride() == want.stride()
+    assert_same(host(got), host(want))
+
+
+def test_flip_of_more_dims_and_the_small_cases(threshold):
+    x = reftorch.from_numpy(values((6, 33, 40), F32, 8))
+    for dims in ((1,), (0, 2), (2, 1, 0), (-1,)):
+        assert run_both(lambda: [reftorch.flip(x, dims), x.permute(2, 0, 1).flip(dims)]) == 2
+    zero_dim_x, empty = reftorch.tensor(2.5), reftorch.zeros(0, 5)
+    ran = run_both(lambda: [reftorch.flip(zero_dim_x, ()), reftorch.flip(empty, (0,))])
+    assert ran == (1 if threshold == "no-threshold" else 0)   # the empty one always declines
+
+
+# ---------------------------------------------------------------------------------------------
 # The raw C entry points: bad arguments raise TypeError/ValueError, never crash
 
 def buf(n=16, dtype=np.float32):

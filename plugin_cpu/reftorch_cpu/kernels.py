@@ -1,5 +1,5 @@
-"""The kernels reftorch calls: float32/float64 `add`, `sub`, `mul`, `div`, `copy_` and `cat` on
-cpu.
+"""The kernels reftorch calls: float32/float64 `add`, `sub`, `mul`, `div`, `copy_`, `cat` and
+`flip` on cpu.
 
 Each kernel checks here, in Python, everything the C code must not be handed wrongly, and
 declines (returns NotImplemented, so the reference kernel runs) for any call it does not
@@ -18,7 +18,7 @@ from reftorch._dispatch import get_op
 from reftorch._ops.elementwise import result_strides
 from reftorch._promotion import broadcast_shapes
 from reftorch._shape import (common_format, contiguous_strides, is_contiguous,
-                             is_non_overlapping_and_dense)
+                             is_non_overlapping_and_dense, kept_strides)
 from reftorch._storage import CPUStorage
 from reftorch._tensor import Tensor
 from reftorch.plugins import size_threshold
@@ -46,6 +46,7 @@ def register(registrar):
                          min_numel=MIN_NUMEL)
     registrar.kernel("copy_", "cpu", DTYPES, copy_kernel)
     registrar.kernel("cat", "cpu", DTYPES, cat_kernel)
+    registrar.kernel("flip", "cpu", DTYPES, flip_kernel)
 
 
 def _binary_kernel(op, code):
@@ -122,6 +123,28 @@ def copy_kernel(out, inputs, dtypes, params):
     _C.copy(shape, out._storage.array, out._offset, strides[0],
             src._storage.array, src._offset, strides[1])
     return out
+
+
+def flip_kernel(out, inputs, dtypes, params):
+    """flip as the C copy from the input read backwards along the flipped dims (each such
+    stride negated, starting from the last element along it), into a result laid out like
+    the input, the op's declared layout."""
+    x = inputs[0] if len(inputs) == 1 else None
+    if out is not None or x is None or dtypes[0] not in DTYPES or not _on_cpu_as(x, dtypes[0]) or \
+            math.prod(x._shape) < max(1, size_threshold(MIN_NUMEL)):
+        return NotImplemented
+    shape, offset, strides = x._shape, x._offset, list(x._strides)
+    for d in params["dims"]:
+        offset += (shape[d] - 1) * strides[d]
+        strides[d] = -strides[d]
+    result = Tensor._empty(shape, x._storage.dtype, strides=kept_strides(shape, x._strides))
+    geometry_shape, (out_strides, src_strides) = _strided_geometry(
+        shape, result._strides, ((shape, tuple(strides)),))
+    if len(geometry_shape) > _C.MAX_NDIM:
+        return NotImplemented
+    _C.copy(geometry_shape, result._storage.array, result._offset, out_strides,
+            x._storage.array, offset, src_strides)
+    return result
 
 
 # cat results with fewer elements go to the reference: NumPy's concatenate, one call on one

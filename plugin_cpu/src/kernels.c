@@ -160,10 +160,14 @@ static const row_fn STREAM_ROWS[N_OPS][N_TYPES] = {
     {stream_mul_float, stream_mul_double}, {stream_div_float, stream_div_double}};
 #endif
 
-/* Copies move bits (integer types keep every NaN payload); memmove does its own dispatch. */
-#define DEFINE_COPY_ROW(NAME, U)                                                             \
-    static void NAME(ptrdiff_t n, char *o_, ptrdiff_t so, const char *a_, ptrdiff_t sa,      \
-                     const char *b_, ptrdiff_t sb, double alpha)                             \
+/* Copies move bits (integer types keep every NaN payload); memmove does its own dispatch.
+ * Cloned per instruction set for flip's reversed runs, which the compiler vectorizes with
+ * lane shuffles: one 64-byte shuffle per vector in the AVX-512F clone. Reversing the last
+ * dim of a (1000, 1000) float32 tensor took 172 us element by element, 83 with SSE2
+ * shuffles, 55-60 in the AVX-512F clone (torch 51; 2 threads, 2-core x86-64). */
+#define DEFINE_COPY_ROW(NAME, U, ATTR)                                                       \
+    ATTR static void NAME(ptrdiff_t n, char *o_, ptrdiff_t so, const char *a_, ptrdiff_t sa, \
+                          const char *b_, ptrdiff_t sb, double alpha)                        \
     {                                                                                        \
         (void)b_, (void)sb, (void)alpha;                                                     \
         U *o = (U *)o_;                                                                      \
@@ -173,12 +177,26 @@ static const row_fn STREAM_ROWS[N_OPS][N_TYPES] = {
         } else if (so == 1 && sa == 0) {                                                     \
             const U x = a[0];                                                                \
             for (ptrdiff_t i = 0; i < n; i++) o[i] = x;                                      \
+        } else if (so == 1 && sa == -1) {                                                    \
+            for (ptrdiff_t i = 0; i < n; i++) o[i] = a[-i];                                  \
         } else {                                                                             \
             for (ptrdiff_t i = 0; i < n; i++) o[i * so] = a[i * sa];                         \
         }                                                                                    \
     }
-DEFINE_COPY_ROW(row_copy_4, uint32_t)
-DEFINE_COPY_ROW(row_copy_8, uint64_t)
+#define DEFINE_COPY_ROWS_FOR_ISA(ISA, ATTR)                                                  \
+    DEFINE_COPY_ROW(row_copy_4_##ISA, uint32_t, ATTR)                                        \
+    DEFINE_COPY_ROW(row_copy_8_##ISA, uint64_t, ATTR)
+#define COPY_ROWS_FOR_ISA(ISA) {row_copy_4_##ISA, row_copy_8_##ISA}
+
+DEFINE_COPY_ROWS_FOR_ISA(baseline, )
+#if HAVE_X86_CLONES
+DEFINE_COPY_ROWS_FOR_ISA(avx2, __attribute__((target("avx2"))))
+DEFINE_COPY_ROWS_FOR_ISA(avx512f, __attribute__((target("avx512f"))))
+static const row_fn COPY_ROWS[N_ISAS][2] = {
+    COPY_ROWS_FOR_ISA(baseline), COPY_ROWS_FOR_ISA(avx2), COPY_ROWS_FOR_ISA(avx512f)};
+#else
+static const row_fn COPY_ROWS[N_ISAS][2] = {COPY_ROWS_FOR_ISA(baseline)};
+#endif
 
 
 /* ---- the loop over a strided shape ---------------------------------------------------- */
@@ -440,7 +458,7 @@ static PyObject *py_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     int type;
     long long numel = prepare(&L, views, 2, args, COPY_NAMES, &type);
     if (numel < 0) return NULL;
-    L.row = L.itemsize == 4 ? row_copy_4 : row_copy_8;
+    L.row = COPY_ROWS[g_isa][L.itemsize == 8];
     g_calls++;
     if (numel > 0) {
         Py_BEGIN_ALLOW_THREADS
