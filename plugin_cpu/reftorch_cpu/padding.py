@@ -21,6 +21,7 @@ than 8 dims, and calls with fewer than MIN_NUMEL output elements.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -92,8 +93,7 @@ def constant_pad_kernel(out, inputs, dtypes, params):
     indices = [None] * len(x._shape)
     for i in range(nd):
         dim = len(x._shape) - 1 - i
-        positions = np.arange(-pad[2 * i], x._shape[dim] + pad[2 * i + 1], dtype=np.int64)
-        indices[dim] = np.where((positions >= 0) & (positions < x._shape[dim]), positions, -1)
+        indices[dim] = _constant_index(x._shape[dim], pad[2 * i], pad[2 * i + 1])
     out_shape = tuple(n if index is None else len(index)
                       for n, index in zip(x._shape, indices))
     if math.prod(out_shape) < size_threshold(MIN_NUMEL):
@@ -107,6 +107,17 @@ def constant_pad_kernel(out, inputs, dtypes, params):
                 [x._shape[d] for d in order], [indices[d] for d in order],
                 fill.view(np.dtype(f"u{fill.itemsize}")))
     return result
+
+
+@functools.lru_cache(maxsize=256)
+def _constant_index(size, before, after):
+    """Output position -> input position along a dim of `size` padded by (before, after),
+    -1 where the value goes (a negative amount crops). Remembered: building it took about as
+    long as padding a small image; read-only, as it is shared."""
+    positions = np.arange(-before, size + after, dtype=np.int64)
+    index = np.where((positions >= 0) & (positions < size), positions, -1)
+    index.flags.writeable = False
+    return index
 
 
 def _backward_kernel(mode):

@@ -27,9 +27,9 @@
  * every dtype and the result is the reference's bit for bit. It serves reflection and
  * replication padding (mirrored or repeated indices) and constant padding (-1 where the value
  * goes; cropping is an index range that starts or ends inside). Along the last dim the
- * output is cut once into runs whose indices count up by one, or are all -1; with a unit
- * input stride a run is one memcpy (the padded image's middle), a fill run one loop of
- * stores, the rest element by element (the mirrored or repeated edges).
+ * output is cut once into runs whose indices count up by one, or are all -1: each run one
+ * loop of loads and stores (the padded image's middle), or of stores (a fill), the rest
+ * element by element (the mirrored or repeated edges).
  *
  * taps is one axis of the reference's separable upsampling: each output element one product
  * per tap, added in the reference's order, so the bits are its own. Rows are split among
@@ -112,81 +112,84 @@ typedef struct {
     const char *a;
 } gather_t;
 
-#define DEFINE_COPY_RUN(W, UT)                                                               \
-    static void copy_run_##W(UT *o, const UT *a, ptrdiff_t n, ptrdiff_t stride)             \
+/* Output row o from its input row a (NULL: a padded row, the fill value throughout), elements
+ * of type UT: element by element through G->offsets when set, else run by run. Typed loops,
+ * not calls per run: a padded image's rows are short (a 56-element middle between fills of
+ * 2), and calls to memcpy cost more than the copying. */
+#define DEFINE_ROW(W, UT)                                                                    \
+    static void row_##W(const gather_t *G, UT *o, const UT *a)                               \
     {                                                                                        \
-        for (ptrdiff_t i = 0; i < n; i++) o[i] = a[i * stride];                              \
+        const ptrdiff_t n = G->out_len[G->ndim - 1], s = G->stride[G->ndim - 1];             \
+        UT fill = 0;                                                                         \
+        if (G->fill) memcpy(&fill, G->fill, sizeof fill);                                    \
+        if (a == NULL) {                                                                     \
+            for (ptrdiff_t i = 0; i < n; i++) o[i] = fill;                                   \
+            return;                                                                          \
+        }                                                                                    \
+        if (G->offsets) {                                                                    \
+            for (ptrdiff_t i = 0; i < n; i++) o[i] = a[G->offsets[i]];                       \
+            return;                                                                          \
+        }                                                                                    \
+        for (ptrdiff_t r = 0; r < G->n_runs; r++) {                                          \
+            const run_t run = G->runs[r];                                                    \
+            UT *out = o + run.start;                                                         \
+            const UT *in = a + run.first * s;                                                \
+            if (run.first < 0) {                                                             \
+                for (ptrdiff_t i = 0; i < run.length; i++) out[i] = fill;                    \
+            } else if (s == 1) {                                                             \
+                for (ptrdiff_t i = 0; i < run.length; i++) out[i] = in[i];                   \
+            } else {                                                                         \
+                for (ptrdiff_t i = 0; i < run.length; i++) out[i] = in[i * s];               \
+            }                                                                                \
+        }                                                                                    \
     }
-DEFINE_COPY_RUN(1, uint8_t)
-DEFINE_COPY_RUN(2, uint16_t)
-DEFINE_COPY_RUN(4, uint32_t)
-DEFINE_COPY_RUN(8, uint64_t)
+DEFINE_ROW(1, uint8_t)
+DEFINE_ROW(2, uint16_t)
+DEFINE_ROW(4, uint32_t)
+DEFINE_ROW(8, uint64_t)
 
-/* n elements of w bytes, every `stride`-th from a (stride 0: one value repeated) */
-static void copy_run(char *o, const char *a, ptrdiff_t n, ptrdiff_t stride, size_t w)
-{
-    if (w == 1) {
-        copy_run_1((uint8_t *)o, (const uint8_t *)a, n, stride);
-    } else if (w == 2) {
-        copy_run_2((uint16_t *)o, (const uint16_t *)a, n, stride);
-    } else if (w == 4) {
-        copy_run_4((uint32_t *)o, (const uint32_t *)a, n, stride);
-    } else {
-        copy_run_8((uint64_t *)o, (const uint64_t *)a, n, stride);
-    }
-}
-
-/* out[o] = a[offsets[o]] for o < n, elements of type UT (offsets in elements of a) */
-#define GATHER_ELEMENTS(UT, out, a, offsets, n)                                              \
-    do {                                                                                     \
-        UT *o_ = (UT *)(out);                                                                \
-        const UT *a_ = (const UT *)(a);                                                      \
-        for (ptrdiff_t k_ = 0; k_ < (n); k_++) o_[k_] = a_[(offsets)[k_]];                   \
-    } while (0)
-
-/* Output row `row` (its position over every dim but the last, row-major). */
-static void gather_row(const gather_t *G, ptrdiff_t row)
+/* Output row `row`, at position pos[d] of every dim d but the last. */
+static void gather_row(const gather_t *G, ptrdiff_t row, const ptrdiff_t *pos)
 {
     const int last = G->ndim - 1;
     const size_t w = G->width;
-    char *out_row = G->out + (size_t)row * G->out_len[last] * w;
-    ptrdiff_t offset = 0, rem = row;
-    for (int d = last - 1; d >= 0; d--) {
-        const ptrdiff_t o = rem % G->out_len[d];
-        rem /= G->out_len[d];
-        const ptrdiff_t i = G->index[d] ? (ptrdiff_t)G->index[d][o] : o;
-        if (i < 0) { /* a padded row: the value throughout */
-            copy_run(out_row, G->fill, G->out_len[last], 0, w);
-            return;
+    char *o = G->out + (size_t)row * G->out_len[last] * w;
+    const char *a = G->a;
+    ptrdiff_t offset = 0;
+    for (int d = 0; d < last; d++) {
+        const ptrdiff_t i = G->index[d] ? (ptrdiff_t)G->index[d][pos[d]] : pos[d];
+        if (i < 0) { /* a padded row */
+            a = NULL;
+            break;
         }
         offset += i * G->stride[d];
     }
-    const ptrdiff_t s = G->stride[last];
-    if (G->offsets) { /* short runs (nearest upsampling repeats each index): element-wise */
-        const char *a = G->a + offset * (ptrdiff_t)w;
-        const ptrdiff_t n = G->out_len[last];
-        if (w == 1) {
-            GATHER_ELEMENTS(uint8_t, out_row, a, G->offsets, n);
-        } else if (w == 2) {
-            GATHER_ELEMENTS(uint16_t, out_row, a, G->offsets, n);
-        } else if (w == 4) {
-            GATHER_ELEMENTS(uint32_t, out_row, a, G->offsets, n);
-        } else {
-            GATHER_ELEMENTS(uint64_t, out_row, a, G->offsets, n);
-        }
-        return;
+    if (a != NULL) a += offset * (ptrdiff_t)w;
+    if (w == 1) {
+        row_1(G, (uint8_t *)o, (const uint8_t *)a);
+    } else if (w == 2) {
+        row_2(G, (uint16_t *)o, (const uint16_t *)a);
+    } else if (w == 4) {
+        row_4(G, (uint32_t *)o, (const uint32_t *)a);
+    } else {
+        row_8(G, (uint64_t *)o, (const uint64_t *)a);
     }
-    for (ptrdiff_t r = 0; r < G->n_runs; r++) {
-        const run_t run = G->runs[r];
-        char *o = out_row + (size_t)run.start * w;
-        const char *a = G->a + (offset + run.first * s) * (ptrdiff_t)w;
-        if (run.first < 0) {
-            copy_run(o, G->fill, run.length, 0, w);
-        } else if (s == 1) {
-            memcpy(o, a, (size_t)run.length * w);
-        } else {
-            copy_run(o, a, run.length, s, w);
-        }
+}
+
+/* Output rows [lo, hi) (row-major over every dim but the last), their positions counted
+ * up row by row: working them out from the row number took a division per dim and row, more
+ * time than a short row's copy. */
+static void gather_rows(const gather_t *G, ptrdiff_t lo, ptrdiff_t hi)
+{
+    const int last = G->ndim - 1;
+    ptrdiff_t pos[MAX_NDIM], rem = lo;
+    for (int d = last - 1; d >= 0; d--) {
+        pos[d] = rem % G->out_len[d];
+        rem /= G->out_len[d];
+    }
+    for (ptrdiff_t row = lo; row < hi; row++) {
+        gather_row(G, row, pos);
+        for (int d = last - 1; d >= 0 && ++pos[d] == G->out_len[d]; d--) pos[d] = 0;
     }
 }
 
@@ -314,10 +317,13 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
     const double bytes = (double)rows * n_last * G.width;
     Py_BEGIN_ALLOW_THREADS
     if (worth_parallel(bytes, PARALLEL_MIN_BYTES)) {
+        const ptrdiff_t block = even_block(rows, max_threads());
+        const ptrdiff_t blocks = (rows + block - 1) / block;
 #pragma omp parallel for schedule(static)
-        for (ptrdiff_t r = 0; r < rows; r++) gather_row(&G, r);
+        for (ptrdiff_t b = 0; b < blocks; b++)
+            gather_rows(&G, b * block, rows - b * block < block ? rows : (b + 1) * block);
     } else {
-        for (ptrdiff_t r = 0; r < rows; r++) gather_row(&G, r);
+        gather_rows(&G, 0, rows);
     }
     Py_END_ALLOW_THREADS
     g_calls++;

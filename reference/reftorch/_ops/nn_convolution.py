@@ -634,6 +634,8 @@ def _pad_list(pad):
 
 
 def _pad_amount(p):
+    if type(p) is int:   # the common case, before the slower checks (an ABC's isinstance)
+        return p
     if isinstance(p, Tensor):
         return int(p.item())
     if isinstance(p, bool) or not isinstance(p, numbers.Integral):
