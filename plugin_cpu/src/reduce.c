@@ -117,6 +117,16 @@ typedef struct {
     ptrdiff_t O, I, R, so, si, sr;
 } geo_t;
 
+/* Row `row` (= o * I + i)'s first element, in elements from x. A division only where O and
+ * I both exceed 1: one costs more than summing a short row (the last dim's rows have I = 1). */
+static inline ptrdiff_t row_start(const geo_t *g, ptrdiff_t row)
+{
+    if (g->I == 1) return row * g->so;
+    if (g->O == 1) return row * g->si;
+    const ptrdiff_t o = row / g->I;
+    return o * g->so + (row - o * g->I) * g->si;
+}
+
 /* One pass over items [lo, hi): row layout (item = row * nchunks + chunk) writes one partial
  * per item; column layout (item = o * column blocks + block) writes the final value of its
  * columns. `center` holds a per-row value the pass needs (the mean, the shift). */
@@ -1016,7 +1026,7 @@ ISA_ATTR static void NAME(products)(const geo_t *g, ptrdiff_t lo, ptrdiff_t hi, 
     for (ptrdiff_t r0 = lo; r0 < hi; r0 += PRODUCT_LANES) {
         const ptrdiff_t n = hi - r0 < PRODUCT_LANES ? hi - r0 : PRODUCT_LANES;
         if (n == 1) {
-            const T *x = (const T *)g->x + r0 / g->I * g->so + r0 % g->I * g->si;
+            const T *x = (const T *)g->x + row_start(g, r0);
             val[r0] = NAME(product)(x, g->R, g->sr);
             continue;
         }
@@ -1024,7 +1034,7 @@ ISA_ATTR static void NAME(products)(const geo_t *g, ptrdiff_t lo, ptrdiff_t hi, 
         T acc[PRODUCT_LANES];
         for (ptrdiff_t j = 0; j < PRODUCT_LANES; j++) { /* missing rows repeat the last one */
             const ptrdiff_t row = r0 + (j < n ? j : n - 1);
-            x[j] = (const T *)g->x + row / g->I * g->so + row % g->I * g->si;
+            x[j] = (const T *)g->x + row_start(g, row);
             acc[j] = 1;
         }
         for (ptrdiff_t i = 0; i < g->R; i++)
@@ -1100,8 +1110,8 @@ ISA_ATTR static void NAME(short_rows)(const geo_t *g, int kind, const T *center,
         for (ptrdiff_t r = 0; r < VL; r++) {
             part[r] = (VEC){0};
             if (r >= m) continue;
-            const ptrdiff_t row = r0 + r, o = g->O == 1 ? 0 : row / g->I, i = row - o * g->I;
-            x[r] = (const T *)g->x + o * g->so + i * g->si;
+            const ptrdiff_t row = r0 + r;
+            x[r] = (const T *)g->x + row_start(g, row);
             c[r] = center ? center[row] : 0;
 #define LEAF(FN) NAME(FN##_leaf)(x[r], nv, 1, c[r], &part[r])
             if (nv > 0) FOR_SUMMING_KIND(kind, LEAF)
@@ -1138,10 +1148,9 @@ ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center
     for (ptrdiff_t item = lo; item < hi; item++) {
         /* (divisions only where they are needed: a short row costs about as much as one) */
         const ptrdiff_t row = nchunks == 1 ? item : item / nchunks, chunk = item - row * nchunks;
-        const ptrdiff_t o = g->O == 1 ? 0 : row / g->I, i = row - o * g->I;
         const ptrdiff_t start = chunk * CHUNK;
         const ptrdiff_t n = nchunks == 1 ? g->R : g->R - start < CHUNK ? g->R - start : CHUNK;
-        const T *x = (const T *)g->x + o * g->so + i * g->si + start * g->sr;
+        const T *x = (const T *)g->x + row_start(g, row) + start * g->sr;
         const T c = center ? center[row] : 0;
         switch (kind) {
         case K_SUM: val[item] = NAME(sum)(x, n, g->sr, c); break;
