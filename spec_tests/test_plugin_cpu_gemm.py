@@ -870,6 +870,8 @@ def test_1d_3d_and_grouped_convolutions_run_as_2d_ones(name, x_shape, w_shape, k
     ((3, 4, 9, 8), {"stride": (2, 1), "padding": (0, 2), "dilation": (1, 2)}),
     ((2, 3, 12, 12), {"stride": 2, "padding": 1}),
     ((1, 5, 7, 16), {"dilation": 2, "padding": 2}),
+    ((2, 3, 9, 150), {"padding": 1}),     # rows of several registers and register groups
+    ((1, 4, 6, 37), {"padding": (1, 3), "dilation": (1, 3)}),
 ])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_depthwise_convolution_runs_directly(x_shape, kw, dtype, no_threshold):
