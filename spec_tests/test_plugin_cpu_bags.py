@@ -106,6 +106,27 @@ def test_a_bag_of_many_entries():
         assert_same(got, want)
 
 
+@pytest.mark.parametrize("isa", _bags.supported_isas())
+@pytest.mark.parametrize("dtype", [F32, F64], ids=str)
+def test_every_instruction_set_gives_the_reference_bits(isa, dtype):
+    """The sums' clones: rows of 37 columns (vector bodies and tails), bags of 1 to 300 terms
+    (in order, one block of 8 running sums, split), weighted and not."""
+    rng = np.random.default_rng(15)
+    w = weights(400, 37, dtype, 16)
+    indices = reftorch.from_numpy(rng.integers(0, 400, 600))
+    offsets = reftorch.tensor([0, 1, 6, 140, 600 - 300])
+    scales = reftorch.from_numpy(rng.standard_normal(600).astype(dtype.numpy_dtype))
+    previous = _bags.set_isa(isa)
+    try:
+        for mode, psw in ((SUM, None), (MEAN, None), (SUM, scales)):
+            got, want, ran = run_both(lambda: reftorch.embedding_bag(
+                w, indices, offsets, mode=mode, per_sample_weights=psw))
+            assert ran == 1
+            assert_same(got, want)
+    finally:
+        _bags.set_isa(previous)
+
+
 def test_the_module_and_functional_forms_run_in_c():
     reftorch.manual_seed(0)
     bag = reftorch.nn.EmbeddingBag(1000, 32, mode="mean")
