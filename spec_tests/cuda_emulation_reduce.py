@@ -9,8 +9,8 @@ arg_partials_kernel) and cumsum (cumsum_kernel: each (row, chunk) in index order
 carry; cumsum_chunk_sums_kernel; cumsum_carries_kernel: the segment order of the carries);
 and kernels/reduce_more.cu's logsumexp (logsumexp_kernel, logsumexp_chunks_kernel,
 logsumexp_partials_kernel) and the norms p = 0 and whole p >= 3 (norm_power_kernel,
-norm_power_chunks_kernel, norm_power_partials_kernel); float prod runs on the column and
-block kernels with ProdOp. Registered with cuda_kernel_emulation's `emulates` (which imports
+norm_power_chunks_kernel, norm_power_partials_kernel); float prod runs on lane_prod_kernel
+(the reference's lane order, one thread per output) and the block kernels with ProdOp. Registered with cuda_kernel_emulation's `emulates` (which imports
 this module); parameters are decoded from the raw bytes with the kernels' C layouts.
 
 The sums follow each kernel's order (the block order: cuda_kernel_emulation's _block_reduce;
@@ -224,6 +224,41 @@ def column_reduce(driver, match, grid, block, shared, params):
         total = _in_order(values, op, identity)
         value = E._finish(op, total, E.int64(p[2])).astype(out_type)
     driver.view(E.pointer(p[3]), out_type, shape, out_strides)[...] = value
+
+
+@E.emulates(r"lane_prod_kernel<([\w ]+), ([\w ]+)>")
+def lane_prod(driver, match, grid, block, shared, params):
+    """One thread per output: its product in the reference's lane order, in the
+    accumulation type, rounded once to the storage type."""
+    E.grid_stride(grid, block)
+    assert shared == 0
+    p = E.slots(params, 4)      # (outer, inner, out, in)
+    storage, compute = E.TYPES[match.group(1)], E.TYPES[match.group(2)]
+    shape, out_strides, values = E._reduced_values(driver, p[0], p[1], E.pointer(p[3]),
+                                                   storage, compute)
+    with np.errstate(all="ignore"):
+        value = _lanes_then_tail(values).astype(storage)
+    driver.view(E.pointer(p[2]), storage, shape, out_strides)[...] = value
+
+
+def _lanes_then_tail(values, lanes=64):
+    """lane_prod_kernel's loops over (outer..., n) `values`, as written: 1 times the first
+    `lanes` elements, each later whole block multiplied in, the tree, then the tail."""
+    n = values.shape[-1]
+    body = n - n % lanes
+    acc = np.ones(values.shape[:-1], values.dtype)
+    if body:
+        acc = acc[..., None] * values[..., :lanes]
+        for b in range(lanes, body, lanes):
+            acc = acc * values[..., b:b + lanes]
+        width = lanes // 2
+        while width:
+            acc = acc[..., :width] * acc[..., width:2 * width]
+            width //= 2
+        acc = acc[..., 0]
+    for r in range(body, n):
+        acc = acc * values[..., r]
+    return acc
 
 
 @E.emulates(rf"column_chunks_kernel<{E.TYPED_OP}>")

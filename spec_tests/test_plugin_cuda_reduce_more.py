@@ -4,9 +4,8 @@ and bool / integers into int64) and the vector norms p = 0 and whole p from 3 to
 Launch tests run on a real GPU when there is one and on the emulated driver (see
 test_plugin_cuda_kernels). What each comparison holds, in both modes:
   - prod of floats: bit for bit where the rule keeps one thread per output (the kernel
-    multiplies in the reference's order, the order of NumPy's multiply.reduce: index order
-    along a dim, memory order over every dim; few long products take the block tree, tested
-    in test_plugin_cuda_reduce_paths);
+    multiplies in the reference's lane order, over the elements' logical order; few long
+    products take the block tree, tested in test_plugin_cuda_reduce_paths);
     bool / integer prods: exact int64, wrapping.
   - norm p = 0: bit for bit (an exact count, rounded once to the dtype as the reference's).
   - logsumexp: the block-order sum of exp against NumPy's pairwise one, CUDA's expf / logf
@@ -28,8 +27,7 @@ import reftorch
 from reftorch import plugins
 
 pytest.importorskip("reftorch_cuda", reason="reftorch-cuda is not installed")
-from reftorch_cuda.ops_reduce import (MAX_WHOLE_P, PROD_FEW_OUTPUTS, PROD_LONG,  # noqa: E402
-                                     _memory_order)
+from reftorch_cuda.ops_reduce import MAX_WHOLE_P, PROD_FEW_OUTPUTS, PROD_LONG  # noqa: E402
 from spec_tests import test_plugin_cuda as base  # noqa: E402
 from spec_tests.test_plugin_cuda_kernels import assert_close, finfo  # noqa: E402
 from spec_tests.test_plugin_cuda_reductions import (  # noqa: E402
@@ -169,7 +167,7 @@ def prod(x, dims, keepdim):
 # products over every dim are at most PROD_LONG long (one thread, the reference's order)
 PROD_CASES = {
     "all": (lambda x: x, None, False),
-    "all_transposed": (lambda x: x.transpose(0, 2), None, False),   # memory order
+    "all_transposed": (lambda x: x.transpose(0, 2), None, False),   # a dense copy first
     "all_permuted": (lambda x: x.permute(1, 2, 0), None, False),
     "all_strided": (lambda x: x[::2, 1:, ::3], None, False),
     "all_broadcast": (lambda x: x[:, :1].expand(6, 5, x.shape[2]), None, False),  # stride 0 inner
@@ -209,22 +207,17 @@ def test_float_prod_is_bit_equal_to_the_reference(device_kind, dtype_name):
     assert plugins.fallbacks() == {}
 
 
-def test_memory_order_is_what_makes_prod_over_every_dim_bit_equal():
-    """The premise of the all-dims order: NumPy's multiply.reduce over every dim of the
-    reference's copy visits memory order (dims by decreasing stride), and that order is not
-    the logical one (the test would not tell them apart otherwise)."""
+def test_prod_over_every_dim_takes_the_logical_order():
+    """The premise of the all-dims cases: the reference multiplies the elements in their
+    logical (C) order, whatever the layout, so a permuted input must be reduced in that order
+    (the host copies it dense first), and its memory order would give other bits (the test
+    would not tell them apart otherwise)."""
+    from reftorch._ops.reduction import _lane_product
     x = near_one((6, 5, 300), "float32", 57).permute(1, 2, 0)
-    a = x._np
-    order = _memory_order(x, range(x.ndim))
-    in_memory = np.transpose(a, order).reshape(-1)
-    sequential = np.float32(1)
-    for v in in_memory:
-        sequential = np.float32(sequential * v)
-    logical = np.float32(1)
-    for v in a.reshape(-1):
-        logical = np.float32(logical * v)
+    logical = _lane_product(np.ascontiguousarray(x._np), None)
+    in_memory = _lane_product(x._np.transpose(2, 0, 1), None)   # the (6, 5, 300) base's order
     expected = host(reference(lambda t: t.prod(), x))
-    assert sequential == expected and logical != expected
+    assert logical == expected and in_memory != expected
 
 
 @pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])

@@ -457,7 +457,7 @@ SEQUENTIAL_CASES = {
                "cumsum_kernel", "cumsum_carries_kernel"),
     "prod": (lambda t: t.prod(1), near_one,
              ((3, R.PROD_LONG), (R.PROD_FEW_OUTPUTS, R.PROD_LONG + 1)),
-             "column_reduce_kernel", "reduce_kernel"),
+             "lane_prod_kernel", "reduce_kernel"),
 }
 
 

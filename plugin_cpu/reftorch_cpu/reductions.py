@@ -27,10 +27,11 @@ Results (see src/reduce.c for the orders):
   - amax/amin/max/min/argmax/argmin/max.dim/min.dim: exact; NaN propagates, indices are the
     first occurrence (the first NaN when there is one), as the reference's.
   - cumsum: the reference's sequential order: bit-equal.
-  - prod: each output multiplies its elements in index order (a strided run in the order of
-    its strides for prod over every dim), as NumPy's multiply.reduce does: bit-equal to the
-    reference. Only rows run in parallel (a single row runs on one thread). Bool and
-    integer inputs multiply into int64, wrapping as NumPy does: bit-equal in any order.
+  - prod: the reference's lane order (64 lanes down each run in order, folded as a tree,
+    then the tail in order; index order for runs under 64), over the elements' logical
+    order (every dim: C order): bit-equal to the reference. Only rows run in parallel (a
+    single row runs on one thread). Bool and integer inputs multiply into int64, wrapping
+    as NumPy does: bit-equal in any order.
   - norm: p = inf, -inf and 0 (the largest / smallest magnitude, the count of nonzeros) are
     exact; p = 2 is sqrt of the sum of x * x, p = 1 the sum of |x|, whole p from 3 to
     MAX_INT_P (8) the sum of |x| * ... * |x| (p - 1 roundings per term where the reference's
@@ -95,7 +96,8 @@ def _summing_kernel(code):
         x = _input(inputs)
         if x is None or params.get("dtype") is not x._storage.dtype:
             return NotImplemented
-        return _reduce(code, x, params["dim"], params["keepdim"])
+        # a product's order is the elements' logical one (sums keep memory order)
+        return _reduce(code, x, params["dim"], params["keepdim"], in_order=code == _R.PROD)
     return kernel
 
 

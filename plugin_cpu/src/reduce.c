@@ -45,9 +45,12 @@
  * library's), log(sum) + max; a row whose max is NaN or +-inf has that max as its result,
  * as the reference computes it.
  *
- * prod: each row multiplies its elements in index order from 1, as NumPy's multiply.reduce
- * does (both layouts): bit-equal. Its rows are not cut into chunks, so one row is one
- * thread's work. norm(p): the passes above over a transform of each element: p = 2 sums
+ * prod: the reference's lane order (reftorch/_ops/reduction.py): lane j of PROD_LANES = 64
+ * multiplies elements j, j + 64, ... in order, the lanes fold as a tree (lane j times lane
+ * j + w, w = 32, ..., 1), the last R % 64 elements follow in order; R < 64 is index order.
+ * Along a row the 64 lanes are 64 bytes' worth of logical vectors (4 float32 or 8 float64
+ * chains side by side); down columns each column keeps its 64 lanes. Bit-equal in both
+ * layouts. Rows are not cut into chunks, so one row is one thread's work. norm(p): the passes above over a transform of each element: p = 2 sums
  * x * x (the var pass around 0) and takes sqrt, p = 1 sums |x|, whole p in 3..MAX_INT_P
  * sum |x| * ... * |x| (p - 1 roundings; the C library's pow per element ran 3x slower than
  * the reference's SIMD power) and take pow(sum, 1 / p): the reference's formulas, summed in
@@ -102,8 +105,10 @@ static int is_extreme(int kind)
 
 static int is_largest(int kind) { return kind == K_MAX || kind == K_ABSMAX; }
 
-/* The product must run in index order (NumPy's multiply.reduce does, and products round
- * differently in any other order): its rows are never cut into chunks. */
+/* The product runs in the reference's lane order (see the file comment), which a chunked
+ * row would change: its rows are never cut into chunks. */
+#define PROD_LANES 64
+#define PROD_COLUMNS 32 /* columns whose lanes one column-layout step keeps (8 / 16 KiB) */
 static int is_sequential(int kind) { return kind == K_PROD; }
 
 /* Magnitude and power for either element type (one definition for the six clones). */
@@ -1017,28 +1022,78 @@ ISA_ATTR static T NAME(product)(const T *x, ptrdiff_t n, ptrdiff_t s)
     return acc;
 }
 
-/* The products of rows [lo, hi), PRODUCT_LANES rows at a time: each row still multiplies in
- * index order (the same bits as product()), but the rows' independent chains interleave, so
- * the multiplier's latency is hidden (a lone row waits for each product before the next). */
-#define PRODUCT_LANES 8
+/* The product of a row of n >= PROD_LANES elements in the lane order: the lanes are
+ * PROD_LANES / VL logical vectors, each a chain of its own, so the multiplies overlap. */
+ISA_ATTR static T NAME(lane_product)(const T *x, ptrdiff_t n, ptrdiff_t s)
+{
+    enum { V = PROD_LANES / (int)VL };
+    const ptrdiff_t blocks = n / PROD_LANES;
+    VEC a[V], v = {0};
+    for (int k = 0; k < V; k++) LOAD(a[k], x, k, s);
+    for (ptrdiff_t b = 1; b < blocks; b++)
+        for (int k = 0; k < V; k++) {
+            LOAD(v, x + b * PROD_LANES * s, k, s);
+            a[k] *= v;
+        }
+    /* the tree: while its step spans whole vectors, vector k times vector k + step / VL */
+    for (int step = V / 2; step > 0; step /= 2)
+        for (int k = 0; k < step; k++) a[k] = a[k] * a[k + step];
+    T t[VL];
+    memcpy(t, &a[0], sizeof t);
+    for (ptrdiff_t w = VL / 2; w > 0; w /= 2)
+        for (ptrdiff_t j = 0; j < w; j++) t[j] = t[j] * t[j + w];
+    T acc = t[0];
+    for (ptrdiff_t i = blocks * PROD_LANES; i < n; i++) acc *= x[i * s];
+    return acc;
+}
+
+/* Products down w <= PROD_COLUMNS columns of R >= PROD_LANES rows (row r at x + r * sr) in
+ * the lane order, into acc: lane j of column i multiplies rows j, j + 64, ... of it. */
+ISA_ATTR static void NAME(column_lane_products)(const T *x, ptrdiff_t R, ptrdiff_t sr,
+                                                ptrdiff_t w, T *acc)
+{
+    T lanes[PROD_LANES][PROD_COLUMNS];
+    const ptrdiff_t body = R - R % PROD_LANES;
+    for (ptrdiff_t j = 0; j < PROD_LANES; j++)
+        for (ptrdiff_t i = 0; i < w; i++) lanes[j][i] = x[j * sr + i];
+    for (ptrdiff_t r = PROD_LANES; r < body; r++)
+        for (ptrdiff_t i = 0; i < w; i++) lanes[r % PROD_LANES][i] *= x[r * sr + i];
+    for (ptrdiff_t half = PROD_LANES / 2; half > 0; half /= 2)
+        for (ptrdiff_t j = 0; j < half; j++)
+            for (ptrdiff_t i = 0; i < w; i++) lanes[j][i] = lanes[j][i] * lanes[j + half][i];
+    for (ptrdiff_t i = 0; i < w; i++) acc[i] = lanes[0][i];
+    for (ptrdiff_t r = body; r < R; r++)
+        for (ptrdiff_t i = 0; i < w; i++) acc[i] *= x[r * sr + i];
+}
+
+/* The products of rows [lo, hi). Rows shorter than PROD_LANES go PRODUCT_ROWS rows at a
+ * time: each row still multiplies in index order (the same bits as product()), but the rows'
+ * independent chains interleave, so the multiplier's latency is hidden (a lone row waits
+ * for each product before the next). */
+#define PRODUCT_ROWS 8
 ISA_ATTR static void NAME(products)(const geo_t *g, ptrdiff_t lo, ptrdiff_t hi, T *val)
 {
-    for (ptrdiff_t r0 = lo; r0 < hi; r0 += PRODUCT_LANES) {
-        const ptrdiff_t n = hi - r0 < PRODUCT_LANES ? hi - r0 : PRODUCT_LANES;
+    if (g->R >= PROD_LANES) { /* rows in the lane order: each row's chains overlap already */
+        for (ptrdiff_t row = lo; row < hi; row++)
+            val[row] = NAME(lane_product)((const T *)g->x + row_start(g, row), g->R, g->sr);
+        return;
+    }
+    for (ptrdiff_t r0 = lo; r0 < hi; r0 += PRODUCT_ROWS) {
+        const ptrdiff_t n = hi - r0 < PRODUCT_ROWS ? hi - r0 : PRODUCT_ROWS;
         if (n == 1) {
             const T *x = (const T *)g->x + row_start(g, r0);
             val[r0] = NAME(product)(x, g->R, g->sr);
             continue;
         }
-        const T *x[PRODUCT_LANES];
-        T acc[PRODUCT_LANES];
-        for (ptrdiff_t j = 0; j < PRODUCT_LANES; j++) { /* missing rows repeat the last one */
+        const T *x[PRODUCT_ROWS];
+        T acc[PRODUCT_ROWS];
+        for (ptrdiff_t j = 0; j < PRODUCT_ROWS; j++) { /* missing rows repeat the last one */
             const ptrdiff_t row = r0 + (j < n ? j : n - 1);
             x[j] = (const T *)g->x + row_start(g, row);
             acc[j] = 1;
         }
         for (ptrdiff_t i = 0; i < g->R; i++)
-            for (int j = 0; j < PRODUCT_LANES; j++) acc[j] *= x[j][i * g->sr];
+            for (int j = 0; j < PRODUCT_ROWS; j++) acc[j] *= x[j][i * g->sr];
         for (ptrdiff_t j = 0; j < n; j++) val[r0 + j] = acc[j];
     }
 }
@@ -1181,8 +1236,8 @@ ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center
     }
 
 /* Column layout (si == 1): item = o * blocks + block of COLUMN_BLOCK columns; each column
- * runs down R in order (NumPy's order for an outer axis, the product's too). Writes final
- * per-row values (row = o * I + i). */
+ * runs down R in order (NumPy's order for an outer axis), a product of R >= PROD_LANES in
+ * its lane order. Writes final per-row values (row = o * I + i). */
 ISA_ATTR static void NAME(column_pass)(const geo_t *g, int kind, const void *center_,
                                        void *val_, int64_t *idx, ptrdiff_t unused,
                                        ptrdiff_t lo, ptrdiff_t hi)
@@ -1213,6 +1268,10 @@ ISA_ATTR static void NAME(column_pass)(const geo_t *g, int kind, const void *cen
             }
             if (idx)
                 for (ptrdiff_t i = 0; i < w; i++) idx[row0 + i] = at[i];
+        } else if (kind == K_PROD && R >= PROD_LANES) {
+            for (ptrdiff_t i = 0; i < w; i += PROD_COLUMNS)
+                NAME(column_lane_products)(x + i, R, sr,
+                                           w - i < PROD_COLUMNS ? w - i : PROD_COLUMNS, acc + i);
         } else {
             for (ptrdiff_t i = 0; i < w; i++) acc[i] = kind == K_PROD ? 1 : 0;
             for (ptrdiff_t r = 0; r < R; r++) {
@@ -1303,7 +1362,7 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef FAST_SMALLER
 #undef DEFINE_EXTREME_INDEX
 #undef DEFINE_PAIRWISE
-#undef PRODUCT_LANES
+#undef PRODUCT_ROWS
 #undef TREE_LANE
 #undef TREE_MASK_8
 #undef TREE_MASK_16

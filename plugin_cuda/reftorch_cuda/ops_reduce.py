@@ -64,10 +64,10 @@ rows ceil(n / lanes) + log2(lanes):
     2 / 1 ulp of the exact value (exp / log: 1 / 1; the CUDA programming guide's table), so
     against NumPy's: within the sum's bounds plus a few ulp of the result.
   - prod: floats, at least PROD_FEW_OUTPUTS outputs or at most PROD_LONG elements each: one
-    thread per output multiplies its elements one after another in the reference's order
-    (NumPy's multiply.reduce: index order along the dim; over every dim the order of the
-    input's memory, dims by decreasing stride, as the reference's astype copy lays them out):
-    bit for bit. Fewer, longer products: the block path's tree of products (CHUNK chunks as
+    thread per output multiplies its elements in the reference's lane order (64 lanes down
+    the run in order, folded as a tree, then the tail in order; index order for runs under
+    64), over the elements' logical order (every dim of a layout whose dims do not merge in
+    that order goes through a dense copy first): bit for bit. Fewer, longer products: the block path's tree of products (CHUNK chunks as
     the sums): n - 1 roundings in either order, so within 2 (n - 1) eps relative of the
     reference's (before the final rounding to a 16-bit dtype), unless an intermediate product
     over- or underflows in one order and not in the other; deterministic. bool / integers:
@@ -257,10 +257,10 @@ def logsumexp_kernels(dtype_name):
 
 def prod_kernels(dtype_name):
     """The Kernels of a float prod: `column` its one-thread-per-output kernel (the
-    sequential order of the reference, one launch), `block` its few-long-products tree."""
+    reference's lane order, one launch), `block` its few-long-products tree."""
     t, a = FLOAT_TYPES[dtype_name], float_accumulator(dtype_name)
     return Kernels(float_kernels("ProdOp", dtype_name, paths=False).block,
-                   (f"column_reduce_kernel<{t}, ProdOp, {a}, {t}>",))
+                   (f"lane_prod_kernel<{t}, {a}>",))
 
 
 def int_prod_kernels(dtype_name):
@@ -786,10 +786,12 @@ def prod_kernel(out, inputs, dtypes, params):
     if integral:   # exact in any order: the block kernels
         return _reduce(t, dims, keepdim, int_prod_kernels(t.dtype.name), D.int64)
     shape, kept, reduced = _split(t._shape, dims, keepdim)
-    if dims is None:
-        reduced = _memory_order(t, reduced)
     result = Tensor._empty(shape, t.dtype, t.device)
     geometries = _geometries(t._shape, t._strides, result._strides, kept, reduced, keepdim)
+    if geometries is None and dims is None:
+        # every dim of a layout they do not merge in, in their logical order: a dense copy's
+        t = t.contiguous()
+        geometries = _geometries(t._shape, t._strides, result._strides, kept, reduced, keepdim)
     if geometries is None:
         return NotImplemented
     if result.numel():
@@ -809,15 +811,8 @@ def _launch_prod(t, result, outer, inner):
     if outputs < PROD_FEW_OUTPUTS and n > PROD_LONG:
         _launch_block(kernels.block, t, result, outer, inner)
     else:
-        _launch_threads(kernels.column[0], outputs, t, (outer, inner, ctypes.c_int64(n)),
+        _launch_threads(kernels.column[0], outputs, t, (outer, inner),
                         (address(result), address(t)))
-
-
-def _memory_order(t, dims):
-    """`dims` by decreasing stride, ties in dim order: how the reference's copy of the input
-    (NumPy's astype, keeping the layout) lays them out, and so the order in which NumPy's
-    multiply.reduce over every dim visits the elements."""
-    return sorted(dims, key=lambda d: (-abs(t._strides[d]), d))
 
 
 def register_kernels(registrar):

@@ -13,7 +13,7 @@
 // the shapes alone.
 //
 // Name expressions: "logsumexp_kernel<float>",
-// "column_reduce_kernel<rt_bfloat16, ProdOp, float, rt_bfloat16>", "reduce_kernel<float, ProdOp>",
+// "lane_prod_kernel<rt_bfloat16, float>", "reduce_kernel<float, ProdOp>",
 // "reduce_kernel<int, WrappingProdOp, long long, long long>", "norm_power_kernel<double,
 // double>" (the input type, then the accumulation type: double for p = 0's count).
 
@@ -82,13 +82,14 @@ logsumexp_partials_kernel(const Geometry<2> outer, rt_int64 chunks,
 }
 
 // --- prod ---------------------------------------------------------------------------------------
-// Floating-point products depend on their order, and the reference's (NumPy's multiply.reduce)
-// multiplies each output's elements one after another in the order of `inner` (the host puts
-// the dims in that order), starting from the first element. Where the outputs are many, one
-// thread per output does the same: reduce.cu's column_reduce_kernel with ProdOp, whose
-// identity 1 times the first element is that element exactly, in A, rounded once when stored:
-// bit for bit the reference's. Few long products would leave the GPU idle and take one thread
-// n multiplications each, so they take the block kernels (reduce_kernel, reduce_chunks_kernel,
+// Floating-point products depend on their order, and the reference's is the lane order
+// (reftorch/_ops/reduction.py): lane j of 64 multiplies elements j, j + 64, ... in order (of
+// `inner`, which the host puts in the elements' logical order), the lanes then fold as a tree
+// (lane j times lane j + w, for w = 32, 16, ..., 1) and the last n % 64 elements follow in
+// order; fewer than 64 elements multiply in index order. Where the outputs are many, one
+// thread per output does the same (lane_prod_kernel), in A, rounded once when stored: bit for
+// bit the reference's. Few long products would leave the GPU idle and take one thread n
+// multiplications each, so they take the block kernels (reduce_kernel, reduce_chunks_kernel,
 // reduce_partials_kernel with ProdOp): the fixed block order's tree of products, within the
 // rounding of the two orders and the same for every launch.
 struct ProdOp {
@@ -96,6 +97,44 @@ struct ProdOp {
     template <typename A> static __device__ A combine(A a, A b) { return a * b; }
     template <typename A> static __device__ A finish(A total, rt_int64) { return total; }
 };
+
+#define RT_PROD_LANES 64
+
+// One thread per output: its product in the lane order (above). The lanes stay in the
+// thread's registers (the loop over them is unrolled), or in its local memory where they spill.
+template <typename T, typename A>
+__global__ void __launch_bounds__(RT_BLOCK_THREADS)
+lane_prod_kernel(const Geometry<2> outer, const Geometry<1> inner, T* out, const T* in) {
+    for_each_column_chunk(outer, inner, inner.numel, 1, [&](rt_int64, rt_int64, rt_int64 at,
+                                                            rt_int64 in_offset, rt_int64,
+                                                            rt_int64 n) {
+        const T* base = in + in_offset;
+        auto element = [&](rt_int64 r) {
+            rt_int64 offset[1];
+            element_offsets(inner, r, offset);
+            return load_as<A>(base[offset[0]]);
+        };
+        const rt_int64 body = n - n % RT_PROD_LANES;
+        A acc = ProdOp::identity<A>();     // (1 times the first element is that element)
+        if (body > 0) {
+            A lanes[RT_PROD_LANES];
+#pragma unroll
+            for (int j = 0; j < RT_PROD_LANES; j++) lanes[j] = element(j);
+            for (rt_int64 b = RT_PROD_LANES; b < body; b += RT_PROD_LANES) {
+#pragma unroll
+                for (int j = 0; j < RT_PROD_LANES; j++) lanes[j] = lanes[j] * element(b + j);
+            }
+#pragma unroll
+            for (int w = RT_PROD_LANES / 2; w > 0; w /= 2) {
+#pragma unroll
+                for (int j = 0; j < w; j++) lanes[j] = lanes[j] * lanes[j + w];
+            }
+            acc = lanes[0];
+        }
+        for (rt_int64 r = body; r < n; r++) acc = acc * element(r);
+        out[at] = Arith<T>::store(acc);
+    });
+}
 
 // Bool and integer products, in long long, wrapping as NumPy's int64 product does (multiplied
 // as unsigned words: signed overflow is undefined in C++). Exact in any order, so they use

@@ -175,10 +175,39 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
                                              "dtype": result}, out=out)
 
 
+# A product's order of multiplication is part of its bits. Multiplying in index order
+# chains every step on the last, so no implementation can run it wide; this order can:
+# lane j (j < PROD_LANES) multiplies elements j, j + 64, j + 128, ... in order, the lanes
+# are then folded as a tree (lane j times lane j + w, for w = 32, 16, ..., 1), and the last
+# n % 64 elements follow in order. A run shorter than 64 is multiplied in index order.
+# (PyTorch's CPU order is another one again, vectorized; its results agree within rounding.)
+PROD_LANES = 64
+
+
+def _lane_product(work, axis):
+    """The product of `work` along `axis` (None: all of it, in C order) in the lane order."""
+    rows = work.reshape(-1) if axis is None else np.moveaxis(work, axis, -1)
+    n = rows.shape[-1]
+    body = n - n % PROD_LANES
+    if body == 0:   # (a reduce along the last axis multiplies in index order)
+        return np.multiply.reduce(rows, axis=-1)
+    blocks = rows[..., :body].reshape(rows.shape[:-1] + (body // PROD_LANES, PROD_LANES))
+    lanes = np.multiply.reduce(blocks, axis=-2)          # each lane down its blocks, in order
+    while lanes.shape[-1] > 1:
+        half = lanes.shape[-1] // 2
+        lanes = lanes[..., :half] * lanes[..., half:]
+    return np.multiply.reduce(np.concatenate([lanes, rows[..., body:]], axis=-1), axis=-1)
+
+
 def _prod_kernel(a, dim=None, keepdim=False, dtype=None):
     target = dtype.numpy_dtype
     work = a.astype(_accumulator(target))
-    return np.prod(work, axis=_axis(a, dim), keepdims=bool(keepdim)).astype(target)
+    axis = _axis(a, dim)
+    result = _lane_product(work, None if axis is None else axis[0])
+    if keepdim:
+        result = result.reshape(tuple(1 if axis is None or d in axis else n
+                                      for d, n in enumerate(a.shape)))
+    return np.asarray(result).astype(target)
 
 
 PROD = _declare("prod", _prod_kernel, params={"dim": None, "keepdim": False, "dtype": None})
