@@ -133,10 +133,12 @@ typedef struct {
         for (ptrdiff_t r = 0; r < G->n_runs; r++) {                                          \
             const run_t run = G->runs[r];                                                    \
             UT *out = o + run.start;                                                         \
-            const UT *in = a + run.first * s;                                                \
             if (run.first < 0) {                                                             \
                 for (ptrdiff_t i = 0; i < run.length; i++) out[i] = fill;                    \
-            } else if (s == 1) {                                                             \
+                continue;                                                                    \
+            }                                                                                \
+            const UT *in = a + run.first * s;                                                \
+            if (s == 1) {                                                                    \
                 for (ptrdiff_t i = 0; i < run.length; i++) out[i] = in[i];                   \
             } else {                                                                         \
                 for (ptrdiff_t i = 0; i < run.length; i++) out[i] = in[i * s];               \
