@@ -348,3 +348,33 @@ def test_masked_scatter_in_place_and_its_safe_declines():
         expected_self.masked_scatter_(mask, expected_self.clone().reshape(-1))
     v.masked_scatter_(mask, shifted)
     assert_bits(v, expected_self)
+
+
+# ---------------------------------------------------------------------------------------------
+# tril / triu: a masked_fill with the dropped triangle's mask
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("fn", [reftorch.tril, reftorch.triu], ids=["tril", "triu"])
+def test_triangles_are_the_references_bits(fn, dtype):
+    """Square, wide, tall and batched inputs, contiguous and transposed, diagonals inside,
+    at the edges and past them: the kept elements' bits (NaN, -0) and the reference's
+    zeros. complex128 (16-byte elements) is left to the reference."""
+    square, wide = values((3, 50, 50), dtype, 40), values((40, 130), dtype, 41)
+    tall = values((130, 40), dtype, 42).t().t().contiguous()
+    cases = [(square, 0), (square, -2), (square, 7), (wide, 1), (wide, -45), (wide, 200),
+             (tall, -3), (tall, 90), (values((130, 40), dtype, 43).t(), 2),
+             (square.transpose(1, 2), -1)]
+    for x, diagonal in cases:
+        got, expected, ran = both(lambda: fn(x, diagonal))
+        assert ran == 1, (tuple(x.shape), diagonal)
+        assert_bits(got, expected)
+        assert got.is_contiguous()
+
+
+def test_triangles_decline_small_and_complex128():
+    small = values((20, 20), reftorch.float32, 44)
+    big = values((60, 60), reftorch.float64, 45).to(reftorch.complex128)
+    for x in (small, big):
+        got, expected, ran = both(lambda: reftorch.tril(x, 1))
+        assert ran == 0
+        assert_bits(got, expected)

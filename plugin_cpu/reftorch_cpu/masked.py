@@ -1,4 +1,5 @@
-"""masked_fill, masked_select and masked_scatter over the C module `_masked` (src/masked.c),
+"""masked_fill, masked_select and masked_scatter (and tril / triu, as a masked_fill) over the
+C module `_masked` (src/masked.c),
 for every dtype whose elements are 1, 2, 4 or 8 bytes (all but complex128): the kernels move
 elements without computing, so the results are the reference's bit for bit.
 
@@ -21,6 +22,7 @@ bool, more dims than the C walk takes after merging, and fewer than MIN_NUMEL po
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -51,6 +53,8 @@ def register(registrar):
     registrar.kernel("masked_fill", "cpu", DTYPES, masked_fill_kernel)
     registrar.kernel("masked_select", "cpu", DTYPES, masked_select_kernel)
     registrar.kernel("masked_scatter", "cpu", DTYPES, masked_scatter_kernel)
+    registrar.kernel("tril", "cpu", DTYPES, _triangle_kernel(upper=False))
+    registrar.kernel("triu", "cpu", DTYPES, _triangle_kernel(upper=True))
 
 
 def masked_fill_kernel(out, inputs, dtypes, params):
@@ -132,6 +136,37 @@ def _target(out, x, shape, reads):
     if x._shape != shape or not _can_write_in_place(x, [t._storage.array for t in reads]):
         return NotImplemented
     return x, x._offset
+
+
+# --- tril / triu -------------------------------------------------------------------------------
+
+def _triangle_kernel(upper):
+    def kernel(out, inputs, dtypes, params):
+        """tril (triu): the input with 0 where the dropped triangle's (rows, cols) mask is True,
+        broadcast over the batch dims: masked_fill's loop, so the kept elements keep their
+        bits and the others are the reference's zeros (+0.0 for floats)."""
+        (x,) = inputs
+        if out is not None or not _on_cpu(x) or len(x._shape) < 2:
+            return NotImplemented
+        rows, cols = x._shape[-2:]
+        dropped = _remembered_mask if rows * cols <= _REMEMBERED_MASK_MAX else _dropped_mask
+        return masked_fill_kernel(None, (x, dropped(rows, cols, params["diagonal"], upper), 0),
+                                  dtypes, params)
+    return kernel
+
+
+def _dropped_mask(rows, cols, diagonal, upper):
+    """A (rows, cols) bool tensor, True above diagonal `diagonal` (below it for `upper`)."""
+    offset = np.arange(cols)[None, :] - np.arange(rows)[:, None]   # j - i
+    mask = offset < diagonal if upper else offset > diagonal
+    mask.flags.writeable = False
+    return Tensor._from_array(mask)
+
+
+# Masks of up to this many elements are remembered per (rows, cols, diagonal, upper): building
+# one costs about what the loop does on a small matrix. Larger ones (a MiB each) are not kept.
+_REMEMBERED_MASK_MAX = 1 << 20
+_remembered_mask = functools.lru_cache(maxsize=32)(_dropped_mask)
 
 
 # --- shared helpers ---------------------------------------------------------------------------
