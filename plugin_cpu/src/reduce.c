@@ -50,7 +50,9 @@
  * j + w, w = 32, ..., 1), the last R % 64 elements follow in order; R < 64 is index order.
  * Along a row the 64 lanes are 64 bytes' worth of logical vectors (4 float32 or 8 float64
  * chains side by side); down columns each column keeps its 64 lanes. Bit-equal in both
- * layouts. Rows are not cut into chunks, so one row is one thread's work. norm(p): the passes above over a transform of each element: p = 2 sums
+ * layouts. Rows are not cut into chunks, so one row is one thread's work.
+ *
+ * norm(p): the passes above over a transform of each element: p = 2 sums
  * x * x (the var pass around 0) and takes sqrt, p = 1 sums |x|, whole p in 3..MAX_INT_P
  * sum |x| * ... * |x| (p - 1 roundings; the C library's pow per element ran 3x slower than
  * the reference's SIMD power) and take pow(sum, 1 / p): the reference's formulas, summed in
@@ -104,6 +106,9 @@ static int is_extreme(int kind)
 }
 
 static int is_largest(int kind) { return kind == K_MAX || kind == K_ABSMAX; }
+
+/* The kinds that sum a transform of each element (the enum lists them first). */
+static int is_summing(int kind) { return kind <= K_POWSUM; }
 
 /* The product runs in the reference's lane order (see the file comment), which a chunked
  * row would change: its rows are never cut into chunks. */
@@ -1196,7 +1201,7 @@ ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center
         NAME(products)(g, lo, hi, val);
         return;
     }
-    if (nchunks == 1 && g->sr == 1 && g->R <= VL * LEAF_VECTORS && kind <= K_POWSUM) {
+    if (nchunks == 1 && g->sr == 1 && g->R <= VL * LEAF_VECTORS && is_summing(kind)) {
         NAME(short_rows)(g, kind, center, val, lo, hi);
         return;
     }
@@ -1207,14 +1212,13 @@ ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center
         const ptrdiff_t n = nchunks == 1 ? g->R : g->R - start < CHUNK ? g->R - start : CHUNK;
         const T *x = (const T *)g->x + row_start(g, row) + start * g->sr;
         const T c = center ? center[row] : 0;
+#define ROW(FN) val[item] = NAME(FN)(x, n, g->sr, c)
+        if (is_summing(kind)) {
+            FOR_SUMMING_KIND(kind, ROW)
+            continue;
+        }
+#undef ROW
         switch (kind) {
-        case K_SUM: val[item] = NAME(sum)(x, n, g->sr, c); break;
-        case K_SQDEV: val[item] = NAME(sqdev)(x, n, g->sr, c); break;
-        case K_EXPSUM: val[item] = NAME(expsum)(x, n, g->sr, c); break;
-        case K_ABSSUM: val[item] = NAME(abssum)(x, n, g->sr, c); break;
-        case K_NONZERO: val[item] = NAME(nonzero)(x, n, g->sr, c); break;
-        case K_POWSUM: val[item] = NAME(powsum)(x, n, g->sr, c); break;
-        case K_PROD: val[item] = NAME(product)(x, n, g->sr); break;
         case K_MAX: val[item] = NAME(largest)(x, n, g->sr, idx ? idx + item : NULL); break;
         case K_MIN: val[item] = NAME(smallest)(x, n, g->sr, idx ? idx + item : NULL); break;
         case K_ABSMAX: val[item] = NAME(abs_largest_run)(x, n, g->sr); break;
