@@ -68,6 +68,18 @@ def set_num_threads(n, /):
         listener(_intra_op_threads)
 
 
+def follow(listener):
+    """Call listener(n) on every set_num_threads(n) from now on, and at once if a count was
+    already set (a plugin's own thread pool follows the setting)."""
+    _listeners.append(listener)
+    if _intra_op_threads is not None:
+        listener(_intra_op_threads)
+
+
+def unfollow(listener):
+    _listeners.remove(listener)
+
+
 def get_num_threads():
     """The number of threads used for intra-op parallelism on CPU."""
     global _intra_op_threads

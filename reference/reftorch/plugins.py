@@ -3,9 +3,9 @@
 A plugin is a distribution with an entry point in the group `reftorch.plugins` whose value is
 a callable `register(registrar)`. It calls `registrar.kernel(op, device_type, dtypes, fn)` for
 each kernel and `registrar.backend(DeviceBackend)` to add a device type; a plugin with its
-own thread pool calls `registrar.on_set_num_threads(fn)` to follow `set_num_threads`. Plugins load when
-reftorch is imported; `REFTORCH_PLUGINS` chooses which: `none`, `all` (the default), or a
-comma-separated list of entry-point names such as `cpu,cuda`.
+own thread pool calls `registrar.on_set_num_threads(fn)` to follow `set_num_threads`.
+Plugins load when reftorch is imported; `REFTORCH_PLUGINS` chooses which: `none`, `all` (the
+default), or a comma-separated list of entry-point names such as `cpu,cuda`.
 
 A kernel may decline a call (return NotImplemented) and the next kernel, finally the
 reference, runs it. A kernel that declines calls below some size because its overhead would
@@ -62,10 +62,8 @@ class Registrar:
     def on_set_num_threads(self, fn):
         """Call fn(n) whenever `reftorch.set_num_threads(n)` runs, and now if a count was
         already set: a plugin with its own thread pool follows reftorch's setting."""
-        _threads._listeners.append(fn)
         self._info.thread_listeners.append(fn)
-        if _threads._intra_op_threads is not None:
-            fn(_threads._intra_op_threads)
+        _threads.follow(fn)
 
 
 _loaded = {}
@@ -108,7 +106,7 @@ def unload(name):
 
 def _forget_thread_listeners(info):
     for fn in info.thread_listeners:
-        _threads._listeners.remove(fn)
+        _threads.unfollow(fn)
     info.thread_listeners.clear()
 
 
