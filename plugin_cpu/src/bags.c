@@ -16,7 +16,7 @@
  *       entry holding each (see DEFINE_BAG_MAXIMA).
  *
  * The sums are the reference's np.add.reduceat bits, operation for operation: a bag's first
- * term plus NumPy's pairwise sum of the others (see pairwise_*), and for the last bag the
+ * term plus NumPy's pairwise sum of the others (see pairwise below), and for the last bag the
  * others include the row of zeros the reference appends (reduceat runs past the final start
  * to the end).
  *
@@ -26,6 +26,7 @@
  * groups over OpenMP threads; each is summed by one thread, so results never depend on the
  * thread count.
  */
+#ifndef BAGS_TEMPLATE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -61,116 +62,18 @@ typedef struct {
  * SPLIT_LEVELS + 8 rows in all (runs up to 2^40 terms split at most 33 times). */
 #define PW_BLOCK 128
 #define SPLIT_LEVELS 40
-#define DEFINE_BAG_SUMS(T, SFX, ISA, ATTR)                                                   \
-    /* dst = entry k's term (assign) or dst + that term, element by element: its weight row  \
-     * (times its per-sample weight), +0.0 for an entry that is not valid and for k == n     \
-     * (the row of zeros reduceat runs into). Assigning stores the term itself: NumPy's      \
-     * running sums start from their first term, not from 0 (0 + -0.0 is +0.0). */           \
-    ATTR static inline void add_term_##SFX##_##ISA(const bags_t *B, int64_t k,               \
-                                                   T *restrict dst, int assign)              \
-    {                                                                                        \
-        const ptrdiff_t D = B->D, cs = B->cs;                                                \
-        if (k >= B->n || !B->valid[k]) {                                                     \
-            for (ptrdiff_t d = 0; d < D; d++) dst[d] = assign ? (T)0 : dst[d] + (T)0;        \
-            return;                                                                          \
-        }                                                                                    \
-        const T *row = (const T *)B->w + B->idx[k] * B->rs;                                  \
-        if (B->psw) {                                                                        \
-            const T s = ((const T *)B->psw)[k];                                              \
-            if (assign)                                                                      \
-                for (ptrdiff_t d = 0; d < D; d++) dst[d] = row[d * cs] * s;                  \
-            else                                                                             \
-                for (ptrdiff_t d = 0; d < D; d++) dst[d] = dst[d] + row[d * cs] * s;         \
-        } else if (cs == 1) {                                                                \
-            if (assign)                                                                      \
-                for (ptrdiff_t d = 0; d < D; d++) dst[d] = row[d];                           \
-            else                                                                             \
-                for (ptrdiff_t d = 0; d < D; d++) dst[d] = dst[d] + row[d];                  \
-        } else {                                                                             \
-            if (assign)                                                                      \
-                for (ptrdiff_t d = 0; d < D; d++) dst[d] = row[d * cs];                      \
-            else                                                                             \
-                for (ptrdiff_t d = 0; d < D; d++) dst[d] = dst[d] + row[d * cs];             \
-        }                                                                                    \
-    }                                                                                        \
-                                                                                             \
-    ATTR static void pairwise_##SFX##_##ISA(const bags_t *B, int64_t k0, int64_t n, T *out,  \
-                                            T *scratch)                                      \
-    {                                                                                        \
-        const ptrdiff_t D = B->D;                                                            \
-        if (n < 8) {                                                                         \
-            for (ptrdiff_t d = 0; d < D; d++) out[d] = (T)-0.0;                              \
-            for (int64_t i = 0; i < n; i++) add_term_##SFX##_##ISA(B, k0 + i, out, 0);       \
-        } else if (n <= PW_BLOCK) {                                                          \
-            T *r = scratch;                                                                  \
-            for (int j = 0; j < 8; j++) add_term_##SFX##_##ISA(B, k0 + j, r + j * D, 1);     \
-            int64_t i = 8;                                                                   \
-            for (; i < n - n % 8; i += 8)                                                    \
-                for (int j = 0; j < 8; j++)                                                  \
-                    add_term_##SFX##_##ISA(B, k0 + i + j, r + j * D, 0);                     \
-            for (ptrdiff_t d = 0; d < D; d++)                                                \
-                out[d] = ((r[d] + r[D + d]) + (r[2 * D + d] + r[3 * D + d])) +               \
-                         ((r[4 * D + d] + r[5 * D + d]) + (r[6 * D + d] + r[7 * D + d]));    \
-            for (; i < n; i++) add_term_##SFX##_##ISA(B, k0 + i, out, 0);                    \
-        } else {                                                                             \
-            int64_t n2 = n / 2;                                                              \
-            n2 -= n2 % 8;                                                                    \
-            /* this level's row; deeper levels use the rows after */                         \
-            T *second = scratch;                                                             \
-            pairwise_##SFX##_##ISA(B, k0, n2, out, scratch + D);                             \
-            pairwise_##SFX##_##ISA(B, k0 + n2, n - n2, second, scratch + D);                 \
-            for (ptrdiff_t d = 0; d < D; d++) out[d] = out[d] + second[d];                   \
-        }                                                                                    \
-    }                                                                                        \
-                                                                                             \
-    /* reduceat over bag b: its first term plus the pairwise sum of the rest (the last bag's \
-     * rest running into the row of zeros); an empty bag is 0; then the 'mean' division. */  \
-    ATTR static void bag_sums_##SFX##_##ISA(const bags_t *B, ptrdiff_t lo, ptrdiff_t hi,     \
-                                            T *scratch, T *rest)                             \
-    {                                                                                        \
-        const ptrdiff_t D = B->D;                                                            \
-        const T *div = (const T *)B->div;                                                    \
-        for (ptrdiff_t b = lo; b < hi; b++) {                                                \
-            T *acc = (T *)B->out + b * D;                                                    \
-            const int64_t start = B->starts[b], end = B->ends[b];                            \
-            if (end <= start) {                                                              \
-                for (ptrdiff_t d = 0; d < D; d++) acc[d] = 0;                                \
-                continue;                                                                    \
-            }                                                                                \
-            const int64_t stop = b == B->bags - 1 ? B->n + 1 : end;                          \
-            pairwise_##SFX##_##ISA(B, start + 1, stop - start - 1, rest, scratch);           \
-            add_term_##SFX##_##ISA(B, start, acc, 1);                                        \
-            for (ptrdiff_t d = 0; d < D; d++) acc[d] = acc[d] + rest[d];                     \
-            if (div)                                                                         \
-                for (ptrdiff_t d = 0; d < D; d++) acc[d] = acc[d] / div[b];                  \
-        }                                                                                    \
-    }                                                                                        \
-                                                                                             \
-    /* Bags [lo, hi) with scratch rows of their own; -1 when they cannot be allocated. */    \
-    ATTR static int bag_group_##SFX##_##ISA(const bags_t *B, ptrdiff_t lo, ptrdiff_t hi)     \
-    {                                                                                        \
-        T *scratch = malloc(sizeof(T) * (size_t)B->D * (SPLIT_LEVELS + 8 + 1) + 1);          \
-        if (scratch == NULL) return -1;                                                      \
-        bag_sums_##SFX##_##ISA(B, lo, hi, scratch, scratch + (SPLIT_LEVELS + 8) * B->D);     \
-        free(scratch);                                                                       \
-        return 0;                                                                            \
-    }
-/* One clone per instruction set: the same C, vectorized wider (a term row is D adds, or D
- * multiplies then D adds, never fused: every clone gives the same bits). */
+
+/* The sums, once per element type and instruction set (the BAGS_TEMPLATE part at the end of
+ * this file, which isa_clones.h includes): the same C, vectorized wider, adds and multiplies
+ * never fused, so every clone gives the same bits. */
+#define BAGS_TEMPLATE
+#define CLONE_TEMPLATE "bags.c"
+#include "isa_clones.h"
+#undef CLONE_TEMPLATE
+#undef BAGS_TEMPLATE
+
 typedef int (*bag_group_fn)(const bags_t *B, ptrdiff_t lo, ptrdiff_t hi);
-#define BAG_GROUPS_FOR_ISA(ISA) {bag_group_f32_##ISA, bag_group_f64_##ISA}
-DEFINE_BAG_SUMS(float, f32, baseline, )
-DEFINE_BAG_SUMS(double, f64, baseline, )
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-DEFINE_BAG_SUMS(float, f32, avx2, __attribute__((target("avx2"))))
-DEFINE_BAG_SUMS(double, f64, avx2, __attribute__((target("avx2"))))
-DEFINE_BAG_SUMS(float, f32, avx512f, __attribute__((target("avx512f"))))
-DEFINE_BAG_SUMS(double, f64, avx512f, __attribute__((target("avx512f"))))
-static const bag_group_fn BAG_GROUPS[N_ISAS][2] = {
-    BAG_GROUPS_FOR_ISA(baseline), BAG_GROUPS_FOR_ISA(avx2), BAG_GROUPS_FOR_ISA(avx512f)};
-#else
-static const bag_group_fn BAG_GROUPS[N_ISAS][2] = {BAG_GROUPS_FOR_ISA(baseline)};
-#endif
+static const bag_group_fn BAG_GROUPS[N_ISAS][2] = CLONES(bag_group);
 
 /* A 1-D int64 (kind KIND_I64) or bool (kind -1) operand held in h: its first element and
  * its length. */
@@ -382,3 +285,106 @@ PyMODINIT_FUNC PyInit__bags(void)
     if (init_module_state() < 0) return NULL;
     return PyModule_Create(&MODULE);
 }
+
+#else /* BAGS_TEMPLATE: the sums for element type T and one instruction set ------------- */
+
+/* dst = entry k's term (assign) or dst + that term, element by element: its weight row
+ * (times its per-sample weight), +0.0 for an entry that is not valid and for k == n
+ * (the row of zeros reduceat runs into). Assigning stores the term itself: NumPy's
+ * running sums start from their first term, not from 0 (0 + -0.0 is +0.0). */
+ISA_ATTR static inline void NAME(add_term)(const bags_t *B, int64_t k,
+                                           T *restrict dst, int assign)
+{
+    const ptrdiff_t D = B->D, cs = B->cs;
+    if (k >= B->n || !B->valid[k]) {
+        for (ptrdiff_t d = 0; d < D; d++) dst[d] = assign ? (T)0 : dst[d] + (T)0;
+        return;
+    }
+    const T *row = (const T *)B->w + B->idx[k] * B->rs;
+    if (B->psw) {
+        const T s = ((const T *)B->psw)[k];
+        if (assign)
+            for (ptrdiff_t d = 0; d < D; d++) dst[d] = row[d * cs] * s;
+        else
+            for (ptrdiff_t d = 0; d < D; d++) dst[d] = dst[d] + row[d * cs] * s;
+    } else if (cs == 1) {
+        if (assign)
+            for (ptrdiff_t d = 0; d < D; d++) dst[d] = row[d];
+        else
+            for (ptrdiff_t d = 0; d < D; d++) dst[d] = dst[d] + row[d];
+    } else {
+        if (assign)
+            for (ptrdiff_t d = 0; d < D; d++) dst[d] = row[d * cs];
+        else
+            for (ptrdiff_t d = 0; d < D; d++) dst[d] = dst[d] + row[d * cs];
+    }
+}
+
+ISA_ATTR static void NAME(pairwise)(const bags_t *B, int64_t k0, int64_t n, T *out,
+                                    T *scratch)
+{
+    const ptrdiff_t D = B->D;
+    if (n < 8) {
+        for (ptrdiff_t d = 0; d < D; d++) out[d] = (T)-0.0;
+        for (int64_t i = 0; i < n; i++) NAME(add_term)(B, k0 + i, out, 0);
+    } else if (n <= PW_BLOCK) {
+        T *r = scratch;
+        for (int j = 0; j < 8; j++) NAME(add_term)(B, k0 + j, r + j * D, 1);
+        int64_t i = 8;
+        for (; i < n - n % 8; i += 8)
+            for (int j = 0; j < 8; j++)
+                NAME(add_term)(B, k0 + i + j, r + j * D, 0);
+        for (ptrdiff_t d = 0; d < D; d++)
+            out[d] = ((r[d] + r[D + d]) + (r[2 * D + d] + r[3 * D + d])) +
+                     ((r[4 * D + d] + r[5 * D + d]) + (r[6 * D + d] + r[7 * D + d]));
+        for (; i < n; i++) NAME(add_term)(B, k0 + i, out, 0);
+    } else {
+        int64_t n2 = n / 2;
+        n2 -= n2 % 8;
+        /* this level's row; deeper levels use the rows after */
+        T *second = scratch;
+        NAME(pairwise)(B, k0, n2, out, scratch + D);
+        NAME(pairwise)(B, k0 + n2, n - n2, second, scratch + D);
+        for (ptrdiff_t d = 0; d < D; d++) out[d] = out[d] + second[d];
+    }
+}
+
+/* reduceat over bag b: its first term plus the pairwise sum of the rest (the last bag's
+ * rest running into the row of zeros); an empty bag is 0; then the 'mean' division. */
+ISA_ATTR static void NAME(bag_sums)(const bags_t *B, ptrdiff_t lo, ptrdiff_t hi,
+                                    T *scratch, T *rest)
+{
+    const ptrdiff_t D = B->D;
+    const T *div = (const T *)B->div;
+    for (ptrdiff_t b = lo; b < hi; b++) {
+        T *acc = (T *)B->out + b * D;
+        const int64_t start = B->starts[b], end = B->ends[b];
+        if (end <= start) {
+            for (ptrdiff_t d = 0; d < D; d++) acc[d] = 0;
+            continue;
+        }
+        const int64_t stop = b == B->bags - 1 ? B->n + 1 : end;
+        NAME(pairwise)(B, start + 1, stop - start - 1, rest, scratch);
+        NAME(add_term)(B, start, acc, 1);
+        for (ptrdiff_t d = 0; d < D; d++) acc[d] = acc[d] + rest[d];
+        if (div)
+            for (ptrdiff_t d = 0; d < D; d++) acc[d] = acc[d] / div[b];
+    }
+}
+
+/* Bags [lo, hi) with scratch rows of their own; -1 when they cannot be allocated. */
+ISA_ATTR static int NAME(bag_group)(const bags_t *B, ptrdiff_t lo, ptrdiff_t hi)
+{
+    T *scratch = malloc(sizeof(T) * (size_t)B->D * (SPLIT_LEVELS + 8 + 1) + 1);
+    if (scratch == NULL) return -1;
+    NAME(bag_sums)(B, lo, hi, scratch, scratch + (SPLIT_LEVELS + 8) * B->D);
+    free(scratch);
+    return 0;
+}
+
+#undef T
+#undef IS_F32
+#undef ISA_ATTR
+#undef VBYTES
+#undef NAME
+#endif /* BAGS_TEMPLATE */
