@@ -342,9 +342,17 @@ def test_short_rows_summed_together_keep_each_rows_bits(R, dtype):
             assert np.all(np.abs(together - exact) <= 4 * np.finfo(dtype).eps * scale)
 
 
-def test_every_isa_clone_gives_the_same_bits():
-    x = tensor((70, 1000), F32, 12, special=True)
-    calls = [lambda: x.sum(1), lambda: x.sum(), lambda: x.max(1), lambda: x.var(0)]
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_every_isa_clone_gives_the_same_bits(dtype):
+    # Every summing pass (sum, (x - mean)^2, |x|, |x|^p, nonzeros) along rows that take the
+    # short-row and the long-row paths, with unit and gathered strides, and down columns.
+    x = tensor((70, 1000), dtype, 12, special=True)
+    long_rows = tensor((3, 5000), dtype, 13)
+    strided = tensor((70, 300), dtype, 14, layout="strided")
+    calls = [lambda: x.sum(1), lambda: x.sum(), lambda: x.max(1), lambda: x.var(0),
+             lambda: x.var(1), lambda: x.norm(1, dim=1), lambda: x.norm(3, dim=1),
+             lambda: x.norm(0, dim=1), lambda: long_rows.sum(1), lambda: long_rows.std(1),
+             lambda: strided.sum(1), lambda: strided.var(1)]
     previous = _reduce.isa()
     results = []
     try:
@@ -738,6 +746,7 @@ def test_float32_exp_within_one_ulp():
                                  np.float32)])
     exact = np.exp(x.astype(np.float64))
     rounded = exact.astype(np.float32)
+    fused = {}   # the clones with FMA: the same bits (see nn_rows.c)
     for isa in ("baseline", "avx2", "avx512f"):
         try:
             previous = _nn_rows.set_isa(isa)
@@ -753,6 +762,10 @@ def test_float32_exp_within_one_ulp():
                       rounded[normal].view(np.int32))
         assert ulps.max() <= 1
         assert np.abs(out[~normal] - exact[~normal]).max() <= 2e-45
+        if isa != "baseline":
+            fused[isa] = out.view(np.uint32)
+    if len(fused) == 2:
+        np.testing.assert_array_equal(fused["avx2"], fused["avx512f"])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -22,13 +22,15 @@
 enum { ISA_BASELINE, ISA_AVX2, ISA_AVX512F, N_ISAS };
 static const char *const ISA_NAMES[N_ISAS] = {"baseline", "avx2", "avx512f"};
 
-/* The best clone this CPU runs (AVX-512F, AVX2, or the baseline). */
+/* The best clone this CPU runs (AVX-512F, AVX2, or the baseline). The "avx2" clones may use
+ * FMA as well (GEMM, random, the exps), so they need both: every AVX2 CPU made has FMA, and
+ * every AVX-512F one. */
 static inline int best_isa(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return ISA_AVX512F;
-    if (__builtin_cpu_supports("avx2")) return ISA_AVX2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return ISA_AVX512F;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ISA_AVX2;
 #endif
     return ISA_BASELINE;
 }

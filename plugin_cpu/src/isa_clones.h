@@ -1,6 +1,6 @@
 /* Instantiates a kernel template once per element type and instruction-set clone: include
  * this with CLONE_TEMPLATE defined as the template's file name (in quotes). For each of
- * (float, double) x (baseline x86-64, AVX2, AVX-512F; the x86 clones only where GCC builds
+ * (float, double) x (baseline x86-64, AVX2 with FMA, AVX-512F; the x86 clones only where GCC builds
  * them) the template is included with
  *   T          float or double
  *   IS_F32     1 for float, 0 for double (the template derives its other per-type macros)
@@ -28,13 +28,13 @@
 #define HAVE_X86_CLONES 1
 #define T float
 #define IS_F32 1
-#define ISA_ATTR __attribute__((target("avx2")))
+#define ISA_ATTR __attribute__((target("avx2,fma")))
 #define VBYTES 32
 #define NAME(x) x##_f32_avx2
 #include CLONE_TEMPLATE
 #define T double
 #define IS_F32 0
-#define ISA_ATTR __attribute__((target("avx2")))
+#define ISA_ATTR __attribute__((target("avx2,fma")))
 #define VBYTES 32
 #define NAME(x) x##_f64_avx2
 #include CLONE_TEMPLATE

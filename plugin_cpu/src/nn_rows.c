@@ -56,13 +56,14 @@
  * by ln 2 in two parts, then Cephes' degree-5 polynomial, scaled by 2^n in two steps so
  * subnormal results are kept; the AVX-512F clone scales with one vscalefps, which rounds
  * p * 2^n once as the two steps do, and needs no clamp: 20 instructions per 16 lanes
- * instead of 32, and the same bits as the two-step version with FMA, compared over every
- * float32 in [-inf, 0] when it was written): within 1 ulp of the correctly rounded value (NumPy's float32
- * exp is within 2), checked by the tests on a fine grid of [-110, 0]. float64 calls the C
- * library's exp per element. The exp is the one place the AVX-512F clone uses fused
- * multiply-adds (all AVX-512F CPUs have FMA); elsewhere, and in the other clones, the
- * file's -ffp-contract=off keeps every a * b + c two roundings. Sums and everything else
- * round alike in every clone; exp results may differ between clones, each within 1 ulp.
+ * instead of 32): within 1 ulp of the correctly rounded value (NumPy's float32 exp is
+ * within 2), checked by the tests on a fine grid of [-110, 0]. float64 calls the C
+ * library's exp per element. The exp is the one place that uses fused multiply-adds, in
+ * the AVX-512F and AVX2 clones (the AVX2 clone runs only on CPUs with FMA): those two give
+ * the same bits, compared over all 2^31 float32 in [-inf, 0]. Elsewhere, and in the
+ * baseline clone, the file's -ffp-contract=off keeps every a * b + c two roundings. Sums
+ * and everything else round alike in every clone; the baseline clone's exp may differ
+ * from the others', each within 1 ulp.
  */
 #ifndef NN_ROWS_TEMPLATE
 
@@ -664,12 +665,16 @@ typedef ITYPE NAME(uvec) __attribute__((vector_size(VBYTES)));
 #define SPLAT(c) ((VEC){0} + (T)(c))
 #define BLEND(m, a, b) ((VEC)((((UVEC)(m)) & (UVEC)(a)) | (~((UVEC)(m)) & (UVEC)(b))))
 
-/* a * b + c and c - a * b: fused (one rounding) in the AVX-512F clone, whose CPUs all have
- * FMA; two roundings elsewhere (the files build with -ffp-contract=off). Only the exp uses
- * them, so only exp results may differ between clones, each within its 1 ulp bound. */
+/* a * b + c and c - a * b: fused (one rounding) in the AVX-512F and AVX2 clones (the AVX2
+ * clone runs only where the CPU has FMA too); two roundings in the baseline one (the files
+ * build with -ffp-contract=off). Only the exp uses them, so only exp results may differ
+ * between clones, each within its 1 ulp bound. */
 #if IS_F32 && VBYTES == 64
 #define MADD(a, b, c) ((VEC)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
 #define NMADD(a, b, c) ((VEC)_mm512_fnmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#elif IS_F32 && VBYTES == 32
+#define MADD(a, b, c) ((VEC)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define NMADD(a, b, c) ((VEC)_mm256_fnmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #else
 #define MADD(a, b, c) ((a) * (b) + (c))
 #define NMADD(a, b, c) ((c) - (a) * (b))
@@ -814,6 +819,7 @@ ISA_ATTR static T NAME(exp_sum)(const T *x, ptrdiff_t n, T m, T *store)
     for (int j = 0; j < 4 * P; j++) a[j] = SPLAT(0);
     ptrdiff_t i = 0; /* in logical vectors */
     for (; i + 4 <= nlog; i += 4)
+#pragma GCC unroll 16 /* (each accumulator its own register: a loop kept them in memory) */
         for (int j = 0; j < 4 * P; j++) {
             memcpy(&v, x + i * LW + j * VL, sizeof v);
             v = v - mv;
@@ -879,12 +885,14 @@ ISA_ATTR static T NAME(row_sum)(const T *x, ptrdiff_t n, T c, int square)
     ptrdiff_t i = 0; /* in logical vectors */
     if (square) {
         for (; i + 4 <= nlog; i += 4)
+#pragma GCC unroll 16
             for (int j = 0; j < 4 * P; j++) {
                 memcpy(&v, x + i * LW + j * VL, sizeof v);
                 a[j] += (v - cv) * (v - cv);
             }
     } else {
         for (; i + 4 <= nlog; i += 4)
+#pragma GCC unroll 16
             for (int j = 0; j < 4 * P; j++) {
                 memcpy(&v, x + i * LW + j * VL, sizeof v);
                 a[j] += v;

@@ -641,10 +641,10 @@ typedef ITYPE NAME(nivec) __attribute__((vector_size(VBYTES)));
 #define NVEC NAME(nvec)
 #define NIVEC NAME(nivec)
 #define NL ((ptrdiff_t)(VBYTES / sizeof(T)))
+#define NATIVE_PIECES (64 / VBYTES) /* native vectors in a logical one */
 #define BLEND(m, a, b) ((NVEC)(((NIVEC)(a) & (m)) | ((NIVEC)(b) & ~(m))))
 /* |v| of every lane: the sign bit cleared (as fabs, NaN stays NaN). */
 #define ABS_BITS ((ITYPE)((((uint64_t)1) << (8 * sizeof(T) - 1)) - 1))
-#define VABS(v) ((VEC)((IVEC)(v) & ((IVEC){0} + ABS_BITS)))
 #define NABS(v) ((NVEC)((NIVEC)(v) & ((NIVEC){0} + ABS_BITS)))
 
 /* Vector i of a run with stride s (an unaligned load, or a gather by lanes). */
@@ -736,12 +736,16 @@ ISA_ATTR static inline T NAME(lanes_extreme)(NVEC v, int largest, int nan)
                : EXTREME_TREE(NATIVE_LANES, v, largest, 0);
 }
 
-/* a * b + c and c - a * b: fused (one rounding) in the AVX-512F clone, whose CPUs all have
- * FMA; two roundings elsewhere (the files build with -ffp-contract=off). Only the exp uses
- * them, so only exp results may differ between clones, each within its 1 ulp bound. */
+/* a * b + c and c - a * b: fused (one rounding) in the AVX-512F and AVX2 clones (the AVX2
+ * clone runs only where the CPU has FMA too); two roundings in the baseline one (the files
+ * build with -ffp-contract=off). Only the exp uses them, so only exp results may differ
+ * between clones, each within its 1 ulp bound. */
 #if IS_F32 && VBYTES == 64
 #define MADD(a, b, c) ((NVEC)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
 #define NMADD(a, b, c) ((NVEC)_mm512_fnmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#elif IS_F32 && VBYTES == 32
+#define MADD(a, b, c) ((NVEC)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define NMADD(a, b, c) ((NVEC)_mm256_fnmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #else
 #define MADD(a, b, c) ((a) * (b) + (c))
 #define NMADD(a, b, c) ((c) - (a) * (b))
@@ -778,17 +782,7 @@ ISA_ATTR static inline void NAME(vexp_native)(NVEC *v)
     *v = BLEND(x < (NVEC){0} - 103.972084045410f, (NVEC){0}, result);
 }
 
-/* exp of the 64-byte vector *v, one native piece at a time. */
-ISA_ATTR static inline void NAME(vexp)(VEC *v)
-{
-    for (int q = 0; q < 64 / VBYTES; q++) {
-        NVEC piece;
-        memcpy(&piece, (char *)v + q * VBYTES, VBYTES);
-        NAME(vexp_native)(&piece);
-        memcpy((char *)v + q * VBYTES, &piece, VBYTES);
-    }
-}
-#define VECTOR_EXP(v) NAME(vexp)(&(v))
+#define NATIVE_EXP(v) NAME(vexp_native)(&(v))
 #define SCALAR_EXP(e) NAME(scalar_exp)(e)
 ISA_ATTR static inline T NAME(scalar_exp)(T e)
 {
@@ -797,7 +791,7 @@ ISA_ATTR static inline T NAME(scalar_exp)(T e)
     return v[0];
 }
 #else
-#define VECTOR_EXP(v) for (ptrdiff_t j_ = 0; j_ < VL; j_++) (v)[j_] = EXP((v)[j_])
+#define NATIVE_EXP(v) for (ptrdiff_t j_ = 0; j_ < NL; j_++) (v)[j_] = EXP((v)[j_])
 #define SCALAR_EXP(e) EXP(e)
 #endif
 
@@ -830,26 +824,36 @@ ISA_ATTR static inline T NAME(ipow)(T m, int p)
         }                                                                                    \
         NAME(FN##_leaf)(x, nv, s, c, out);                                                   \
     }                                                                                        \
-    /* (inline: a row of one leaf, the common short row, makes no call) */                   \
+    /* (inline: a row of one leaf, the common short row, makes no call) The accumulators  \
+     * are the logical vectors' native pieces (NATIVE_PIECES each), each its own register:  \
+     * the same lanes and order in every clone, without the spills GCC makes of an array of \
+     * 64-byte vectors where a register is narrower (AVX2 sums ran 2.4x slower). */         \
     ISA_ATTR static inline void NAME(FN##_leaf)(const T *x, ptrdiff_t nv, ptrdiff_t s, T c, \
                                                 VEC *out)                                    \
     {                                                                                        \
-        const VEC cv = (VEC){0} + c;                                                         \
-        VEC a[4] = {{0}, {0}, {0}, {0}}, v = {0};                                               \
+        enum { PN = NATIVE_PIECES };                                                         \
+        const NVEC cv = (NVEC){0} + c;                                                       \
+        NVEC a[4 * PN], v = {0};                                                             \
         (void)cv;                                                                            \
+        for (int k = 0; k < 4 * PN; k++) a[k] = (NVEC){0};                                   \
         ptrdiff_t i = 0;                                                                     \
         for (; i + 4 <= nv; i += 4)                                                          \
-            for (int k = 0; k < 4; k++) {                                                    \
-                LOAD(v, x, i + k, s);                                                        \
+            _Pragma("GCC unroll 16")                                                         \
+            for (int k = 0; k < 4 * PN; k++) {                                               \
+                NLOAD(v, x, i * PN + k, s);                                                  \
                 XFORM;                                                                       \
                 a[k] += v;                                                                   \
             }                                                                                \
-        for (int k = 0; i < nv; i++, k++) {                                                  \
-            LOAD(v, x, i, s);                                                                \
-            XFORM;                                                                           \
-            a[k] += v;                                                                       \
+        for (int k = 0; i < nv; i++, k++)                                                    \
+            for (int q = 0; q < PN; q++) {                                                   \
+                NLOAD(v, x, i * PN + q, s);                                                  \
+                XFORM;                                                                       \
+                a[k * PN + q] += v;                                                          \
+            }                                                                                \
+        for (int q = 0; q < PN; q++) {                                                       \
+            const NVEC piece = (a[q] + a[PN + q]) + (a[2 * PN + q] + a[3 * PN + q]);         \
+            memcpy((char *)out + q * VBYTES, &piece, VBYTES);                                \
         }                                                                                    \
-        *out = (a[0] + a[1]) + (a[2] + a[3]);                                                \
     }                                                                                        \
     /* total plus the row's last n % VL terms, in order */                                   \
     ISA_ATTR static inline T NAME(FN##_tail)(const T *x, ptrdiff_t n, ptrdiff_t s, T c,      \
@@ -873,12 +877,13 @@ ISA_ATTR static inline T NAME(ipow)(T m, int p)
         return NAME(FN##_tail)(x, n, s, c, total);                                           \
     }
 
+/* (the transforms act on a native piece v, with cv the piece of c's) */
 DEFINE_PAIRWISE(sum, (void)0, e)
 DEFINE_PAIRWISE(sqdev, v = (v - cv) * (v - cv), (e - c) * (e - c))
-DEFINE_PAIRWISE(expsum, v = v - cv; VECTOR_EXP(v), SCALAR_EXP(e - c))
-DEFINE_PAIRWISE(abssum, v = VABS(v), ABS(e))
-DEFINE_PAIRWISE(nonzero, v = (VEC)((v != (VEC){0}) & (IVEC)((VEC){0} + 1)), (T)(e != 0))
-DEFINE_PAIRWISE(powsum, v = VABS(v); VEC m_ = v; for (int k_ = 1; k_ < (int)c; k_++) v *= m_,
+DEFINE_PAIRWISE(expsum, v = v - cv; NATIVE_EXP(v), SCALAR_EXP(e - c))
+DEFINE_PAIRWISE(abssum, v = NABS(v), ABS(e))
+DEFINE_PAIRWISE(nonzero, v = (NVEC)((v != (NVEC){0}) & (NIVEC)((NVEC){0} + 1)), (T)(e != 0))
+DEFINE_PAIRWISE(powsum, v = NABS(v); NVEC m_ = v; for (int k_ = 1; k_ < (int)c; k_++) v *= m_,
                 NAME(ipow)(ABS(e), (int)c))
 
 /* Extremes: `v` beats `best` when strictly greater (smaller), or when v is NaN: NaN, once
@@ -1331,7 +1336,7 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef MADD
 #undef NMADD
 #undef IS_F32
-#undef VECTOR_EXP
+#undef NATIVE_EXP
 #undef SCALAR_EXP
 #undef ITYPE
 #undef VEC
@@ -1340,6 +1345,7 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef NVEC
 #undef NIVEC
 #undef NL
+#undef NATIVE_PIECES
 #undef VBYTES
 #undef EXP
 #undef ISA_ATTR
@@ -1350,7 +1356,6 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 #undef NATIVE_LANES_64
 #undef NATIVE_LANES_32
 #undef NATIVE_LANES_16
-#undef VABS
 #undef NABS
 #undef SAME
 #undef COLUMN_STEP
