@@ -647,16 +647,7 @@ typedef ITYPE NAME(nivec) __attribute__((vector_size(VBYTES)));
 #define ABS_BITS ((ITYPE)((((uint64_t)1) << (8 * sizeof(T) - 1)) - 1))
 #define NABS(v) ((NVEC)((NIVEC)(v) & ((NIVEC){0} + ABS_BITS)))
 
-/* Vector i of a run with stride s (an unaligned load, or a gather by lanes). */
-#define LOAD(v, x, i, s)                                                                     \
-    do {                                                                                     \
-        if ((s) == 1) {                                                                      \
-            memcpy(&(v), (x) + (i) * VL, sizeof(VEC));                                       \
-        } else {                                                                             \
-            for (ptrdiff_t j_ = 0; j_ < VL; j_++) (v)[j_] = (x)[((i) * VL + j_) * (s)];     \
-        }                                                                                    \
-    } while (0)
-
+/* Native vector i of a run with stride s (an unaligned load, or a gather by lanes). */
 #define NLOAD(v, x, i, s)                                                                    \
     do {                                                                                     \
         if ((s) == 1) {                                                                      \
@@ -1036,20 +1027,22 @@ ISA_ATTR static T NAME(product)(const T *x, ptrdiff_t n, ptrdiff_t s)
  * PROD_LANES / VL logical vectors, each a chain of its own, so the multiplies overlap. */
 ISA_ATTR static T NAME(lane_product)(const T *x, ptrdiff_t n, ptrdiff_t s)
 {
-    enum { V = PROD_LANES / (int)VL };
+    /* (the logical vectors as native pieces, each in a register: see the pairwise leaf) */
+    enum { V = PROD_LANES / (int)VL, PN = NATIVE_PIECES };
     const ptrdiff_t blocks = n / PROD_LANES;
-    VEC a[V], v = {0};
-    for (int k = 0; k < V; k++) LOAD(a[k], x, k, s);
+    NVEC a[V * PN], v = {0};
+    for (int k = 0; k < V * PN; k++) NLOAD(a[k], x, k, s);
     for (ptrdiff_t b = 1; b < blocks; b++)
-        for (int k = 0; k < V; k++) {
-            LOAD(v, x + b * PROD_LANES * s, k, s);
+#pragma GCC unroll 16
+        for (int k = 0; k < V * PN; k++) {
+            NLOAD(v, x + b * PROD_LANES * s, k, s);
             a[k] *= v;
         }
     /* the tree: while its step spans whole vectors, vector k times vector k + step / VL */
     for (int step = V / 2; step > 0; step /= 2)
-        for (int k = 0; k < step; k++) a[k] = a[k] * a[k + step];
+        for (int k = 0; k < step * PN; k++) a[k] = a[k] * a[k + step * PN];
     T t[VL];
-    memcpy(t, &a[0], sizeof t);
+    memcpy(t, &a[0], sizeof t);   /* logical vector 0: pieces 0 .. PN - 1 */
     for (ptrdiff_t w = VL / 2; w > 0; w /= 2)
         for (ptrdiff_t j = 0; j < w; j++) t[j] = t[j] * t[j + w];
     T acc = t[0];
