@@ -33,7 +33,6 @@ def _as_tuple(x):
 
 def _make_grads(outputs, grad_outputs):
     """The gradient to start from for each output; ones for a scalar output when omitted."""
-    import reftorch
     grads = []
     for i, out in enumerate(outputs):
         g = grad_outputs[i] if i < len(grad_outputs) else None
@@ -43,8 +42,11 @@ def _make_grads(outputs, grad_outputs):
             if out.requires_grad and not (out.dtype.is_floating_point):
                 raise RuntimeError(f"grad can be implicitly created only for real scalar "
                                    f"outputs but got {out.dtype}")
-            g = _ones_like(out) if type(out) is Tensor else reftorch.ones_like(out)
-        elif isinstance(g, reftorch.Tensor):
+            g = _ones_like(out) if type(out) is Tensor else creation.ones_like(out)
+            grads.append(g)
+            continue
+        import reftorch
+        if isinstance(g, reftorch.Tensor):
             if g._shape != out._shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
                                    f"{reftorch.Size(g._shape)} and output[{i}] has a shape of "
@@ -283,7 +285,7 @@ def _call_node(node, grads_in):
         declared = node._output_count()
     else:
         declared = 1
-    count = max(declared, max(grads_in, default=-1) + 1)
+    count = max(declared, max(grads_in) + 1) if grads_in else declared
     grad_outputs = tuple(map(grads_in.get, range(count)))  # None where none arrived
     try:
         grad_inputs = node.apply(*grad_outputs)
@@ -292,10 +294,11 @@ def _call_node(node, grads_in):
             anomaly_mode.report_forward_trace(node)
         raise exc
     grad_inputs = _validate(node, tuple(grad_inputs))
-    for hook in list(node._hooks):
-        replaced = hook(grad_inputs, grad_outputs)
-        if replaced is not None:
-            grad_inputs = tuple(replaced)
+    if node._hooks:
+        for hook in list(node._hooks):
+            replaced = hook(grad_inputs, grad_outputs)
+            if replaced is not None:
+                grad_inputs = tuple(replaced)
     return grad_inputs
 
 
@@ -311,7 +314,7 @@ def _validate(node, grads):
         if child is None or g is None:
             checked.append(None)
             continue
-        if not hasattr(g, "_shape"):
+        if type(g) is not Tensor and not hasattr(g, "_shape"):
             raise TypeError(f"function {node.name()} returned a gradient of type "
                             f"{type(g).__name__} at index {i}")
         if g._shape != meta.shape:
