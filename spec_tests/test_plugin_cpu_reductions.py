@@ -315,6 +315,55 @@ def test_large_results_do_not_depend_on_the_thread_count():
             assert a.tobytes() == b.tobytes()
 
 
+def _documented_row_sum(row):
+    """reduce.c's order for a float row, in NumPy's elementwise arithmetic (the file comment):
+    chunks of 65,536 added in order; in a chunk, the 64-byte vectors summed pairwise (halves
+    at multiples of a leaf of 1,024 elements' vectors; a leaf's vectors go to 4 accumulators
+    in turn, combined (a0 + a1) + (a2 + a3)), the vector's lanes as a tree of halves, then
+    the tail elements in order."""
+    lanes = 64 // row.itemsize
+    leaf = 1024 // lanes
+
+    def leaf_sum(vectors):
+        acc = [np.zeros(lanes, row.dtype) for _ in range(4)]
+        for i, v in enumerate(vectors):
+            acc[i % 4] = acc[i % 4] + v
+        return (acc[0] + acc[1]) + (acc[2] + acc[3])
+
+    def pairwise(vectors):
+        if len(vectors) <= leaf:
+            return leaf_sum(vectors)
+        half = max(len(vectors) // 2 // leaf * leaf, leaf)
+        return pairwise(vectors[:half]) + pairwise(vectors[half:])
+
+    total = row.dtype.type(0)
+    for start in range(0, len(row), 65536):
+        chunk = row[start:start + 65536]
+        whole = len(chunk) // lanes * lanes
+        part = row.dtype.type(0)
+        if whole:
+            v = pairwise(chunk[:whole].reshape(-1, lanes))
+            while len(v) > 1:
+                v = v[:len(v) // 2] + v[len(v) // 2:]
+            part = v[0]
+        for e in chunk[whole:]:
+            part = part + e
+        total = total + part if start else part
+    return total
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("n", [65536 * 2 + 5 * 1024 + 37, 3 * 1024 + 5 * 16 + 3, 8 * 65536])
+def test_long_rows_sum_in_the_documented_order(n, dtype):
+    """The order pinned bit for bit: whole chunks (2^k leaves, built as the leaves go by), a
+    last chunk of 5 leaves, leaves of whole and partial vector groups, tails."""
+    row = (np.random.default_rng(n).standard_normal(n) * 10).astype(dtype)
+    out = np.empty(1, dtype)
+    _reduce.reduce(_reduce.SUM, row, 0, (1, 1, n), (0, 0, 1), out, 0, (0, 0), None, 0,
+                   (0, 0), 0.0)
+    assert out[0].tobytes() == _documented_row_sum(row).tobytes()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
 @pytest.mark.parametrize("R", [1, 7, 8, 16, 17, 33, 100, 512, 1024, 1025])
 def test_short_rows_summed_together_keep_each_rows_bits(R, dtype):

@@ -804,6 +804,21 @@ ISA_ATTR static inline T NAME(ipow)(T m, int p)
     ISA_ATTR static void NAME(FN##_vectors)(const T *x, ptrdiff_t nv, ptrdiff_t s, T c,     \
                                             VEC *out)                                        \
     {                                                                                        \
+        const ptrdiff_t leaves = nv / LEAF_VECTORS;                                          \
+        if (leaves > 1 && leaves * LEAF_VECTORS == nv && (leaves & (leaves - 1)) == 0) {     \
+            /* 2^k whole leaves (a whole chunk): the same tree, built as the leaves go by  \
+             * (leaf k closes a subtree of each size that divides k + 1), without calls */ \
+            VEC open[64];                                                                    \
+            int top = 0;                                                                     \
+            for (ptrdiff_t k = 0; k < leaves; k++) {                                         \
+                VEC v;                                                                       \
+                NAME(FN##_leaf)(x + k * LEAF_VECTORS * VL * s, LEAF_VECTORS, s, c, &v);      \
+                for (ptrdiff_t m = k + 1; (m & 1) == 0; m >>= 1) v = open[--top] + v;        \
+                open[top++] = v;                                                             \
+            }                                                                                \
+            *out = open[0];                                                                  \
+            return;                                                                          \
+        }                                                                                    \
         if (nv > LEAF_VECTORS) {                                                             \
             ptrdiff_t half = nv / 2 / LEAF_VECTORS * LEAF_VECTORS;                           \
             if (half == 0) half = LEAF_VECTORS;                                              \
@@ -835,7 +850,7 @@ ISA_ATTR static inline T NAME(ipow)(T m, int p)
                 XFORM;                                                                       \
                 a[k] += v;                                                                   \
             }                                                                                \
-        for (int k = 0; i < nv; i++, k++)                                                    \
+        for (int k = 0; k < 3 && i < nv; i++, k++) /* (the last nv % 4 vectors) */        \
             for (int q = 0; q < PN; q++) {                                                   \
                 NLOAD(v, x, i * PN + q, s);                                                  \
                 XFORM;                                                                       \
