@@ -136,9 +136,10 @@ class Tensor:
                 # An empty view may sit past the end of its storage (x[1] of a (2, 0) tensor).
                 a = np.empty(self._shape, dtype=storage.array.dtype)
             else:
-                a = np.ndarray(self._shape, dtype=storage.array.dtype, buffer=storage.array,
-                               offset=self._offset * itemsize,
-                               strides=[s * itemsize for s in self._strides])
+                # (positional arguments: the keywords cost as much as the view itself)
+                a = np.ndarray(self._shape, storage.array.dtype, storage.array,
+                               self._offset * itemsize,
+                               tuple([s * itemsize for s in self._strides]))
             self._cached_np = a
             self._cached_from = storage.array
         return a
