@@ -1131,8 +1131,13 @@ AVX512F_ATTR static inline __m512 vsilu_backward_f32x16(__m512 g, __m512 x, cons
         const limits_t K = make_limits();                                                   \
         const __m512 one = _mm512_set1_ps(1.0f);                                            \
         (void)one;                                                                          \
-        for (ptrdiff_t i = 0; i < n; i += 16) {                                             \
-            const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);    \
+        ptrdiff_t i = 0;                                                                    \
+        for (; i + 16 <= n; i += 16) {                                                      \
+            const __m512 x = _mm512_loadu_ps(a + i);                                        \
+            _mm512_storeu_ps(o + i, VEXPR);                                                 \
+        }                                                                                   \
+        if (i < n) {                                                                        \
+            const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                           \
             const __m512 x = _mm512_maskz_loadu_ps(m, a + i);                               \
             _mm512_mask_storeu_ps(o + i, m, VEXPR);                                         \
         }                                                                                   \
@@ -1157,8 +1162,14 @@ DEFINE_VEXP_ROW(silu, _mm512_div_ps(x, _mm512_add_ps(one, vexp_f32x16(vneg_f32x1
         const limits_t K = make_limits();                                                   \
         const __m512 one = _mm512_set1_ps(1.0f);                                            \
         (void)one;                                                                          \
-        for (ptrdiff_t i = 0; i < n; i += 16) {                                             \
-            const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);    \
+        ptrdiff_t i = 0;                                                                    \
+        for (; i + 16 <= n; i += 16) {                                                      \
+            const __m512 g = _mm512_loadu_ps(gp + i);                                       \
+            const __m512 x = _mm512_loadu_ps(a + i);                                        \
+            _mm512_storeu_ps(o + i, VEXPR);                                                 \
+        }                                                                                   \
+        if (i < n) {                                                                        \
+            const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                           \
             const __m512 g = _mm512_maskz_loadu_ps(m, gp + i);                              \
             const __m512 x = _mm512_maskz_loadu_ps(m, a + i);                               \
             _mm512_mask_storeu_ps(o + i, m, VEXPR);                                         \
