@@ -296,17 +296,19 @@ def _split_legacy(name, args, beta, alpha, names, method):
 # --- the primitive products ------------------------------------------------------------------
 
 def _check_mm(a, b):
-    if a.ndim != 2:
+    # (the plain shape tuples: .shape builds a Size per read, a noticeable share of a small mm)
+    a_shape, b_shape = a._shape, b._shape
+    if len(a_shape) != 2:
         raise RuntimeError("self must be a matrix")
-    if b.ndim != 2:
+    if len(b_shape) != 2:
         raise RuntimeError("mat2 must be a matrix")
-    if a.shape[1] != b.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
-                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+    if a_shape[1] != b_shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a_shape[0]}x"
+                           f"{a_shape[1]} and {b_shape[0]}x{b_shape[1]})")
     if a.dtype is not b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
                            f"{_CPP_NAMES[a.dtype]} != {_CPP_NAMES[b.dtype]}")
-    _check_bool("addmm_impl_cpu_", a.dtype, a.shape[0] * b.shape[1], a.shape[1])
+    _check_bool("addmm_impl_cpu_", a.dtype, a_shape[0] * b_shape[1], a_shape[1])
 
 
 def mm(input, mat2, *, out=None):
@@ -614,10 +616,11 @@ def matmul(input, other, *, out=None):
     _tensor_arg("matmul", "input", 1, input)
     _tensor_arg("matmul", "other", 2, other)
     a, b = input, other
-    if a.ndim == 0 or b.ndim == 0:
+    a_dims, b_dims = len(a._shape), len(b._shape)
+    if a_dims == 0 or b_dims == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
-                           f"{a.ndim}D and {b.ndim}D")
-    if a.ndim == 1 and b.ndim == 1:
+                           f"{a_dims}D and {b_dims}D")
+    if a_dims == 1 and b_dims == 1:
         _check_dot_out(out, a.dtype)
         result = dot(a, b)
     else:
@@ -642,20 +645,21 @@ def _unfold_rows(result, shape):
 
 
 def _matmul_nd(a, b):
-    if b.ndim == 1 and a.ndim == 2:
+    a_dims, b_dims = len(a._shape), len(b._shape)
+    if b_dims == 1 and a_dims == 2:
         return mv(a, b)
-    if b.ndim == 1:
+    if b_dims == 1:
         # matrix (or a batch of them, folded into the rows) @ vector
         return _unfold_rows(mv(_rows(a), b), a.shape[:-1])
-    if a.ndim == 1 and b.ndim == 2:
+    if a_dims == 1 and b_dims == 2:
         return mm(a.unsqueeze(0), b).squeeze_(0)
-    if b.ndim == 2:
+    if b_dims == 2:
         # A batch of matrices @ one matrix: fold the batch into the rows, one mm.
-        if a.ndim == 2:
+        if a_dims == 2:
             return mm(a, b)
         return _unfold_rows(mm(_rows(a), b), a.shape[:-1] + b.shape[-1:])
     # Batched: a 1-D `a` becomes a row; batch dims broadcast; one bmm over the flattened batch.
-    row = a.ndim == 1
+    row = a_dims == 1
     if row:
         a = a.unsqueeze(0)
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
