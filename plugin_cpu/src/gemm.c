@@ -547,6 +547,34 @@ static ptrdiff_t shifted_row(const conv_geometry *cv, ptrdiff_t q)
     const ptrdiff_t kw = q % cv->kw, kh = q / cv->kw % cv->kh, c = q / (cv->kw * cv->kh);
     return c * cv->xs_c + kh * cv->dh * cv->xs_h + kw * cv->dw;
 }
+
+/* shifted_row of rows q0 .. q0 + count - 1 into rows[]: the (c, kh, kw) counters stepped
+ * along, one set of divisions for the lot (three per row were half an item's time in
+ * LeNet's 12x12 layer, whose items are one image of 150 rows each). */
+static void shifted_rows(const conv_geometry *cv, ptrdiff_t q0, ptrdiff_t count,
+                         ptrdiff_t *rows)
+{
+    ptrdiff_t kw = q0 % cv->kw, kh = q0 / cv->kw % cv->kh;
+    ptrdiff_t at = shifted_row(cv, q0);
+    const ptrdiff_t kh_step = cv->dh * cv->xs_h;
+    for (ptrdiff_t p = 0; p < count; p++) {
+        rows[p] = at;
+        if (++kw < cv->kw) {
+            at += cv->dw;
+        } else if (kw = 0, ++kh < cv->kh) {
+            at += kh_step - (cv->kw - 1) * cv->dw;
+        } else {
+            kh = 0;
+            at += cv->xs_c - (cv->kh - 1) * kh_step - (cv->kw - 1) * cv->dw;
+        }
+    }
+}
+
+/* The A block one thread packed last (see item): where it starts and its size. */
+typedef struct {
+    const void *from;
+    ptrdiff_t rows, cols;
+} packed_block;
 static ptrdiff_t round_up(ptrdiff_t a, ptrdiff_t b) { return ceil_div(a, b) * b; }
 
 /* Where row q = (c, kh, kw) of an image's im2col matrix reads the image: output position
@@ -1427,7 +1455,7 @@ static void NAME(macro)(const gemm_args *g, const blocking *bk, ptrdiff_t mc, pt
 static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step,
                        ptrdiff_t mc_step, ptrdiff_t bi, ptrdiff_t i0, ptrdiff_t m, ptrdiff_t j0,
                        ptrdiff_t nc, ptrdiff_t seg_lo, ptrdiff_t seg_hi, T *out, T *abuf,
-                       T *bbuf, T *tile, T *scratch)
+                       T *bbuf, T *tile, T *scratch, packed_block *packed_a)
 {
     const ptrdiff_t ldc = g->out_s[1];
     T *c = out + i0 * ldc + j0;
@@ -1450,9 +1478,8 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
             const ptrdiff_t kc = g->seg_len - r0 < kc_step ? g->seg_len - r0 : kc_step;
             const ptrdiff_t *off = NULL;   /* B in place (direct) rather than packed */
             if (direct) {
-                ptrdiff_t *rows = (ptrdiff_t *)(void *)scratch;
-                for (ptrdiff_t p = 0; p < kc; p++) rows[p] = shifted_row(g->conv, r0 + p);
-                off = rows;
+                shifted_rows(g->conv, r0, kc, (ptrdiff_t *)(void *)scratch);
+                off = (ptrdiff_t *)(void *)scratch;
             } else if (g->b_kind == B_IM2COL)
                 NAME(pack_b_conv)(kc, nc, bk->nr, r0, j0, g->conv, b_seg, bbuf);
             else if (g->b_kind == B_SHIFTED)
@@ -1464,8 +1491,13 @@ static void NAME(item)(const gemm_args *g, const blocking *bk, ptrdiff_t kc_step
                              g->b_s[1], g->b_s[2], bbuf);
             for (ptrdiff_t ic = 0; ic < m; ic += mc_step) {
                 const ptrdiff_t mc = m - ic < mc_step ? m - ic : mc_step;
-                NAME(pack_a)(mc, kc, bk->mr, a_seg + ic * g->a_s[1] + r0 * g->a_s[2],
-                             g->a_s[1], g->a_s[2], abuf);
+                const T *a_block = a_seg + ic * g->a_s[1] + r0 * g->a_s[2];
+                /* (the block this thread packed last, again: a convolution's weight is every
+                 * image's A, and a small layer's item is one image) */
+                if (a_block != packed_a->from || mc != packed_a->rows || kc != packed_a->cols) {
+                    NAME(pack_a)(mc, kc, bk->mr, a_block, g->a_s[1], g->a_s[2], abuf);
+                    packed_a->from = a_block, packed_a->rows = mc, packed_a->cols = kc;
+                }
                 const int last = seg == g->segments - 1 && r0 + kc >= g->seg_len;
                 NAME(macro)(g, bk, mc, nc, kc, done > 0, last, abuf, off ? b_seg + j0 : bbuf,
                             off, c + ic * ldc,
@@ -1591,7 +1623,12 @@ static int NAME(gemm)(const gemm_args *g, int isa)
      * reads, and the last panel's prefetch should stay inside memory we own. */
     const size_t buffer_bytes = per_thread * threads * sizeof(T) + UKR_PREFETCH;
     T *buffers = aligned_alloc(64, (size_t)round_up((ptrdiff_t)buffer_bytes, 64));
-    if (buffers == NULL) return -1;
+    packed_block *packed = calloc((size_t)threads, sizeof *packed);
+    if (buffers == NULL || packed == NULL) {
+        free(buffers);
+        free(packed);
+        return -1;
+    }
     /* K groups after the first sum into partial matrices laid out as out is (row stride ldc) */
     const ptrdiff_t ldc = g->out_s[1], partial_len = M * ldc;
     T *partials = NULL;
@@ -1599,6 +1636,7 @@ static int NAME(gemm)(const gemm_args *g, int isa)
         partials = aligned_alloc(64, (size_t)round_up((k_groups - 1) * partial_len * (ptrdiff_t)sizeof(T), 64));
         if (partials == NULL) {
             free(buffers);
+            free(packed);
             return -1;
         }
     }
@@ -1614,7 +1652,8 @@ static int NAME(gemm)(const gemm_args *g, int isa)
         T *out = kg == 0 ? (T *)g->out + bi * g->out_s[0] : partials + (kg - 1) * partial_len; \
         NAME(item)(g, bk, kc_step, mc_step, bi, i0, M - i0 < m_part ? M - i0 : m_part, j0,   \
                    N - j0 < nc ? N - j0 : nc, kg * g->segments / k_groups,                   \
-                   (kg + 1) * g->segments / k_groups, out, abuf, bbuf, tile, scratch);        \
+                   (kg + 1) * g->segments / k_groups, out, abuf, bbuf, tile, scratch,        \
+                   &packed[t]);                                                              \
     } while (0)
     if (threads == 1) {      /* no parallel region at all: it costs microseconds */
         for (ptrdiff_t item = 0; item < items; item++) RUN_ITEM(item, 0);
@@ -1632,6 +1671,7 @@ static int NAME(gemm)(const gemm_args *g, int isa)
             for (ptrdiff_t j = 0; j < N; j++) c[i * ldc + j] += p[i * ldc + j];
     }
     free(partials);
+    free(packed);
     free(buffers);
     return 0;
 }
