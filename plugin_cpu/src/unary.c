@@ -1178,14 +1178,54 @@ DEFINE_VEXP_ROW(silu, _mm512_div_ps(x, _mm512_add_ps(one, vexp_f32x16(vneg_f32x1
 DEFINE_VGRAD_ROW(gelu_backward, vgelu_backward_f32x16(g, x, &K))
 DEFINE_VGRAD_ROW(silu_backward, vsilu_backward_f32x16(g, x, &K))
 
-/* (the designators after the generic tables replace the AVX-512F float32 exp family) */
+/* clamp between scalar bounds in one pass of max/min instructions. They return their
+ * second operand for a NaN (x > NaN is false), where MAX2 / MIN2 keep a NaN first operand:
+ * a blend puts it back after each step. A tie (+0 vs -0) gives the bound, as MAX2 / MIN2
+ * do. The generic row made two passes (GCC does not vectorize the nested selects). */
+#define DEFINE_VCLAMP_ROW(T, SFX, W, MASK)                                                  \
+    AVX512F_ATTR static inline __m512##SFX vclamp_##T(__m512##SFX x, __m512##SFX lo,        \
+                                                      __m512##SFX hi)                       \
+    {                                                                                       \
+        const __m512##SFX m = _mm512_mask_mov_##W(_mm512_max_##W(x, lo),                   \
+                                                  _mm512_cmp_##W##_mask(x, x, _CMP_UNORD_Q), x); \
+        return _mm512_mask_mov_##W(_mm512_min_##W(m, hi),                                  \
+                                   _mm512_cmp_##W##_mask(m, m, _CMP_UNORD_Q), m);           \
+    }                                                                                       \
+    AVX512F_ATTR static void row_vclamp_##T##_avx512f(ptrdiff_t n, char *const *p,          \
+                                                      const ptrdiff_t *s, const double *prm) \
+    {                                                                                       \
+        if (s[0] != 1 || s[1] != 1 || s[2] != 0 || s[3] != 0) {                             \
+            row_clamp_##T##_avx512f(n, p, s, prm);                                          \
+            return;                                                                         \
+        }                                                                                   \
+        enum { L = 64 / (int)sizeof(T) };                                                   \
+        T *o = (T *)p[0];                                                                   \
+        const T *a = (const T *)p[1];                                                       \
+        const __m512##SFX lo = _mm512_set1_##W(((const T *)p[2])[0]);                       \
+        const __m512##SFX hi = _mm512_set1_##W(((const T *)p[3])[0]);                       \
+        ptrdiff_t i = 0;                                                                    \
+        for (; i + L <= n; i += L)                                                          \
+            _mm512_storeu_##W(o + i, vclamp_##T(_mm512_loadu_##W(a + i), lo, hi));          \
+        if (i < n) {                                                                        \
+            const MASK m = (MASK)((1u << (n - i)) - 1);                                     \
+            _mm512_mask_storeu_##W(o + i, m,                                                \
+                                   vclamp_##T(_mm512_maskz_loadu_##W(m, a + i), lo, hi));   \
+        }                                                                                   \
+    }
+DEFINE_VCLAMP_ROW(float, , ps, __mmask16)
+DEFINE_VCLAMP_ROW(double, d, pd, __mmask8)
+
+/* (the designators after the generic tables replace the AVX-512F float32 exp family and
+ * both types' clamp) */
 static const row_fn ROWS[N_ISAS][2][N_OPS] = {
     ROWS_FOR_ISA(baseline), ROWS_FOR_ISA(avx2), ROWS_FOR_ISA(avx512f),
     [ISA_AVX512F][T_F32][OP_EXP] = row_vexp_float_avx512f,
     [ISA_AVX512F][T_F32][OP_SIGMOID] = row_vsigmoid_float_avx512f,
     [ISA_AVX512F][T_F32][OP_SILU] = row_vsilu_float_avx512f,
     [ISA_AVX512F][T_F32][OP_GELU_BACKWARD] = row_vgelu_backward_float_avx512f,
-    [ISA_AVX512F][T_F32][OP_SILU_BACKWARD] = row_vsilu_backward_float_avx512f};
+    [ISA_AVX512F][T_F32][OP_SILU_BACKWARD] = row_vsilu_backward_float_avx512f,
+    [ISA_AVX512F][T_F32][OP_CLAMP] = row_vclamp_float_avx512f,
+    [ISA_AVX512F][T_F64][OP_CLAMP] = row_vclamp_double_avx512f};
 #else
 #define HAVE_X86_CLONES 0
 static const row_fn ROWS[N_ISAS][2][N_OPS] = {ROWS_FOR_ISA(baseline)};
