@@ -575,6 +575,7 @@ typedef struct {
     const void *from;
     ptrdiff_t rows, cols;
 } packed_block;
+
 static ptrdiff_t round_up(ptrdiff_t a, ptrdiff_t b) { return ceil_div(a, b) * b; }
 
 /* Where row q = (c, kh, kw) of an image's im2col matrix reads the image: output position
