@@ -601,17 +601,18 @@ VECTOR_BAD = [
 
 
 @pytest.mark.parametrize("name,fn", VECTOR_BAD, ids=[n for n, _ in VECTOR_BAD])
-@pytest.mark.parametrize("where", [0, 5, 7, 8, 13, 16, 19])
+@pytest.mark.parametrize("where", [0, 5, 7, 8, 13, 16, 19, 24, 31, 32, 39, 43])
 def test_a_bad_index_anywhere_in_a_group_of_8_raises(name, fn, where, each_isa,
                                                      no_threshold):
     """A bad index at each lane of the first and later groups of 8 and in the scalar tail
-    (20 indices: two groups of 8 and a tail of 4), as the first, or with another bad one
-    after it: the reference's error, naming the first."""
+    (44 indices: two blocks of 16, run as two groups of 8 each, and a tail of 12: one group
+    of 8 and 4 alone), as the first, or with another bad one after it: the reference's
+    error, naming the first."""
     a = tensor((20, 20), reftorch.float32, 0)
     for bad, later in [(20, None), (-21, None), (2**40, 25), (-1, -30)]:
-        raw = np.random.default_rng(where).integers(0, 20, 20)
+        raw = np.random.default_rng(where).integers(0, 20, 44)
         raw[where] = bad
-        if later is not None and where + 1 < 20:
+        if later is not None and where + 1 < 44:
             raw[where + 1:] = later
         index = reftorch.from_numpy(raw)
         errors_match(lambda: fn(a, index), must_raise=name != "take" or bad != -1)
