@@ -1100,15 +1100,23 @@ def test_nll_loss(dtype, reduction):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
 def test_mse_loss(dtype, reduction):
-    """The squares bit for bit (the elementwise C loops); their sum (mean, sum) within the
-    blocked pairwise sum's bound; a transposed target; declines for broadcasting."""
+    """The squares bit for bit (the elementwise C loops); their sum (mean, sum: reduce.c
+    squares the difference as it reads it) within the blocked pairwise sum's bound, and the
+    same bits as summing the written squares; a transposed target; declines for
+    broadcasting."""
     from reftorch_cpu import _C
     x, target = tensor((300, 70), dtype, 60), tensor((300, 70), dtype, 61)
     target_t = reftorch.from_numpy(np.ascontiguousarray(target.numpy().T)).t()
     for t in (target, target_t, target[:1].expand(300, 70)):
         squares = (x.numpy().astype(np.float64) - t.numpy()) ** 2
         got, expected, ran = both(lambda: F.mse_loss(x, t, reduction=reduction), _C.calls)
-        assert ran == 2                           # the difference, then its square
+        # the difference, then its square ('none'; the sums square as they read)
+        assert ran == (2 if reduction == "none" else 1)
+        if reduction != "none":
+            written = F.mse_loss(x, t, reduction="none").sum()
+            if reduction == "mean":
+                written = written / written.new_tensor(float(x.numel()))
+            assert_same(got, written)
         if reduction == "none":
             assert_same(got, expected)
         else:

@@ -355,11 +355,12 @@ def _on_cpu_as(t, dtype):
 # --- mse_loss ---------------------------------------------------------------------------------
 
 def mse_loss_kernel(out, inputs, dtypes, params):
-    """mse_loss of an input and a target of one shape: their difference and its square in
-    place by the elementwise C loops (the reference's (x - t)^2, bit for bit), then the
-    reductions' sum for 'mean' (over n, in the element type, as the reference divides) and
-    'sum'; three threaded passes where the reference makes three single-threaded NumPy ones.
-    The sum adds in reduce.c's fixed order, not NumPy's: within rounding."""
+    """mse_loss of an input and a target of one shape: their difference by the elementwise
+    C loop, then for 'mean' (over n, in the element type, as the reference divides) and
+    'sum' reduce.c's sum of its squares (each the reference's (x - t)^2, bit for bit: the
+    square is taken as the sum reads it, so the squares are never written), or for 'none'
+    the squares in place. Threaded passes where the reference makes three single-threaded
+    NumPy ones. The sum adds in reduce.c's fixed order, not NumPy's: within rounding."""
     if len(inputs) != 2:
         return NotImplemented
     x, target = inputs
@@ -368,17 +369,17 @@ def mse_loss_kernel(out, inputs, dtypes, params):
             math.prod(x._shape) < size_threshold(kernels.MIN_NUMEL):
         return NotImplemented
     dtype = dtypes[0]
-    squares = _SUB(None, (x, target), (dtype, dtype, dtype), {})
-    if squares is NotImplemented:
+    difference = _SUB(None, (x, target), (dtype, dtype, dtype), {})
+    if difference is NotImplemented:
         return NotImplemented
-    _MUL(squares, (squares, squares), (dtype, dtype, dtype), {})
     if reduction == _NONE:
-        return squares
-    total = reductions._reduce(reductions._R.SUM, squares, None, False)
+        return _MUL(difference, (difference, difference), (dtype, dtype, dtype), {})
+    total = reductions._reduce(reductions._R.SUMSQ, difference, None, False)
     if total is NotImplemented:
         return NotImplemented
     if reduction == _MEAN:
-        total._storage.array[total._offset] /= total._storage.array.dtype.type(squares.numel())
+        total._storage.array[total._offset] /= total._storage.array.dtype.type(
+            difference.numel())
     return total
 
 

@@ -8,7 +8,8 @@
  *          idx, idx_offset, (iso, isi), param)
  *       for every (o, i): reduce the R elements x[o*so + i*si + r*sr] into out[o, i]
  *       (and the int64 index of the extreme into idx[o, i]); out or idx may be None when
- *       the op has no such result. param is var/std's correction, or norm's p.
+ *       the op has no such result. param is var/std's correction, or norm's p. SUMSQ is
+ *       the sum of squares (mse_loss's, over x - target), summed as norm's p = 2 pass is.
  *   cumsum(x, x_offset, (O, I, R), (so, si, sr), out, out_offset, (oso, osi, osr))
  *   prod_int(x, x_offset, (O, I, R), (so, si, sr), out, out_offset, (oso, osi))
  *       int64 products of a bool / integer x (any of those element types) into out[O, I]
@@ -98,7 +99,7 @@ enum { T_F32, T_F64, N_TYPES };
 enum { K_SUM, K_SQDEV, K_EXPSUM, K_ABSSUM, K_NONZERO, K_POWSUM, K_PROD, K_MAX, K_MIN,
        K_ABSMAX, K_ABSMIN, N_KINDS };
 enum { OP_SUM, OP_MEAN, OP_AMAX, OP_AMIN, OP_MAX_DIM, OP_MIN_DIM, OP_ARGMAX, OP_ARGMIN,
-       OP_VAR, OP_STD, OP_LOGSUMEXP, OP_PROD, OP_NORM, N_OPS };
+       OP_VAR, OP_STD, OP_LOGSUMEXP, OP_PROD, OP_NORM, OP_SUMSQ, N_OPS };
 
 static int is_extreme(int kind)
 {
@@ -292,6 +293,9 @@ static int norm_kind(double p)
             break;                                                                           \
         case OP_PROD:                                                                        \
             if (run_pass(type, g, K_PROD, NULL, val, NULL, par) < 0) goto done;              \
+            break;                                                                           \
+        case OP_SUMSQ: /* (x - 0)^2 is x * x exactly: the sum of squares, no sqrt */         \
+            if (run_pass(type, g, K_SQDEV, NULL, val, NULL, par) < 0) goto done;             \
             break;                                                                           \
         case OP_NORM: /* the general p's pass reads p (as T, as NumPy's power does) as the   \
                        * per-row value */                                                    \
@@ -604,7 +608,7 @@ PyMODINIT_FUNC PyInit__reduce(void)
     }
     static const char *const names[N_OPS] = {"SUM", "MEAN", "AMAX", "AMIN", "MAX_DIM",
                                              "MIN_DIM", "ARGMAX", "ARGMIN", "VAR", "STD",
-                                             "LOGSUMEXP", "PROD", "NORM"};
+                                             "LOGSUMEXP", "PROD", "NORM", "SUMSQ"};
     for (int i = 0; i < N_OPS; i++) {
         if (PyModule_AddIntConstant(m, names[i], i) < 0) {
             Py_DECREF(m);
