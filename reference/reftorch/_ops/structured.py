@@ -65,6 +65,8 @@ def _laid_out_as(layout, result, first):
         return result
     if isinstance(layout, tuple):   # the strides themselves
         return laid_out(result, layout)
+    if layout == "contiguous" and (not result._shape or result._strides == (1,)):
+        return result   # (a scalar or a dense vector, the common reduction result)
     if layout != "input":   # a memory format: contiguous or a channels-last one
         if _CHANNELS_LAST_RANK.get(layout, result.ndim) != result.ndim:
             layout = "contiguous"     # (a statistic beside a channels-last output)
