@@ -812,7 +812,7 @@ ISA_ATTR static inline T NAME(ipow)(T m, int p)
         if (leaves > 1 && leaves * LEAF_VECTORS == nv && (leaves & (leaves - 1)) == 0) {     \
             /* 2^k whole leaves (a whole chunk): the same tree, built as the leaves go by  \
              * (leaf k closes a subtree of each size that divides k + 1), without calls */ \
-            VEC open[64];                                                                    \
+            VEC open[64]; /* open subtrees: at most log2(leaves) + 1 of them */              \
             int top = 0;                                                                     \
             for (ptrdiff_t k = 0; k < leaves; k++) {                                         \
                 VEC v;                                                                       \
