@@ -1122,8 +1122,8 @@ ISA_ATTR static void NAME(products)(const geo_t *g, ptrdiff_t lo, ptrdiff_t hi, 
 
 /* ---- rows of at most one pairwise leaf, VL at a time -------------------------------------
  * A short row spends more on the tree that adds its vector's lanes than on its elements
- * (65536 rows of 16 float32: 6 ns a row, torch 2.5). Rows of at most one leaf (R <= 1024
- * float32, 512 float64) with unit stride go VL at a time: each row's leaf vector as before,
+ * (65536 rows of 16 float32: 6 ns a row, torch 2.5). Rows of at most one leaf (R <= 1024,
+ * either type) with unit stride go VL at a time: each row's leaf vector as before,
  * then one transposing tree adds the lanes of all VL vectors together: level by level, lanes
  * (2i, 2i + 1) of neighbouring vectors are added into one vector, so after log2(VL) levels
  * lane r holds row r's total. Each row's lanes are added in the same tree (adjacent pairs,
