@@ -1117,6 +1117,24 @@ AVX512F_ATTR static inline __m512 vsilu_backward_f32x16(__m512 g, __m512 x, cons
                                                                  x, _mm512_sub_ps(one, s)))));
 }
 
+/* BODY for each vector of L lanes over [0, n), with its index i and its lane mask m: the
+ * whole vectors first, with an all-ones mask (a constant, which GCC turns into plain loads
+ * and stores), then the last partial vector with its lanes' mask. Masked accesses in every
+ * iteration kept the prefetchers from running ahead out of cache: exp of 4M float32 ran
+ * at a third of its speed (AMD EPYC). */
+#define FOR_VECTORS(n, L, MASK, BODY)                                                        \
+    do {                                                                                     \
+        ptrdiff_t i = 0;                                                                     \
+        for (; i + (L) <= (n); i += (L)) {                                                   \
+            const MASK m = (MASK)~0u;                                                        \
+            BODY;                                                                            \
+        }                                                                                    \
+        if (i < (n)) {                                                                       \
+            const MASK m = (MASK)((1u << ((n) - i)) - 1);                                    \
+            BODY;                                                                            \
+        }                                                                                    \
+    } while (0)
+
 #define DEFINE_VEXP_ROW(NAME, VEXPR)                                                        \
     AVX512F_ATTR static void row_v##NAME##_float_avx512f(ptrdiff_t n, char *const *p,       \
                                                          const ptrdiff_t *s,                \
@@ -1131,16 +1149,8 @@ AVX512F_ATTR static inline __m512 vsilu_backward_f32x16(__m512 g, __m512 x, cons
         const limits_t K = make_limits();                                                   \
         const __m512 one = _mm512_set1_ps(1.0f);                                            \
         (void)one;                                                                          \
-        ptrdiff_t i = 0;                                                                    \
-        for (; i + 16 <= n; i += 16) {                                                      \
-            const __m512 x = _mm512_loadu_ps(a + i);                                        \
-            _mm512_storeu_ps(o + i, VEXPR);                                                 \
-        }                                                                                   \
-        if (i < n) {                                                                        \
-            const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                           \
-            const __m512 x = _mm512_maskz_loadu_ps(m, a + i);                               \
-            _mm512_mask_storeu_ps(o + i, m, VEXPR);                                         \
-        }                                                                                   \
+        FOR_VECTORS(n, 16, __mmask16, const __m512 x = _mm512_maskz_loadu_ps(m, a + i);      \
+                    _mm512_mask_storeu_ps(o + i, m, VEXPR));                                \
     }
 DEFINE_VEXP_ROW(exp, vexp_f32x16(x, &K))
 DEFINE_VEXP_ROW(sigmoid, _mm512_div_ps(one, _mm512_add_ps(one, vexp_f32x16(vneg_f32x16(x), &K))))
@@ -1162,18 +1172,9 @@ DEFINE_VEXP_ROW(silu, _mm512_div_ps(x, _mm512_add_ps(one, vexp_f32x16(vneg_f32x1
         const limits_t K = make_limits();                                                   \
         const __m512 one = _mm512_set1_ps(1.0f);                                            \
         (void)one;                                                                          \
-        ptrdiff_t i = 0;                                                                    \
-        for (; i + 16 <= n; i += 16) {                                                      \
-            const __m512 g = _mm512_loadu_ps(gp + i);                                       \
-            const __m512 x = _mm512_loadu_ps(a + i);                                        \
-            _mm512_storeu_ps(o + i, VEXPR);                                                 \
-        }                                                                                   \
-        if (i < n) {                                                                        \
-            const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                           \
-            const __m512 g = _mm512_maskz_loadu_ps(m, gp + i);                              \
-            const __m512 x = _mm512_maskz_loadu_ps(m, a + i);                               \
-            _mm512_mask_storeu_ps(o + i, m, VEXPR);                                         \
-        }                                                                                   \
+        FOR_VECTORS(n, 16, __mmask16, const __m512 g = _mm512_maskz_loadu_ps(m, gp + i);     \
+                    const __m512 x = _mm512_maskz_loadu_ps(m, a + i);                       \
+                    _mm512_mask_storeu_ps(o + i, m, VEXPR));                                \
     }
 DEFINE_VGRAD_ROW(gelu_backward, vgelu_backward_f32x16(g, x, &K))
 DEFINE_VGRAD_ROW(silu_backward, vsilu_backward_f32x16(g, x, &K))
@@ -1203,14 +1204,8 @@ DEFINE_VGRAD_ROW(silu_backward, vsilu_backward_f32x16(g, x, &K))
         const T *a = (const T *)p[1];                                                       \
         const __m512##SFX lo = _mm512_set1_##W(((const T *)p[2])[0]);                       \
         const __m512##SFX hi = _mm512_set1_##W(((const T *)p[3])[0]);                       \
-        ptrdiff_t i = 0;                                                                    \
-        for (; i + L <= n; i += L)                                                          \
-            _mm512_storeu_##W(o + i, vclamp_##T(_mm512_loadu_##W(a + i), lo, hi));          \
-        if (i < n) {                                                                        \
-            const MASK m = (MASK)((1u << (n - i)) - 1);                                     \
-            _mm512_mask_storeu_##W(o + i, m,                                                \
-                                   vclamp_##T(_mm512_maskz_loadu_##W(m, a + i), lo, hi));   \
-        }                                                                                   \
+        FOR_VECTORS(n, L, MASK, _mm512_mask_storeu_##W(o + i, m, vclamp_##T(                \
+                                    _mm512_maskz_loadu_##W(m, a + i), lo, hi)));            \
     }
 DEFINE_VCLAMP_ROW(float, , ps, __mmask16)
 DEFINE_VCLAMP_ROW(double, d, pd, __mmask8)
