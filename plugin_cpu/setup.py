@@ -5,8 +5,9 @@ NumPy arrays through the buffer protocol, so no NumPy headers are needed to buil
 
 Each C file in src/ is one extension module: src/kernels.c is `reftorch_cpu._C` (the
 elementwise binary ops and copies), any other src/NAME.c is `reftorch_cpu._NAME`. They share
-src/common.h (argument parsing and bounds checks); nn_rows.c, pool.c and reduce.c instantiate
-their kernels per type and instruction set through src/isa_clones.h.
+src/common.h (argument parsing and bounds checks); bags.c, distance.c, nn_rows.c, pool.c and
+reduce.c instantiate their kernels per type and instruction set through src/isa_clones.h, and
+nn_rows.c and reduce.c take their float32 exp from src/clone_exp.h.
 """
 import os
 from pathlib import Path
@@ -22,7 +23,7 @@ EXTRA = os.environ.get("REFTORCH_CPU_CFLAGS", "").split()
 def extension(source):
     name = "reftorch_cpu._C" if source.stem == "kernels" else f"reftorch_cpu._{source.stem}"
     return Extension(name, sources=[str(source)],
-                     depends=["src/common.h", "src/isa_clones.h"],
+                     depends=["src/common.h", "src/isa_clones.h", "src/clone_exp.h"],
                      extra_compile_args=FLAGS + EXTRA, extra_link_args=["-fopenmp"] + EXTRA)
 
 

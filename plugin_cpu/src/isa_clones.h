@@ -9,7 +9,7 @@
  *   NAME(x)    x's name in this clone: x##_f32_baseline, x##_f64_avx2, ...
  * defined; the template #undefs them at its end. Afterwards HAVE_X86_CLONES says whether the
  * x86 clones exist and CLONES(fn) is the [N_ISAS][2] table of fn's clones (by ISA, then
- * float / double). Used by bags.c, nn_rows.c, pool.c and reduce.c. */
+ * float / double). Used by bags.c, distance.c, nn_rows.c, pool.c and reduce.c. */
 
 #define T float
 #define IS_F32 1

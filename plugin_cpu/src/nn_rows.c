@@ -52,18 +52,13 @@
  * tail in order: a fixed order that depends on n only. Rows are split into fixed groups
  * over OpenMP threads, so no result depends on the thread count.
  *
- * exp: float32 uses its own vectorizable exp for x - max in [-inf, 0] (Cody-Waite reduction
- * by ln 2 in two parts, then Cephes' degree-5 polynomial, scaled by 2^n in two steps so
- * subnormal results are kept; the AVX-512F clone scales with one vscalefps, which rounds
- * p * 2^n once as the two steps do, and needs no clamp: 20 instructions per 16 lanes
- * instead of 32): within 1 ulp of the correctly rounded value (NumPy's float32 exp is
- * within 2), checked by the tests on a fine grid of [-110, 0]. float64 calls the C
- * library's exp per element. The exp is the one place that uses fused multiply-adds, in
- * the AVX-512F and AVX2 clones (the AVX2 clone runs only on CPUs with FMA): those two give
- * the same bits, compared over all 2^31 float32 in [-inf, 0]. Elsewhere, and in the
- * baseline clone, the file's -ffp-contract=off keeps every a * b + c two roundings. Sums
- * and everything else round alike in every clone; the baseline clone's exp may differ
- * from the others', each within 1 ulp.
+ * exp: float32 uses the vectorized exp of clone_exp.h (shared with reduce.c's logsumexp)
+ * for x - max in [-inf, 0]: within 1 ulp of the correctly rounded value (NumPy's float32
+ * exp is within 2), checked by the tests on a fine grid of [-110, 0]. float64 calls the C
+ * library's exp per element. That exp is the one place that uses fused multiply-adds (see
+ * clone_exp.h); elsewhere the file's -ffp-contract=off keeps every a * b + c two roundings,
+ * so sums and everything else round alike in every clone, and only the baseline clone's exp
+ * may differ from the others', each within 1 ulp.
  */
 #ifndef NN_ROWS_TEMPLATE
 
@@ -665,68 +660,8 @@ typedef ITYPE NAME(uvec) __attribute__((vector_size(VBYTES)));
 #define SPLAT(c) ((VEC){0} + (T)(c))
 #define BLEND(m, a, b) ((VEC)((((UVEC)(m)) & (UVEC)(a)) | (~((UVEC)(m)) & (UVEC)(b))))
 
-/* a * b + c and c - a * b: fused (one rounding) in the AVX-512F and AVX2 clones (the AVX2
- * clone runs only where the CPU has FMA too); two roundings in the baseline one (the files
- * build with -ffp-contract=off). Only the exp uses them, so only exp results may differ
- * between clones, each within its 1 ulp bound. */
-#if IS_F32 && VBYTES == 64
-#define MADD(a, b, c) ((VEC)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
-#define NMADD(a, b, c) ((VEC)_mm512_fnmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
-#elif IS_F32 && VBYTES == 32
-#define MADD(a, b, c) ((VEC)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
-#define NMADD(a, b, c) ((VEC)_mm256_fnmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
-#else
-#define MADD(a, b, c) ((a) * (b) + (c))
-#define NMADD(a, b, c) ((c) - (a) * (b))
-#endif
 #if IS_F32
-/* exp of every lane of *v, in place, for lanes in [-inf, 0] (softmax's x - max) or NaN (a
- * NaN lane gives NaN). See the file comment. */
-ISA_ATTR static inline void NAME(vexp)(VEC *v)
-{
-    const VEC x = *v;
-#if VBYTES == 64
-    /* no clamp: vscalefps takes n as a float, and lanes below the cut, whatever they hold
-     * (NaN for -inf), are replaced by 0 at the end */
-    const VEC c = x;
-#else
-    /* below -104 the result is 0 (put back at the end); clamping keeps n in range */
-    const VEC c = BLEND(x < SPLAT(-104.0f), SPLAT(-104.0f), x);
-#endif
-    /* n = round(x / ln 2): adding 1.5 * 2^23 leaves the rounded value in the low bits */
-    const VEC magic = SPLAT(12582912.0f);
-    const VEC t = MADD(c, SPLAT(1.44269504088896341f), magic);
-    const VEC n = t - magic;
-    /* r = x - n ln 2, with ln 2 in two parts (the first exact in n * part) */
-    VEC r = NMADD(n, SPLAT(0.693359375f), c);
-    r = NMADD(n, SPLAT(-2.12194440e-4f), r);
-    /* e^r = 1 + r + r^2 P(r) (Cephes' expf coefficients) */
-    const VEC z = r * r;
-    VEC p = SPLAT(1.9875691500e-4f);
-    p = MADD(p, r, SPLAT(1.3981999507e-3f));
-    p = MADD(p, r, SPLAT(8.3334519073e-3f));
-    p = MADD(p, r, SPLAT(4.1665795894e-2f));
-    p = MADD(p, r, SPLAT(1.6666665459e-1f));
-    p = MADD(p, r, SPLAT(5.0000001201e-1f));
-    p = MADD(p, z, r) + SPLAT(1.0f);
-#if VBYTES == 64
-    /* times 2^n in one instruction: one rounding of p * 2^n, the value the two steps below
-     * give; then 0 below the cut (a NaN lane, never passed, keeps its result) */
-    const __m512 result = _mm512_scalef_ps((__m512)p, (__m512)n);
-    const __mmask16 kept = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-103.972084045410f),
-                                              _CMP_NLT_UQ);
-    *v = (VEC)_mm512_maskz_mov_ps(kept, result);
-#else
-    /* times 2^n as 2^(n>>1) * 2^(n - (n>>1)): both normal for n in [-150, 0], and p * 2^(n>>1)
-     * exact, so the one rounding is the second product's */
-    typedef int32_t NAME(svec) __attribute__((vector_size(VBYTES)));
-    const NAME(svec) ni = (NAME(svec))((UVEC)t - (UVEC)magic);
-    const NAME(svec) n1 = ni >> 1, n2 = ni - n1;
-    const VEC s1 = (VEC)((UVEC)(n1 + 127) << 23), s2 = (VEC)((UVEC)(n2 + 127) << 23);
-    const VEC result = (p * s1) * s2;
-    *v = BLEND(x < SPLAT(-103.972084045410f), SPLAT(0.0f), result);
-#endif
-}
+#include "clone_exp.h" /* NAME(exp_lanes): exp of every lane of a vector, in place */
 
 /* The exp alone over n contiguous float32 elements in [-inf, 0] (for the tests). */
 ISA_ATTR static void NAME(exp_only)(const float *x, ptrdiff_t n, float *out)
@@ -735,13 +670,13 @@ ISA_ATTR static void NAME(exp_only)(const float *x, ptrdiff_t n, float *out)
         VEC v = SPLAT(0);
         const ptrdiff_t m = n - i < VL ? n - i : VL;
         memcpy(&v, x + i, (size_t)m * sizeof(T));
-        NAME(vexp)(&v);
+        NAME(exp_lanes)(&v);
         memcpy(out + i, &v, (size_t)m * sizeof(T));
     }
 }
 #else
 /* float64: the C library's exp, lane by lane. */
-ISA_ATTR static inline void NAME(vexp)(VEC *v)
+ISA_ATTR static inline void NAME(exp_lanes)(VEC *v)
 {
     T lanes[VBYTES / sizeof(T)];
     memcpy(lanes, v, sizeof lanes);
@@ -823,7 +758,7 @@ ISA_ATTR static T NAME(exp_sum)(const T *x, ptrdiff_t n, T m, T *store)
         for (int j = 0; j < 4 * P; j++) {
             memcpy(&v, x + i * LW + j * VL, sizeof v);
             v = v - mv;
-            NAME(vexp)(&v);
+            NAME(exp_lanes)(&v);
             if (store) memcpy(store + i * LW + j * VL, &v, sizeof v);
             a[j] += v;
         }
@@ -831,7 +766,7 @@ ISA_ATTR static T NAME(exp_sum)(const T *x, ptrdiff_t n, T m, T *store)
         for (int q = 0; q < P; q++) {
             memcpy(&v, x + i * LW + q * VL, sizeof v);
             v = v - mv;
-            NAME(vexp)(&v);
+            NAME(exp_lanes)(&v);
             if (store) memcpy(store + i * LW + q * VL, &v, sizeof v);
             a[k * P + q] += v;
         }
@@ -842,7 +777,7 @@ ISA_ATTR static T NAME(exp_sum)(const T *x, ptrdiff_t n, T m, T *store)
         for (int q = 0; q < P; q++) {
             memcpy(&v, e + q * VL, sizeof v);
             v = v - mv;
-            NAME(vexp)(&v);
+            NAME(exp_lanes)(&v);
             memcpy(e + q * VL, &v, sizeof v);
         }
         if (store) memcpy(store + nlog * LW, e, (size_t)tail * sizeof(T));
@@ -926,14 +861,14 @@ ISA_ATTR static void NAME(softmax_backward_rows)(const char *g_, ptrdiff_t gs, c
                 VEC e, gv;
                 memcpy(&e, y + i * VL, sizeof e);
                 memcpy(&gv, g + i * VL, sizeof gv);
-                NAME(vexp)(&e);
+                NAME(exp_lanes)(&e);
                 gv = gv - e * tv;
                 memcpy(out + i * VL, &gv, sizeof gv);
             }
             if (n > nv * VL) {
                 VEC e = SPLAT(0);
                 memcpy(&e, y + nv * VL, (size_t)(n - nv * VL) * sizeof(T));
-                NAME(vexp)(&e);
+                NAME(exp_lanes)(&e);
                 for (ptrdiff_t j = nv * VL; j < n; j++) out[j] = g[j] - e[j - nv * VL] * total;
             }
         } else {
@@ -1065,8 +1000,6 @@ ISA_ATTR static void NAME(channel_param_grads)(const char *g_, const char *x_, p
 }
 
 #undef T
-#undef MADD
-#undef NMADD
 #undef ITYPE
 #undef IS_F32
 #undef LOG_T

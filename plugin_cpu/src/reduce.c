@@ -42,7 +42,7 @@
  * compare-and-blend steps that keep it.
  * var/std: the mean (the sum above / n), then the same sum of (x - mean)^2, / max(n -
  * correction, 0): the reference's two-pass formula. logsumexp: the max, then the sum of
- * exp(x - max) (float32: this file's own vectorized exp, within 1 ulp; float64: the C
+ * exp(x - max) (float32: clone_exp.h's vectorized exp, within 1 ulp; float64: the C
  * library's), log(sum) + max; a row whose max is NaN or +-inf has that max as its result,
  * as the reference computes it.
  *
@@ -731,58 +731,14 @@ ISA_ATTR static inline T NAME(lanes_extreme)(NVEC v, int largest, int nan)
                : EXTREME_TREE(NATIVE_LANES, v, largest, 0);
 }
 
-/* a * b + c and c - a * b: fused (one rounding) in the AVX-512F and AVX2 clones (the AVX2
- * clone runs only where the CPU has FMA too); two roundings in the baseline one (the files
- * build with -ffp-contract=off). Only the exp uses them, so only exp results may differ
- * between clones, each within its 1 ulp bound. */
-#if IS_F32 && VBYTES == 64
-#define MADD(a, b, c) ((NVEC)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
-#define NMADD(a, b, c) ((NVEC)_mm512_fnmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
-#elif IS_F32 && VBYTES == 32
-#define MADD(a, b, c) ((NVEC)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
-#define NMADD(a, b, c) ((NVEC)_mm256_fnmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
-#else
-#define MADD(a, b, c) ((a) * (b) + (c))
-#define NMADD(a, b, c) ((c) - (a) * (b))
-#endif
 #if IS_F32
-/* exp of every lane of *v for lanes in [-inf, 0] (x - max; other inputs give unspecified
- * finite-or-NaN lanes without undefined behaviour): Cody-Waite reduction by ln 2 in two
- * parts, Cephes' degree-5 polynomial, 2^n applied in two factors so subnormal results are
- * kept. Within 1 ulp of the correctly rounded exp, and the same bits as nn_rows.c's (kept
- * apart: each C file is its own module; nn_rows.c's AVX-512F clone applies 2^n with one
- * vscalefps, which rounds the same way). */
-typedef uint32_t NAME(nuvec) __attribute__((vector_size(VBYTES)));
-ISA_ATTR static inline void NAME(vexp_native)(NVEC *v)
-{
-    const NVEC x = *v, lo = (NVEC){0} - 104.0f, magic = (NVEC){0} + 12582912.0f;
-    const NVEC c = BLEND(x < lo, lo, x);
-    const NVEC t = MADD(c, (NVEC){0} + 1.44269504088896341f, magic);
-    const NVEC n = t - magic;
-    const NIVEC ni = (NIVEC)((NAME(nuvec))t - (NAME(nuvec))magic);
-    NVEC r = NMADD(n, (NVEC){0} + 0.693359375f, c);
-    r = NMADD(n, (NVEC){0} - 2.12194440e-4f, r);
-    const NVEC z = r * r;
-    NVEC p = (NVEC){0} + 1.9875691500e-4f;
-    p = MADD(p, r, (NVEC){0} + 1.3981999507e-3f);
-    p = MADD(p, r, (NVEC){0} + 8.3334519073e-3f);
-    p = MADD(p, r, (NVEC){0} + 4.1665795894e-2f);
-    p = MADD(p, r, (NVEC){0} + 1.6666665459e-1f);
-    p = MADD(p, r, (NVEC){0} + 5.0000001201e-1f);
-    p = MADD(p, z, r) + 1.0f;
-    const NIVEC n1 = ni >> 1, n2 = ni - n1;
-    const NVEC s1 = (NVEC)((NAME(nuvec))(n1 + 127) << 23);
-    const NVEC s2 = (NVEC)((NAME(nuvec))(n2 + 127) << 23);
-    const NVEC result = (p * s1) * s2;
-    *v = BLEND(x < (NVEC){0} - 103.972084045410f, (NVEC){0}, result);
-}
-
-#define NATIVE_EXP(v) NAME(vexp_native)(&(v))
+#include "clone_exp.h"
+#define NATIVE_EXP(v) NAME(exp_lanes)(&(v))
 #define SCALAR_EXP(e) NAME(scalar_exp)(e)
 ISA_ATTR static inline T NAME(scalar_exp)(T e)
 {
     NVEC v = (NVEC){0} + e;
-    NAME(vexp_native)(&v);
+    NAME(exp_lanes)(&v);
     return v[0];
 }
 #else
@@ -1345,8 +1301,6 @@ ISA_ATTR static void NAME(cumsum_items)(const geo_t *g, char *out_, ptrdiff_t os
 }
 
 #undef T
-#undef MADD
-#undef NMADD
 #undef IS_F32
 #undef NATIVE_EXP
 #undef SCALAR_EXP
