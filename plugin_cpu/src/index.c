@@ -163,6 +163,13 @@ AVX512 static inline __m512i wrapped(__m512i v, __m512i size, int wrap)
     return v;
 }
 
+/* The source offsets of 8 (checked) indices v: v * ks (the index's stride) plus each lane's
+ * own offset along the run. */
+AVX512 static inline __m512i gather_offsets(__m512i v, ptrdiff_t ks, __m512i step, __m512i lanes)
+{
+    return _mm512_add_epi64(ks == 1 ? v : _mm512_mullox_epi64(v, step), lanes);
+}
+
 #define DEFINE_VECTOR_RUN(NAME, U, I, LOAD8, GATHER8)                                        \
     AVX512 static ptrdiff_t NAME(void *o_, const void *s_, const void *ix_, ptrdiff_t count, \
                                  ptrdiff_t ss, ptrdiff_t ks, ptrdiff_t K, int wrap)          \
@@ -184,23 +191,14 @@ AVX512 static inline __m512i wrapped(__m512i v, __m512i size, int wrap)
             if (_mm512_cmpge_epu64_mask(v0, size) | _mm512_cmpge_epu64_mask(v1, size))       \
                 break;                                                                       \
             const __m512i lanes1 = _mm512_add_epi64(lanes, lane_step);                       \
-            const __m512i off0 =                                                             \
-                ks == 1 ? _mm512_add_epi64(v0, lanes)                                        \
-                        : _mm512_add_epi64(_mm512_mullox_epi64(v0, step), lanes);            \
-            const __m512i off1 =                                                             \
-                ks == 1 ? _mm512_add_epi64(v1, lanes1)                                       \
-                        : _mm512_add_epi64(_mm512_mullox_epi64(v1, step), lanes1);           \
-            GATHER8(o + i, off0, s);                                                         \
-            GATHER8(o + i + 8, off1, s);                                                     \
+            GATHER8(o + i, gather_offsets(v0, ks, step, lanes), s);                          \
+            GATHER8(o + i + 8, gather_offsets(v1, ks, step, lanes1), s);                     \
             lanes = _mm512_add_epi64(lanes1, lane_step);                                     \
         }                                                                                    \
         for (; i + 8 <= count; i += 8) {                                                     \
             const __m512i v = wrapped(LOAD8(ix + i), size, wrap);                            \
             if (_mm512_cmpge_epu64_mask(v, size)) break; /* v < 0 is a huge unsigned */      \
-            const __m512i off =                                                              \
-                ks == 1 ? _mm512_add_epi64(v, lanes)                                         \
-                        : _mm512_add_epi64(_mm512_mullox_epi64(v, step), lanes);             \
-            GATHER8(o + i, off, s);                                                          \
+            GATHER8(o + i, gather_offsets(v, ks, step, lanes), s);                           \
             lanes = _mm512_add_epi64(lanes, lane_step);                                      \
         }                                                                                    \
         return i;                                                                            \
