@@ -14,15 +14,14 @@ import weakref
 import numpy as np
 
 from . import _dtype as D
-from ._device import CPU, Size, channels_last, channels_last_3d
+from ._device import (CPU, Size, channels_last, channels_last_3d, contiguous_format,
+                      preserve_format, strided)
+from ._device import device as Device
 from ._storage import CPUStorage, allocate
 from ._shape import (contiguous_strides, expand_strides, infer_size, is_channels_last,
                      is_contiguous, is_non_overlapping_and_dense, storage_span, view_strides,
                      wrap_dim)
 
-
-# autograd.graph.AccumulateGrad; autograd imports this module, so it is looked up on first use
-_AccumulateGrad = None
 
 
 class Tensor:
@@ -34,8 +33,7 @@ class Tensor:
 
     # Legacy constructor: torch.Tensor(2, 3), torch.Tensor([1, 2]), torch.Tensor(size).
     def __new__(cls, *args, **kwargs):
-        from ._legacy import legacy_construct
-        return legacy_construct(cls, None, args, kwargs)
+        return _legacy.legacy_construct(cls, None, args, kwargs)
 
     # --- construction helpers (internal) -------------------------------------------------
     @classmethod
@@ -107,13 +105,12 @@ class Tensor:
                          tuple(shape), tuple(strides))
         t._base = self if self._base is None else self._base
         if self.requires_grad:
-            from .autograd.graph import record_view
             logical = None
             if replay is not None and _expanded(self):
                 stand_in = Tensor._make(self._storage, 0, self._shape,
                                         contiguous_strides(self._shape))
                 logical = (stand_in, replay(stand_in))
-            record_view(self, t, op, params, logical)
+            _graph.record_view(self, t, op, params, logical)
         return t
 
     # --- the NumPy view ----------------------------------------------------------------------
@@ -180,7 +177,6 @@ class Tensor:
 
     @property
     def layout(self):
-        from ._device import strided
         return strided
 
     @property
@@ -261,8 +257,7 @@ class Tensor:
         return self._storage
 
     def storage(self):
-        from ._legacy import typed_storage_for
-        return typed_storage_for(self._storage)
+        return _legacy.typed_storage_for(self._storage)
 
     def is_floating_point(self):
         return self._storage.dtype.is_floating_point
@@ -517,34 +512,28 @@ class Tensor:
     def contiguous(self, memory_format=None):
         """self when it is contiguous in `memory_format` (contiguous_format, the default,
         channels_last or channels_last_3d), else a copy that is."""
-        from ._device import contiguous_format, preserve_format
         memory_format = memory_format or contiguous_format
         if self.is_contiguous(memory_format=memory_format):
             return self
         if memory_format is preserve_format:
             raise RuntimeError("preserve memory format is unsupported by the contiguous "
                                "operator")
-        from ._ops import copy as C
-        return C.clone(self, memory_format)
+        return _copy.clone(self, memory_format)
 
     # --- copies and conversions --------------------------------------------------------------
     def clone(self, *, memory_format=None):
-        from ._ops import copy as C
-        return C.clone(self, memory_format)
+        return _copy.clone(self, memory_format)
 
     def copy_(self, src, non_blocking=False):
-        from ._ops import copy as C
-        return C.copy_(self, src, non_blocking)
+        return _copy.copy_(self, src, non_blocking)
 
     def to(self, *args, **kwargs):
-        from ._ops import copy as C
-        return C.to(self, *args, **kwargs)
+        return _copy.to(self, *args, **kwargs)
 
     def cpu(self, memory_format=None):
         return self.to(CPU, memory_format=memory_format)
 
     def cuda(self, device=None, non_blocking=False, memory_format=None):
-        from ._device import device as Device
         if device is None:
             target = Device("cuda")
         elif isinstance(device, builtins.int):
@@ -554,8 +543,7 @@ class Tensor:
         return self.to(target, non_blocking=non_blocking, memory_format=memory_format)
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
-        from ._legacy import tensor_type
-        return tensor_type(self, dtype)
+        return _legacy.tensor_type(self, dtype)
 
     def type_as(self, other):
         return self.to(other.dtype)
@@ -606,8 +594,7 @@ class Tensor:
         return self
 
     def requires_grad_(self, requires_grad=True):
-        from .autograd.graph import set_requires_grad
-        set_requires_grad(self, requires_grad)
+        _graph.set_requires_grad(self, requires_grad)
         return self
 
     def retain_grad(self):
@@ -621,13 +608,11 @@ class Tensor:
     # --- autograd -------------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradient of this tensor into the leaves' `.grad` (see autograd)."""
-        from .autograd.engine import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        _engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def register_hook(self, hook):
         """Call `hook(grad)` when this tensor's gradient is computed; a returned tensor
         replaces the gradient. Returns a handle whose `remove()` unregisters the hook."""
-        from .autograd.graph import RemovableHandle
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require "
                                "gradient")
@@ -636,7 +621,7 @@ class Tensor:
         else:
             hooks = self._leaf_hooks()
         hooks.append(hook)
-        return RemovableHandle(hooks, hook)
+        return _graph.RemovableHandle(hooks, hook)
 
     def _grad_accumulator(self):
         """The AccumulateGrad node of this leaf, made on first use. As in PyTorch, the leaf
@@ -647,10 +632,7 @@ class Tensor:
         ref = self.__dict__.get("_accumulator")
         acc = None if ref is None else ref()
         if acc is None:
-            global _AccumulateGrad
-            if _AccumulateGrad is None:  # imported once, not per call: a leaf gets a new
-                from .autograd.graph import AccumulateGrad as _AccumulateGrad  # node per graph
-            acc = _AccumulateGrad(self)
+            acc = _graph.AccumulateGrad(self)
             hooks = self.__dict__.get("_hook_list")
             if hooks is not None:
                 acc._pre_hooks[0] = hooks
@@ -725,8 +707,7 @@ class Tensor:
         return builtins.bool(self.item())
 
     def __repr__(self, *, tensor_contents=None):
-        from ._tensor_str import tensor_repr
-        return tensor_repr(self, tensor_contents=tensor_contents)
+        return _tensor_str.tensor_repr(self, tensor_contents=tensor_contents)
 
     def __format__(self, spec):
         if not self._shape:
@@ -734,8 +715,7 @@ class Tensor:
         return object.__format__(self, spec)
 
     def __reduce_ex__(self, protocol):
-        from ._legacy import rebuild_tensor
-        return (rebuild_tensor, (self.cpu()._np.copy(), self.dtype, str(self.device),
+        return (_legacy.rebuild_tensor, (self.cpu()._np.copy(), self.dtype, str(self.device),
                                  self.requires_grad))
 
     def __deepcopy__(self, memo):
@@ -792,3 +772,11 @@ def _python_values(array):
     if array.dtype == D.bfloat16.numpy_dtype or array.dtype == np.float16:
         array = array.astype(np.float32)
     return array.tolist()
+
+
+# Imported last, as modules: each imports this one, so Tensor must exist first. (Imported
+# inside the methods instead, `from .x import y` cost 0.5-0.8 us a call: contiguous(),
+# requires_grad_(), backward(), every view of a tensor that requires grad.)
+from . import _legacy, _tensor_str  # noqa: E402
+from .autograd import engine as _engine, graph as _graph  # noqa: E402
+from ._ops import copy as _copy  # noqa: E402
