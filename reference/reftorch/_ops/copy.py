@@ -21,6 +21,7 @@ from .._shape import (expand_strides, format_strides, is_non_overlapping_and_den
                       storage_span, suggested_format)
 from .._storage import CPUStorage, normalize_device
 from .._tensor import Tensor
+from ..autograd.grad_mode import no_grad
 from ..autograd.graph import prepare_inplace, record
 
 
@@ -85,7 +86,6 @@ def _peer_copy(dst, src):
             or type(src._storage) is not type(dst._storage)
             or src.dtype is not dst.dtype or dst.numel() == 0):
         return False
-    from ..autograd.grad_mode import no_grad
     with no_grad():
         dense = src.contiguous()
         staging = dst if dst.is_contiguous() else Tensor._empty(dst._shape, dst.dtype,
@@ -127,7 +127,6 @@ def laid_out(t, strides):
     if 0 in t._shape or all(a == b or n == 1 for n, a, b in zip(t._shape, strides, t._strides)):
         t._set_geometry(t._storage, t._offset, t._shape, strides)
         return t
-    from ..autograd.grad_mode import no_grad
     result = Tensor._empty(t._shape, t.dtype, t.device, strides)
     with no_grad():
         copy_(result, t)
@@ -164,7 +163,6 @@ def format_name(memory_format, ndim):
 def clone(t, memory_format=None):
     """A copy of `t` in new memory: laid out like t (PyTorch's preserve_format, the default),
     or in `memory_format` (contiguous_format, or channels_last for a 4-D tensor)."""
-    from ..autograd.grad_mode import no_grad
     result = empty_like_layout(t, memory_format=memory_format)
     with no_grad():
         copy_(result, t)
@@ -183,7 +181,6 @@ def to(t, *args, **kwargs):
             suggested_format(t._shape, t._strides) == format_name(memory_format, t.ndim)):
         return t
     result = empty_like_layout(t, dtype=dtype, device=device, memory_format=memory_format)
-    from ..autograd.grad_mode import no_grad
     with no_grad():
         copy_(result, t, non_blocking)
     return record("_to_copy", (t,), result, {})

@@ -16,11 +16,15 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from .._promotion import Promotion
+from .._promotion import Promotion, result_dtype
 from .._shape import wrap_dim
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from . import elementwise, structured
+from .creation import empty_like
+from .other_ops import broadcast_tensors
+from .pointwise import SIGMOID_BACKWARD, TANH_BACKWARD
+from .reduction import norm
 from .special_pointwise import _erf
 
 __all__ = ["relu", "relu_", "selu", "selu_", "celu", "celu_", "rrelu", "rrelu_", "prelu",
@@ -560,13 +564,11 @@ def log_softmax_backward_data(grad_output, output, dim, input_dtype):
 
 def tanh_backward(grad_output, output):
     """PyTorch's tanh_backward: grad_output * (1 - output^2)."""
-    from .pointwise import TANH_BACKWARD
     return elementwise.apply(TANH_BACKWARD, (grad_output, output))
 
 
 def sigmoid_backward(grad_output, output):
     """PyTorch's sigmoid_backward: grad_output * output (1 - output)."""
-    from .pointwise import SIGMOID_BACKWARD
     return elementwise.apply(SIGMOID_BACKWARD, (grad_output, output))
 
 
@@ -644,7 +646,6 @@ def _dropout_impl(input, p, train, feature, alpha, inplace):
     if p == 1:
         zero = input.new_zeros(())
         return input.mul_(zero) if inplace else input * zero
-    from .creation import empty_like
     noise = _feature_noise(input) if feature else empty_like(input)
     noise.bernoulli_(1 - p)
     if alpha:
@@ -701,8 +702,6 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     the result stays in [-1, 1]. The clamp is applied without recording it, as PyTorch does:
     the gradient treats the norm as unclamped.
     """
-    from .._promotion import result_dtype
-    from .other_ops import broadcast_tensors
     _tensor("cosine_similarity", x1, "x1", 1)
     _tensor("cosine_similarity", x2, "x2", 2)
     common = result_dtype((x1, x2))
@@ -714,7 +713,6 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     if not x2.dtype.is_floating_point:
         x2 = x2.to(common)
     x1, x2 = broadcast_tensors(x1, x2)
-    from .reduction import norm
     norm1 = norm(x1, 2, dim, keepdim=True).clone()
     norm2 = norm(x2, 2, dim, keepdim=True).clone()
     with no_grad():
@@ -726,7 +724,6 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """The p-norm of x1 - x2 + eps over the last dimension (eps keeps the norm's gradient
     finite where x1 == x2)."""
-    from .reduction import norm
     _tensor("pairwise_distance", x1, "x1", 1)
     _tensor("pairwise_distance", x2, "x2", 2)
     innermost = max(x1.ndim, x2.ndim) - 1

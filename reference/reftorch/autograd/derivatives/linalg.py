@@ -1,14 +1,13 @@
 """Derivative rows: linear algebra (LAPACK)."""
 from __future__ import annotations
 
-from ._table import derivative, not_differentiable
+from ._table import derivative, not_differentiable, op_module
 
 
 # The formulas live next to the kernels (reftorch/_ops/linalg.py, `*_gradient`), written with
 # reftorch ops so that they differentiate again.
 def _la():
-    from ..._ops import linalg
-    return linalg
+    return op_module("linalg")
 
 
 @derivative("cholesky", "CholeskyBackward0", saves=("result", "upper"))

@@ -6,13 +6,12 @@ strictly inside its bounds, ...). In-place forms get PyTorch's "...Backward1" no
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from ..grad_mode import is_grad_enabled
-from ._table import _conj, derivative, torch
+from ._table import _conj, derivative, op_module, torch
 
 
 def _node(name):
@@ -239,12 +238,8 @@ def _log_softmax_backward_data(ctx, gg):
     return grad_g, grad_y
 
 
-@functools.cache
 def _ops():
-    """reftorch._ops.nn_activation, imported on first use (reftorch has loaded by then) and
-    remembered: an import statement run by every backward cost ~50 bytecodes each time."""
-    from ..._ops import nn_activation
-    return nn_activation
+    return op_module("nn_activation")
 
 
 @derivative("glu", "GluBackward0", saves=("self", "dim"))

@@ -14,7 +14,7 @@ Every formula is written with differentiable reftorch ops, so double backward wo
 """
 from __future__ import annotations
 
-from ._table import _conj, derivative, not_differentiable, torch
+from ._table import _conj, derivative, not_differentiable, op_module, torch
 
 
 def _narrow_to(t, sizes, first_dim=2):
@@ -50,9 +50,8 @@ def _conv_weight_grad(input, grad, weight_shape, stride, padding, dilation, grou
     `dilation` apart become the output positions (the stride). Groups stay groups.
     """
     if not torch.is_grad_enabled():
-        from ..._ops.nn_convolution import convolution_backward_weight
-        return convolution_backward_weight(input, grad, weight_shape, stride, padding,
-                                           dilation, groups)
+        return op_module("nn_convolution").convolution_backward_weight(
+            input, grad, weight_shape, stride, padding, dilation, groups)
     nd = len(stride)
     n, channels = input.shape[0], input.shape[1]
     out_channels = grad.shape[1]

@@ -6,16 +6,11 @@ integer tensors without gradients.
 """
 from __future__ import annotations
 
-import functools
-
-from ._table import derivative, not_differentiable, torch
+from ._table import derivative, not_differentiable, op_module, torch
 
 
-@functools.cache
 def _ops():
-    """reftorch._ops.nn_embedding, imported on first use (reftorch has loaded by then), once."""
-    from ..._ops import nn_embedding
-    return nn_embedding
+    return op_module("nn_embedding")
 
 
 # Called only in a first-order backward (grad mode off); create_graph uses the composition.

@@ -7,9 +7,7 @@ otherwise it is 0-dim and broadcasts.
 """
 from __future__ import annotations
 
-import functools
-
-from ._table import derivative, not_differentiable, torch  # noqa: F401
+from ._table import derivative, not_differentiable, op_module, torch  # noqa: F401
 
 _NONE, _MEAN = 0, 1
 
@@ -127,11 +125,8 @@ for _op in ("nll_loss_backward", "nll_loss2d_backward"):
                saves=("target", "weight", "reduction", "ignore_index"))(_nll_loss_backward)
 
 
-@functools.cache
 def _loss_ops():
-    """reftorch._ops.nn_loss, imported on first use (reftorch has loaded by then), once."""
-    from ..._ops import nn_loss
-    return nn_loss
+    return op_module("nn_loss")
 
 
 def _per_sample(grad, reduction, batch):

@@ -17,7 +17,7 @@ differentiable reftorch ops, so that double backward sees how they depend on x.
 """
 from __future__ import annotations
 
-from ._table import derivative, not_differentiable, torch
+from ._table import derivative, not_differentiable, op_module, torch
 
 
 def _compute(t):
@@ -60,9 +60,8 @@ def _batch_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
     if ctx.training and not torch.is_grad_enabled() and \
             ctx.input.dtype in (torch.float32, torch.float64) and grad.dtype is ctx.input.dtype:
         # a first-order backward: the one op (which a plugin serves in one pass)
-        from ..._ops.nn_normalization import batch_norm_backward
-        grads = batch_norm_backward(grad, ctx.input, ctx.weight, ctx.result1, ctx.result2,
-                                    needs[:3])
+        grads = op_module("nn_normalization").batch_norm_backward(
+            grad, ctx.input, ctx.weight, ctx.result1, ctx.result2, needs[:3])
         return grads + (None, None)
     x, g, weight = _compute(ctx.input), _compute(grad), _compute(ctx.weight)
     dims = [0] + list(range(2, x.dim()))
@@ -90,9 +89,9 @@ def _layer_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
     if not torch.is_grad_enabled() and ctx.input.dtype in (torch.float32, torch.float64) \
             and grad.dtype is ctx.input.dtype:
         # a first-order backward: the one op (which a plugin serves in one pass per row)
-        from ..._ops.nn_normalization import layer_norm_backward
-        return layer_norm_backward(grad, ctx.input, ctx.result1, ctx.result2, ctx.weight,
-                                   len(ctx.normalized_shape), ctx.needs_input_grad[:3])
+        return op_module("nn_normalization").layer_norm_backward(
+            grad, ctx.input, ctx.result1, ctx.result2, ctx.weight, len(ctx.normalized_shape),
+            ctx.needs_input_grad[:3])
     x, g, weight = _compute(ctx.input), _compute(grad), _compute(ctx.weight)
     axis = x.dim() - len(ctx.normalized_shape)
     dims = list(range(axis, x.dim()))
@@ -122,7 +121,7 @@ def _group_norm(ctx, grad, _mean_grad=None, _rstd_grad=None):
     if not torch.is_grad_enabled() and x.dtype in (torch.float32, torch.float64) and \
             grad.dtype is x.dtype:
         # a first-order backward: the one op (which a plugin serves)
-        from ..._ops.nn_normalization import group_norm_backward
+        group_norm_backward = op_module("nn_normalization").group_norm_backward
         C = x.shape[1] if x.dim() > 1 else 0
         return group_norm_backward(grad, x, ctx.result1, ctx.result2, ctx.weight, ctx.N, C,
                                    x.numel() // max(ctx.N * C, 1), ctx.group,

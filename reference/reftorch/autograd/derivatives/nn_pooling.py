@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ._table import derivative, torch
+from ._table import derivative, op_module, torch
 
 
 def _planes(t, spatial_dims):
@@ -67,8 +67,7 @@ _AVG_PARAMS = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_p
 
 
 def _ops():
-    from ..._ops import nn_pooling   # imported when a formula runs (reftorch is loaded)
-    return nn_pooling
+    return op_module("nn_pooling")
 
 
 def _avg_rows(n):

@@ -9,14 +9,13 @@ ops. The shuffles are permutations: each one's gradient is the inverse permutati
 """
 from __future__ import annotations
 
-from ._table import derivative, not_differentiable, torch
+from ._table import derivative, not_differentiable, op_module, torch
 
 _UPSAMPLE_PARAMS = ("output_size", "align_corners", "scales")
 
 
 def _ops():
-    from ..._ops import nn_vision    # imported when a formula runs (reftorch is loaded)
-    return nn_vision
+    return op_module("nn_vision")
 
 
 def _upsample_rows(op_name, node):

@@ -1,7 +1,7 @@
 """Derivative rows: pointwise math."""
 from __future__ import annotations
 
-from ._table import _conj, derivative, not_differentiable, torch
+from ._table import _conj, derivative, not_differentiable, op_module, torch
 from .arithmetic import _conj_scalar, _conj_value
 
 
@@ -50,8 +50,7 @@ for _op, _node, _saves, _slope in (
 # at conj(y), and the gradient for y is conj(gg) * g * conj(h'(y)), as PyTorch computes it.
 
 def _activation_ops():
-    from ..._ops import nn_activation
-    return nn_activation
+    return op_module("nn_activation")
 
 
 @derivative("tanh", "TanhBackward0", saves=("result",))

@@ -1,15 +1,14 @@
 """Derivative rows: sorting, selection and comparison."""
 from __future__ import annotations
 
-from ._table import derivative, not_differentiable
+from ._table import derivative, not_differentiable, op_module
 
 
 # Sorting and selection pick elements by index: the gradient goes back to the picked places
 # (`_scatter_along_dim`), whose own derivative reads them again (`_gather_along_dim`).
 
 def _sorting_ops():
-    from ..._ops import sorting
-    return sorting
+    return op_module("sorting")
 
 
 @derivative("sort", "SortBackward0", saves=("indices", "dim"), outputs=("values", "indices"),
