@@ -68,7 +68,10 @@ def _ones_like(out):
     handling cost a few us more), on another device through ones_like."""
     if type(out._storage) is not CPUStorage:
         return creation.ones_like(out)
-    return Tensor._from_array(np.ones(out._shape, out.dtype.numpy_dtype), out.dtype)
+    dtype = out._storage.dtype
+    ones = np.empty(out._shape, dtype.numpy_dtype)
+    ones.fill(1)  # (np.ones is Python code around these two calls: 0.4 us more)
+    return Tensor._from_array(ones, dtype)
 
 
 def _root_edges(outputs):
