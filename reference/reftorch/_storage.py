@@ -205,8 +205,10 @@ def allocate(size, dtype, dev=CPU):
 # one AVX-512 vector), as PyTorch's CPU allocator aligns them. NumPy's malloc gives 16 bytes,
 # and a vector loop writing a buffer at 16 or 32 mod 64 splits every store across two cache
 # lines: a plugin's log_softmax backward on (4096, 1024) float32 took 3.3 ms into an aligned
-# result, 6.6 ms into a misaligned one (2-core x86-64). Small storages skip the extra step.
-_ALIGN, _ALIGN_MIN_BYTES = 64, 16384
+# result, 6.6 ms into a misaligned one (2-core x86-64). In cache the split costs little
+# (1-5% up to 1 MB, measured on softmax and its backward) and finding the address costs
+# ~0.5 us, so storages under 512 KiB skip the extra step.
+_ALIGN, _ALIGN_MIN_BYTES = 64, 1 << 19
 
 
 def _host_array(size, np_dtype):
