@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import reftorch
@@ -271,3 +272,58 @@ def test_one_tensor_and_a_number_promote_as_result_type(number, zero_dim):
                 assert (number * t).dtype is expected, (dtype, default)
     finally:
         reftorch.set_default_dtype(previous)
+
+
+# --- Python-number operands on cpu: made once (reftorch._storage.ScalarConstants) -------------
+
+def _number_operands(fn):
+    """The 0-dim operands the dispatcher handed to kernels while fn ran."""
+    seen = []
+    remove = _dispatch.add_hook(lambda op, inputs, params, result: seen.extend(
+        x for x in inputs if isinstance(x, reftorch.Tensor) and x.ndim == 0))
+    try:
+        fn()
+    finally:
+        remove()
+    return seen
+
+
+def test_a_cpu_number_operand_is_made_once_per_value_and_dtype():
+    a = reftorch.tensor([1.0, 2.0])
+    first, again = _number_operands(lambda: a * 0.25), _number_operands(lambda: a * 0.25)
+    assert first and first[0] is again[0]
+    as_double = _number_operands(lambda: a.double() * 0.25)
+    assert as_double[0] is not first[0] and as_double[0].dtype is reftorch.float64
+
+
+def test_cpu_number_constants_tell_apart_every_value_a_conversion_can():
+    a = reftorch.tensor([1.0, 2.0])
+    plus, minus = (a * 0.0).numpy(), (a * -0.0).numpy()
+    assert not np.signbit(plus).any() and np.signbit(minus).all()
+    assert (a + 1).tolist() == [2.0, 3.0] and (a + True).tolist() == [2.0, 3.0]
+    assert (a + 1.5).tolist() == [2.5, 3.5]
+    assert np.isnan((a * float("nan")).numpy()).all()
+    assert (a * 0.0).tolist() == [0.0, 0.0]    # after NaN: 0.0 is not NaN's constant
+    h = a.to(reftorch.float16)
+    np.testing.assert_array_equal((h + 1e-4).numpy(), np.float16([1.0, 2.0]) + np.float16(1e-4))
+    i = reftorch.tensor([250], dtype=reftorch.uint8)
+    assert (i + 10).tolist() == [4] and (i + 10.0).tolist() == [260.0]
+
+
+def test_a_cpu_number_constant_written_to_is_never_handed_out_again():
+    a = reftorch.tensor([1.0, 2.0])
+    constant = _number_operands(lambda: a * 3.0)[0]
+    constant.fill_(100.0)                       # user code got hold of it and wrote to it
+    assert (a * 3.0).tolist() == [3.0, 6.0]
+    constant = _number_operands(lambda: a * 3.0)[0]
+    constant.requires_grad_(True)
+    fresh = a * 3.0
+    assert fresh.tolist() == [3.0, 6.0] and not fresh.requires_grad
+
+
+def test_cpu_number_constants_are_bounded():
+    from reftorch._storage import SCALAR_CONSTANTS, backend_for
+    a = reftorch.tensor([1.0])
+    for i in range(SCALAR_CONSTANTS + 20):
+        assert (a + float(i)).tolist() == [1.0 + i]
+    assert len(backend_for(a.device).constants.entries) == SCALAR_CONSTANTS

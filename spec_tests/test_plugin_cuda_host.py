@@ -204,8 +204,8 @@ def test_constants_tell_apart_every_value_a_conversion_can(emulated):
     assert np.isnan((a * float("nan")).cpu()._np).all()
     h = a.to(reftorch.float16)
     assert (h + 1e-4).cpu()._np.tolist() == (h.cpu() + 1e-4)._np.tolist()
-    keys = {key[:2] for key in backend()._constants}
-    assert len(keys) == len(backend()._constants)
+    keys = {key[:2] for key in backend()._constants.entries}
+    assert len(keys) == len(backend()._constants.entries)
 
 
 def test_constant_written_to_is_never_handed_out_again(emulated):
@@ -235,7 +235,7 @@ def test_constants_belong_to_the_stream_their_copy_ran_on(emulated):
         doubled = a * 7.0                       # s gets its own, queued on s before the kernel
         s.synchronize()
         np.testing.assert_array_equal(doubled.cpu()._np, [7.0, 14.0])
-    streams = {key[3] for key in backend()._constants}
+    streams = {key[3] for key in backend()._constants.entries}
     assert len(streams) == 2
 
 
@@ -246,11 +246,11 @@ def test_constants_are_bounded_and_dropped_by_empty_cache(emulated):
     base = cuda.memory_allocated()
     for i in range(cuda_device.SCALAR_CONSTANTS + 20):
         a + float(i)
-    assert len(backend()._constants) == cuda_device.SCALAR_CONSTANTS
+    assert len(backend()._constants.entries) == cuda_device.SCALAR_CONSTANTS
     assert (a + 1.0).cpu()._np.tolist() == [2.0]
     cuda.empty_cache()
     gc.collect()
-    assert backend()._constants == {} and cuda.memory_allocated() == base
+    assert backend()._constants.entries == {} and cuda.memory_allocated() == base
 
 
 def test_number_operands_on_autograd_tensors(emulated):

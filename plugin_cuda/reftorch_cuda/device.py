@@ -23,7 +23,7 @@ import threading
 import numpy as np
 
 from reftorch._device import device as Device
-from reftorch._storage import DeviceBackend, Storage
+from reftorch._storage import DeviceBackend, ScalarConstants, Storage
 
 from . import pinned
 from .allocator import Allocator
@@ -400,19 +400,6 @@ def _describe(cu, err):
     return f"{name}: {desc}" if desc else name
 
 
-_DOUBLE, _COMPLEX = struct.Struct("=d"), struct.Struct("=dd")
-
-
-def _exact(value):
-    """A Python number as a key that tells apart what a dtype conversion does: 0.0 from
-    -0.0, one NaN from another, True from 1 from 1.0."""
-    if isinstance(value, float):     # subclasses too (np.float64): -0.0 == 0.0 as keys
-        return _DOUBLE.pack(value)
-    if isinstance(value, complex):
-        return _COMPLEX.pack(value.real, value.imag)
-    return (type(value), value)
-
-
 def arch_for(capability):
     from . import nvrtc
     major, minor = capability
@@ -551,7 +538,7 @@ class CUDABackend(DeviceBackend):
         self._lock = threading.Lock()
         self._local = threading.local()     # the current device is per thread, as in CUDA
         self._devices = {}
-        self._constants = {}   # (key, dtype, index, StreamHandle) -> (tensor, storage, version)
+        self._constants = ScalarConstants(SCALAR_CONSTANTS)   # where: (index, StreamHandle)
 
     # --- lazy initialisation ----------------------------------------------------------------
     def driver(self):
@@ -664,19 +651,8 @@ class CUDABackend(DeviceBackend):
         if index is None:
             index = self.current_device()
         driver = self._driver if self._initialized else self._init()
-        key = (_exact(value), dtype, index, driver.streams.current(index))
-        found = self._constants.get(key)
-        if found is not None:
-            tensor, storage, version = found
-            if (tensor._storage is storage and storage._version == version
-                    and not tensor.requires_grad):
-                return tensor
-        tensor = make(value, dtype, device)
-        with self._lock:
-            if len(self._constants) >= SCALAR_CONSTANTS:
-                self._constants.pop(next(iter(self._constants)))   # the oldest
-            self._constants[key] = (tensor, tensor._storage, tensor._storage._version)
-        return tensor
+        return self._constants.get(value, dtype, (index, driver.streams.current(index)),
+                                   lambda: make(value, dtype, device))
 
     def mem_get_info(self, device=None):
         index = self.index_of(device)

@@ -6,6 +6,8 @@ whose storages implement the same small interface (`read`, `write`, `data_ptr`).
 from __future__ import annotations
 
 import ctypes
+import struct
+import threading
 
 import numpy as np
 
@@ -137,6 +139,52 @@ class CPUStorage(Storage):
         return self
 
 
+_DOUBLE, _COMPLEX = struct.Struct("=d"), struct.Struct("=dd")
+
+
+def exact_number_key(value):
+    """A Python number as a key that tells apart what a dtype conversion does: 0.0 from
+    -0.0, one NaN from another, True from 1 from 1.0."""
+    if isinstance(value, float):     # subclasses too (np.float64): -0.0 == 0.0 as keys
+        return _DOUBLE.pack(value)
+    if isinstance(value, complex):
+        return _COMPLEX.pack(value.real, value.imag)
+    return (type(value), value)
+
+
+class ScalarConstants:
+    """Python-number operands as 0-dim tensors made once (a backend's `scalar_operand`): on
+    cpu making one costs ~1 us, as much as a small op's kernel; on a GPU a host-to-device
+    copy. Keyed by the number's exact value, the dtype and what else the backend names
+    (`where`). One is handed out again only while nothing has written to it or made it
+    require grad (a dispatch hook sees operands, and so could). At most `capacity` are kept,
+    the oldest out first."""
+
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.entries = {}   # key -> (tensor, its storage, the storage's version)
+        self._lock = threading.Lock()
+
+    def get(self, value, dtype, where, make):
+        """The constant for (value, dtype, *where), or make() remembered as it."""
+        key = (exact_number_key(value), dtype) + where
+        found = self.entries.get(key)
+        if found is not None:
+            tensor, storage, version = found
+            if (tensor._storage is storage and storage._version == version
+                    and not tensor.requires_grad):
+                return tensor
+        tensor = make()
+        with self._lock:
+            if len(self.entries) >= self.capacity:
+                self.entries.pop(next(iter(self.entries)))   # the oldest
+            self.entries[key] = (tensor, tensor._storage, tensor._storage._version)
+        return tensor
+
+    def clear(self):
+        self.entries.clear()
+
+
 class DeviceBackend:
     """What a plugin supplies to add a device type: allocation, copies, synchronisation."""
 
@@ -166,8 +214,18 @@ class DeviceBackend:
 class CPUBackend(DeviceBackend):
     type_name = "cpu"
 
+    def __init__(self):
+        self.constants = ScalarConstants(SCALAR_CONSTANTS)
+
     def allocate(self, size, dtype, device):
         return CPUStorage(np.empty(size, dtype=dtype.numpy_dtype), dtype)
+
+    def scalar_operand(self, value, dtype, device, make):
+        """`x * 0.5` in a loop makes its 0.5 once (see ScalarConstants)."""
+        return self.constants.get(value, dtype, (), lambda: make(value, dtype, device))
+
+
+SCALAR_CONSTANTS = 256  # Python-number operands kept as cpu tensors
 
 
 _BACKENDS = {"cpu": CPUBackend()}

@@ -282,9 +282,7 @@ def _cache_dtypes(common, kind, cache=None):
 def _move_operand(x, compute, device):
     if isinstance(x, Tensor):
         return x.to(device)
-    if device is CPU or device._type == "cpu":
-        return scalar_tensor(x, compute, device)
-    # The operand only goes to the kernel, which reads it: a device backend may hand out a
+    # The operand only goes to the kernel, which reads it: the backend may hand out a
     # constant it made before for the same number (see DeviceBackend.scalar_operand).
     return backend_for(device).scalar_operand(x, compute, device, scalar_tensor)
 
