@@ -220,3 +220,44 @@ def test_c_entry_point_checks_its_arguments():
     with pytest.raises(TypeError):
         _bags.bag_sums(w, 0, (3, 4), (4, 1), good["indices"].astype(np.int32), valid,
                        good["starts"], good["ends"], None, None, out)
+
+
+@pytest.mark.parametrize("bag_kind", list(BAGS))
+@pytest.mark.parametrize("include_last_offset", [False, True])
+@pytest.mark.parametrize("padding_idx", [-1, 4])
+def test_bag_layout_matches_the_references(bag_kind, include_last_offset, padding_idx):
+    """The C pass gives the reference's bag of every entry (clipped at 0, as offset2bag),
+    valid entries and bag sizes."""
+    from reftorch._ops.nn_embedding import bag_layout
+    n, rows = 320, 10
+    indices = np.random.default_rng(9).integers(0, rows, n)
+    offsets = BAGS[bag_kind](n)
+    flat, starts, _, bag, valid, bag_size = bag_layout(rows, indices, offsets,
+                                                       include_last_offset, padding_idx)
+    starts = np.ascontiguousarray(starts)
+    got_bag, got_valid = np.full(n, -7, np.int64), np.zeros(n, np.bool_)
+    got_size = np.full(starts.size, -7, np.int64)
+    assert _bags.bag_layout(flat, rows, starts, padding_idx, got_bag, got_valid,
+                            got_size) == -1
+    np.testing.assert_array_equal(got_bag, np.clip(bag, 0, None))
+    np.testing.assert_array_equal(got_valid, valid)
+    np.testing.assert_array_equal(got_size, bag_size)
+
+
+def test_bag_layout_reports_bad_indices_and_disorder_without_writing():
+    indices, starts = np.array([0, 1, 2, 1]), np.array([0, 2])
+    bag, valid, size = np.full(4, -7, np.int64), np.zeros(4, np.bool_), np.zeros(2, np.int64)
+    assert _bags.bag_layout(np.array([0, 1, 3, 5]), 3, starts, -1, bag, valid, size) == 2
+    assert _bags.bag_layout(np.array([0, -1, 3]), 3, starts, -1, bag[:3], valid[:3], size) == 1
+    assert _bags.bag_layout(indices, 3, np.array([2, 0]), -1, bag, valid, size) == -2
+    assert (bag == -7).all()
+    with pytest.raises(ValueError):
+        _bags.bag_layout(indices, 3, starts, -1, bag[:3], valid, size)     # short offset2bag
+    with pytest.raises(ValueError):
+        _bags.bag_layout(indices, 3, starts, -1, bag, valid, size[:1])     # short bag_size
+    with pytest.raises(TypeError):
+        _bags.bag_layout(indices.astype(np.int32), 3, starts, -1, bag, valid, size)
+    frozen = bag.copy()
+    frozen.flags.writeable = False
+    with pytest.raises((TypeError, ValueError, BufferError)):
+        _bags.bag_layout(indices, 3, starts, -1, frozen, valid, size)

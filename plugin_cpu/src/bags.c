@@ -15,6 +15,15 @@
  *       'max': each bag's column maxima over its valid entries and the index of the first
  *       entry holding each (see DEFINE_BAG_MAXIMA).
  *
+ *   bag_layout(indices, rows, starts, padding_idx, offset2bag, valid, bag_size) -> int
+ *       the reference's bag_layout (reftorch/_ops/nn_embedding.py) for nondecreasing starts,
+ *       in one pass instead of NumPy's searchsorted and bincount: the bag of entry k is the
+ *       last b with starts[b] <= k (-1 before the first start), written clipped at 0 to
+ *       offset2bag; valid[k] = that bag >= 0 and indices[k] != padding_idx; bag_size[b]
+ *       counts b's valid entries. Returns -1, or the position of the first index outside
+ *       [0, rows) (nothing written: the caller raises the reference's error), or -2 when the
+ *       starts decrease (the caller declines).
+ *
  * The sums are the reference's np.add.reduceat bits, operation for operation: a bag's first
  * term plus NumPy's pairwise sum of the others (see pairwise below), and for the last bag the
  * others include the row of zeros the reference appends (reduceat runs past the final start
@@ -62,6 +71,7 @@ typedef struct {
  * SPLIT_LEVELS + 8 rows in all (runs up to 2^40 terms split at most 33 times). */
 #define PW_BLOCK 128
 #define SPLIT_LEVELS 40
+#define PREFETCH_AHEAD 8     /* entries: a weight row is fetched this many terms early */
 
 /* The sums, once per element type and instruction set (the BAGS_TEMPLATE part at the end of
  * this file, which isa_clones.h includes): the same C, vectorized wider, adds and multiplies
@@ -75,12 +85,12 @@ typedef struct {
 typedef int (*bag_group_fn)(const bags_t *B, ptrdiff_t lo, ptrdiff_t hi);
 static const bag_group_fn BAG_GROUPS[N_ISAS][2] = CLONES(bag_group);
 
-/* A 1-D int64 (kind KIND_I64) or bool (kind -1) operand held in h: its first element and
- * its length. */
-static int vector_operand(held_t *h, PyObject *obj, int kind, const char *what,
-                          const char **start, long long *count)
+/* A 1-D int64 (kind KIND_I64) or bool (kind -1) operand held in h, writable when
+ * `writable`: its first element and its length. */
+static int vector_buffer(held_t *h, PyObject *obj, int kind, int writable, const char *what,
+                         const char **start, long long *count)
 {
-    const Py_buffer *view = hold_buffer(h, obj, 0, what);
+    const Py_buffer *view = hold_buffer(h, obj, writable, what);
     if (view == NULL) return -1;
     if (kind == -1 ? view->itemsize != 1 || format_char(view) != '?'
                    : buffer_kind(view, what) != kind) {
@@ -92,6 +102,12 @@ static int vector_operand(held_t *h, PyObject *obj, int kind, const char *what,
     *count = view->len / view->itemsize;
     *start = view->buf;
     return 0;
+}
+
+static int vector_operand(held_t *h, PyObject *obj, int kind, const char *what,
+                          const char **start, long long *count)
+{
+    return vector_buffer(h, obj, kind, 0, what, start, count);
 }
 
 /* The operands every entry point shares, args[0..7]: the weight view (weight, w_offset,
@@ -262,7 +278,63 @@ done:
     return result;
 }
 
+static PyObject *py_bag_layout(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 7, "bag_layout(indices, rows, starts, padding_idx, offset2bag, "
+                              "valid, bag_size)") < 0)
+        return NULL;
+    long long rows, padding;
+    if (parse_size(args[1], "rows", &rows) < 0) return NULL;
+    padding = PyLong_AsLongLong(args[3]);
+    if (padding == -1 && PyErr_Occurred()) return NULL;
+    held_t h = {.held = 0};
+    PyObject *result = NULL;
+    const char *idx_, *starts_, *bag_, *valid_, *size_;
+    long long n, bags, n_bag, n_valid, n_size;
+    if (vector_operand(&h, args[0], KIND_I64, "indices", &idx_, &n) < 0 ||
+        vector_operand(&h, args[2], KIND_I64, "starts", &starts_, &bags) < 0 ||
+        vector_buffer(&h, args[4], KIND_I64, 1, "offset2bag", &bag_, &n_bag) < 0 ||
+        vector_buffer(&h, args[5], -1, 1, "valid", &valid_, &n_valid) < 0 ||
+        vector_buffer(&h, args[6], KIND_I64, 1, "bag_size", &size_, &n_size) < 0)
+        goto done;
+    if (n_bag != n || n_valid != n || n_size != bags) {
+        PyErr_SetString(PyExc_ValueError, "bag_layout: offset2bag and valid must match "
+                        "indices, bag_size starts");
+        goto done;
+    }
+    const int64_t *idx = (const int64_t *)idx_, *starts = (const int64_t *)starts_;
+    int64_t *bag = (int64_t *)bag_, *bag_size = (int64_t *)size_;
+    uint8_t *valid = (uint8_t *)valid_;
+    long long status = -1;
+    for (long long k = 0; k < n; k++)
+        if (idx[k] < 0 || idx[k] >= rows) {
+            status = k;
+            break;
+        }
+    for (long long b = 1; b < bags && status == -1; b++)
+        if (starts[b] < starts[b - 1]) status = -2;
+    if (status == -1) {
+        for (long long b = 0; b < bags; b++) bag_size[b] = 0;
+        long long b = -1; /* the bag of entry k: the last with starts[b] <= k */
+        for (long long k = 0; k < n; k++) {
+            while (b + 1 < bags && starts[b + 1] <= k) b++;
+            const int in_bag = b >= 0 && idx[k] != padding;
+            bag[k] = b < 0 ? 0 : b;
+            valid[k] = (uint8_t)in_bag;
+            if (in_bag) bag_size[b]++;
+        }
+    }
+    result = PyLong_FromLongLong(status);
+done:
+    release_held(&h);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
+    {"bag_layout", (PyCFunction)(void (*)(void))py_bag_layout, METH_FASTCALL,
+     "bag_layout(indices, rows, starts, padding_idx, offset2bag, valid, bag_size) -> int: "
+     "embedding_bag's bag of each entry, valid entries and bag sizes; see src/bags.c."},
     {"bag_maxima", (PyCFunction)(void (*)(void))py_bag_maxima, METH_FASTCALL,
      "bag_maxima(weight, w_offset, (rows, D), (row_stride, col_stride), indices, valid, "
      "starts, ends, out, max_indices): embedding_bag's 'max' bags; see src/bags.c."},
@@ -301,6 +373,13 @@ ISA_ATTR static inline void NAME(add_term)(const bags_t *B, int64_t k,
         return;
     }
     const T *row = (const T *)B->w + B->idx[k] * B->rs;
+    if (k + PREFETCH_AHEAD < B->n && cs == 1) {
+        /* the rows are far apart in a large table: ask for a later entry's row now, so
+         * its memory latency overlaps these adds (the next rows are read in k order) */
+        const char *later = (const char *)((const T *)B->w + B->idx[k + PREFETCH_AHEAD] * B->rs);
+        for (ptrdiff_t byte = 0; byte < D * (ptrdiff_t)sizeof(T); byte += 64)
+            __builtin_prefetch(later + byte);
+    }
     if (B->psw) {
         const T s = ((const T *)B->psw)[k];
         if (assign)

@@ -153,7 +153,13 @@ def embedding_renorm_(weight, indices, max_norm, norm_type):
 # embedding_bag
 # =============================================================================================
 
-def _bag_bounds(offsets, n_entries, include_last_offset):
+def bag_index_error(index):
+    """embedding_bag's error for the first index outside the weight's rows."""
+    return RuntimeError(f"embedding_bag: Expected idx >= 0 && idx < num_embeddings but found "
+                        f"idx to be {index}")
+
+
+def bag_bounds(offsets, n_entries, include_last_offset):
     """(starts, ends) of each bag: bag b covers entries starts[b] .. ends[b]-1."""
     offsets = offsets.astype(np.int64)
     # with include_last_offset the final offset only closes the list of bags: PyTorch's last
@@ -182,9 +188,8 @@ def bag_layout(num_embeddings, indices, offsets, include_last_offset, padding_id
     n = flat.size
     outside = (flat < 0) | (flat >= num_embeddings)
     if outside.any():
-        raise RuntimeError(f"embedding_bag: Expected idx >= 0 && idx < num_embeddings but "
-                           f"found idx to be {flat[outside][0]}")
-    starts, ends = _bag_bounds(offsets, n, include_last_offset)
+        raise bag_index_error(flat[outside][0])
+    starts, ends = bag_bounds(offsets, n, include_last_offset)
     # bag of each entry (empty bags share a start, so the last bag starting there wins)
     bag = np.searchsorted(starts, np.arange(n), side="right") - 1
     valid = (bag >= 0) & (flat != padding_idx)
