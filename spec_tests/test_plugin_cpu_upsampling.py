@@ -106,3 +106,59 @@ def test_taps_checks_its_arguments():
         _gather.taps(out, a, 2, 3, 2, 4, index, weights[:1])
     with pytest.raises(TypeError):
         _gather.taps(out, a, 2, 3, 2, 4, index, weights.astype(np.float64))
+
+
+def _input_gradient(x, mode, kw):
+    x = x.detach().requires_grad_()
+    y = F.interpolate(x, mode=mode, **kw)
+    y.backward(values(tuple(y.shape), x.dtype, 9))
+    return x.grad
+
+
+@pytest.mark.parametrize("mode,shape,kw,passes", CASES)
+@pytest.mark.parametrize("dtype", FLOATING)
+def test_every_modes_backward_gives_the_references_bits(mode, shape, kw, passes, dtype):
+    """upsample_*_backward: one weighted index_add per spatial axis, the reference's
+    np.add.at in its order (after the forward's passes, also in C)."""
+    x = values(shape, dtype, 1)
+    got, want, ran = run_both(lambda: _input_gradient(x, mode, kw))
+    assert ran == passes + len(shape) - 2
+    assert_same(got, want)
+
+
+def test_the_backward_does_not_depend_on_the_thread_count():
+    x = values((8, 32, 40, 40), reftorch.float32, 6)
+    previous = _gather.set_num_threads(1)
+    try:
+        outs = {}
+        for threads in (1, 2, 3):
+            _gather.set_num_threads(threads)
+            outs[threads] = [as_bytes(_input_gradient(x, mode, {"scale_factor": 2}))
+                             for mode in ("nearest", "bilinear", "bicubic")]
+    finally:
+        _gather.set_num_threads(previous)
+    for threads in (2, 3):
+        assert all(np.array_equal(a, b) for a, b in zip(outs[threads], outs[1]))
+
+
+def test_weighted_index_add_checks_its_arguments():
+    a = np.arange(2 * 2 * 4, dtype=np.float32)          # (outer 2, n 2, inner 4)
+    out = np.full(2 * 3 * 4, np.nan, np.float32)        # (outer 2, size 3, inner 4)
+    index = np.array([[0, 1], [2, 1]], np.int64)
+    weights = np.array([[0.5, 0.25], [1.0, 2.0]], np.float32)
+    _gather.index_add(out, a, 2, 3, 4, index.reshape(-1), weights.reshape(-1), 2)
+    rows, got = a.reshape(2, 2, 4), out.reshape(2, 3, 4)
+    np.testing.assert_array_equal(got[:, 0], rows[:, 0] * np.float32(0.5))
+    np.testing.assert_array_equal(got[:, 1], rows[:, 0] * np.float32(0.25) + rows[:, 1] * 2)
+    np.testing.assert_array_equal(got[:, 2], rows[:, 1])
+    with pytest.raises(IndexError, match="out of range"):
+        _gather.index_add(out, a, 2, 3, 4, np.array([0, 3, 2, 1]), weights.reshape(-1), 2)
+    with pytest.raises(ValueError, match=r"\(n, taps\)"):
+        _gather.index_add(out, a, 2, 3, 4, index.reshape(-1), weights.reshape(-1)[:3], 2)
+    with pytest.raises(ValueError, match=r"\(n, taps\)"):
+        _gather.index_add(out, a, 2, 3, 4, index.reshape(-1), weights.reshape(-1), 3)
+    with pytest.raises(ValueError, match="buffer holds"):
+        _gather.index_add(out, a[:-1], 2, 3, 4, index.reshape(-1), weights.reshape(-1), 2)
+    with pytest.raises(TypeError):
+        _gather.index_add(out, a, 2, 3, 4, index.reshape(-1),
+                          weights.reshape(-1).astype(np.float64), 2)

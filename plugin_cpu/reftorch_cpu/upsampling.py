@@ -10,8 +10,12 @@ reference itself computes (reftorch._ops.nn_vision._all_taps), so the bits are i
     output element its taps' products added in tap order, as the reference's NumPy passes
     add them; the result converted back to the input's dtype.
 
+The backward ops (upsample_*_backward, every mode) run one C pass per spatial axis: the
+reference's np.add.at of each output position's gradient times its taps' weights, in its
+order (gather.c's index_add with weights), so the bits are the reference's too.
+
 Declined (the reference runs): tensors not in cpu storage, an `out` tensor, more dims than
-the gather takes, and calls with fewer than MIN_NUMEL output elements.
+the gather takes, and calls with fewer than MIN_NUMEL output (backward: gradient) elements.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ def register(registrar):
         nearest = mode.startswith("nearest")
         registrar.kernel(name, "cpu", FLOATING + (D.uint8,) if nearest else FLOATING,
                          _kernel(mode, dims, nearest))
+        registrar.kernel(name + "_backward", "cpu", FLOATING, _backward_kernel(mode, dims))
 
 
 def _kernel(mode, dims, nearest):
@@ -57,6 +62,39 @@ def _kernel(mode, dims, nearest):
         if nearest:
             return _gathered(x, [index[:, 0] for index, _ in taps])
         return _weighted(x, taps, compute)
+    return kernel
+
+
+def _backward_kernel(mode, dims):
+    def kernel(out, inputs, dtypes, params):
+        """The gradient of the input of size params["input_size"] from the output's, grad,
+        or NotImplemented: one C pass per spatial axis (first axis first), each the
+        reference's np.add.at of the tap-weighted gradient, in its order: its bits."""
+        (grad,), input_size = inputs, tuple(params["input_size"])
+        output_size = tuple(params["output_size"])
+        shape = grad._shape
+        if out is not None or not _on_cpu(grad) or len(output_size) != dims or \
+                len(input_size) != len(shape) or not dims < len(shape) or \
+                shape[-dims:] != output_size or shape[:-dims] != input_size[:-dims] or \
+                math.prod(shape) < size_threshold(MIN_NUMEL):
+            return NotImplemented
+        compute = _compute_dtype(grad._storage.dtype.numpy_dtype)
+        taps = _all_taps(mode, input_size[-dims:], output_size, params["align_corners"],
+                         params["scales"], compute)
+        values = np.ascontiguousarray(grad._np, dtype=compute)
+        shape, lead = list(shape), len(shape) - dims
+        for d, (index, weights) in enumerate(taps):
+            axis = lead + d
+            outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+            summed = np.empty(outer * input_size[axis] * inner, compute)
+            _gather.index_add(summed, values.reshape(-1), outer, input_size[axis], inner,
+                              np.ascontiguousarray(index, np.int64).reshape(-1),
+                              np.ascontiguousarray(weights, compute).reshape(-1),
+                              index.shape[1])
+            shape[axis] = input_size[axis]
+            values = summed
+        return Tensor._from_array(values.reshape(shape).astype(grad._storage.dtype.numpy_dtype,
+                                                              copy=False))
     return kernel
 
 

@@ -17,10 +17,12 @@
  *       added in t order (the first one alone, then + the next); float32 / float64;
  *       a row-major (outer, size, inner), out row-major (outer, n, inner), index and
  *       weights (n, T). One spatial axis of an upsampling.
- *   index_add(out, a, outer, size, inner, index)
+ *   index_add(out, a, outer, size, inner, index[, weights, taps])
  *       out (outer, size, inner), row-major, is set to zero, then
  *       out[r, index[o], i] += a[r, o, i] for o = 0, 1, .. in order; a is row-major
- *       (outer, len(index), inner).
+ *       (outer, n, inner), index (n,). With weights, index and weights are (n, taps) and
+ *       out[r, index[o, t], i] += a[r, o, i] * weights[o, t] for o in order, then t: the
+ *       transpose of taps (one axis of an upsampling's backward).
  *
  * gather moves elements, never computes with them: the Python side hands over the storages
  * viewed as unsigned integers of the dtype's width (1, 2, 4 or 8 bytes), so one loop serves
@@ -35,10 +37,12 @@
  * per tap, added in the reference's order, so the bits are its own. Rows are split among
  * the threads.
  *
- * index_add is one dim of the backward: the reference's np.add.at along that dim, which adds
- * the contributions of each output element in index order, starting from zero. Doing the
- * same here (float32 / float64) gives the reference's bits; padding.py runs one pass per
- * padded dim, last dim first, as the reference does.
+ * index_add is one dim of a backward: the reference's np.add.at along that dim, which adds
+ * the contributions of each output element in index order, starting from zero (each
+ * weighted one a product rounded first, as the reference multiplies before np.add.at). Doing
+ * the same here (float32 / float64) gives the reference's bits; padding.py runs one pass per
+ * padded dim, last dim first, and upsampling.py one per spatial axis, first axis first, as
+ * the reference does.
  *
  * Safety: every index is checked against its dim before any memory is touched, and every
  * buffer's view is bounds-checked (common.h). Threads split the output rows (gather) or the
@@ -444,17 +448,26 @@ done:
     return result;
 }
 
-/* ---- index_add (one dim of the backward) ------------------------------------------------ */
+/* ---- index_add (one dim of a backward) -------------------------------------------------- */
 
+/* out[index[o, t], i] += a[o, i] (* weights[o, t] when weights) over one row; T = taps. */
 #define DEFINE_INDEX_ADD(T)                                                                  \
     static void index_add_row_##T(T *out, const T *a, ptrdiff_t size, ptrdiff_t inner,        \
-                                  const int64_t *index, ptrdiff_t n)                         \
+                                  const int64_t *index, const T *weights, ptrdiff_t n,        \
+                                  ptrdiff_t taps)                                            \
     {                                                                                        \
         memset(out, 0, (size_t)(size * inner) * sizeof(T));                                 \
         for (ptrdiff_t o = 0; o < n; o++) {                                                  \
-            T *dst = out + index[o] * inner;                                                 \
             const T *src = a + o * inner;                                                    \
-            for (ptrdiff_t i = 0; i < inner; i++) dst[i] += src[i];                          \
+            for (ptrdiff_t t = 0; t < taps; t++) {                                           \
+                T *dst = out + index[o * taps + t] * inner;                                  \
+                if (weights == NULL) {                                                       \
+                    for (ptrdiff_t i = 0; i < inner; i++) dst[i] += src[i];                  \
+                } else {                                                                     \
+                    const T w = weights[o * taps + t];                                       \
+                    for (ptrdiff_t i = 0; i < inner; i++) dst[i] += src[i] * w;              \
+                }                                                                            \
+            }                                                                                \
         }                                                                                    \
     }
 DEFINE_INDEX_ADD(float)
@@ -463,24 +476,44 @@ DEFINE_INDEX_ADD(double)
 static PyObject *py_index_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 6, "index_add(out, a, outer, size, inner, index)") < 0) return NULL;
+    if (nargs != 8 && check_nargs(nargs, 6, "index_add(out, a, outer, size, inner, index[, "
+                                            "weights, taps])") < 0)
+        return NULL;
     held_t h = {.held = 0};
     PyObject *result = NULL;
-    long long outer, size, inner;
+    long long outer, size, inner, taps = 1;
     const int64_t *index;
-    ptrdiff_t n;
+    ptrdiff_t entries;
     if (parse_size(args[2], "outer", &outer) < 0 || parse_size(args[3], "size", &size) < 0 ||
         parse_size(args[4], "inner", &inner) < 0 ||
-        parse_index(&h, args[5], 0, size, "index", &index, &n) < 0)
+        parse_index(&h, args[5], 0, size, "index", &index, &entries) < 0 ||
+        (nargs == 8 && parse_size(args[7], "taps", &taps) < 0))
         goto done;
+    if (taps == 0 || entries % taps != 0) {
+        PyErr_SetString(PyExc_ValueError, "index must be (n, taps)");
+        goto done;
+    }
+    const ptrdiff_t n = entries / taps;
     char *out_start, *a_start;
     const int kind = axis_operands(&h, args[0], args[1], outer, size, n, inner, &out_start,
                                    &a_start);
     if (kind < 0) goto done;
+    const Py_buffer *weights = nargs == 8 ? hold_buffer(&h, args[6], 0, "weights") : NULL;
+    if (nargs == 8 && weights == NULL) goto done;
+    if (weights && buffer_kind(weights, "weights") != kind) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "weights must hold out's element type");
+        goto done;
+    }
+    if (weights && weights->len / weights->itemsize != entries) {
+        PyErr_SetString(PyExc_ValueError, "index and weights must both be (n, taps)");
+        goto done;
+    }
     if (outer == 0 || size == 0 || inner == 0) {
         result = Py_None;
         goto done;
     }
+    const void *w = weights ? weights->buf : NULL;
     const size_t width = kind == KIND_F32 ? sizeof(float) : sizeof(double);
     const double bytes = (double)outer * (double)(n + size) * (double)inner * (double)width;
     const int threaded = worth_parallel(bytes, PARALLEL_MIN_BYTES);
@@ -489,12 +522,14 @@ static PyObject *py_index_add(PyObject *self, PyObject *const *args, Py_ssize_t 
 #pragma omp parallel for schedule(static) if (threaded)
         for (ptrdiff_t r = 0; r < outer; r++)
             index_add_row_float((float *)out_start + r * size * inner,
-                                (const float *)a_start + r * n * inner, size, inner, index, n);
+                                (const float *)a_start + r * n * inner, size, inner, index,
+                                (const float *)w, n, taps);
     } else {
 #pragma omp parallel for schedule(static) if (threaded)
         for (ptrdiff_t r = 0; r < outer; r++)
             index_add_row_double((double *)out_start + r * size * inner,
-                                 (const double *)a_start + r * n * inner, size, inner, index, n);
+                                 (const double *)a_start + r * n * inner, size, inner, index,
+                                 (const double *)w, n, taps);
     }
     Py_END_ALLOW_THREADS
     g_calls++;
@@ -511,7 +546,8 @@ static PyMethodDef METHODS[] = {
     {"taps", (PyCFunction)(void (*)(void))py_taps, METH_FASTCALL,
      "taps(out, a, outer, size, n, inner, index, weights): out[r, o, i] = sum_t a[r, index[o, t], i] * weights[o, t]."},
     {"index_add", (PyCFunction)(void (*)(void))py_index_add, METH_FASTCALL,
-     "index_add(out, a, outer, size, inner, index): out = 0; out[r, index[o], i] += a[r, o, i]."},
+     "index_add(out, a, outer, size, inner, index[, weights, taps]): out = 0; "
+     "out[r, index[o], i] += a[r, o, i], or += a[r, o, i] * weights[o, t] at index[o, t]."},
     COMMON_METHODS,
     {NULL, NULL, 0, NULL},
 };

@@ -140,16 +140,12 @@ def _upsample_kernel(mode):
     return upsample
 
 
-def _interpolation_matrix(index, weights, in_size):
-    """The (out, in) matrix M with out = M @ in along one axis (taps summed where they meet)."""
-    matrix = np.zeros((index.shape[0], in_size), dtype=weights.dtype)
-    rows = np.broadcast_to(np.arange(index.shape[0])[:, None], index.shape)
-    np.add.at(matrix, (rows, index), weights)
-    return matrix
-
-
 def _upsample_backward_kernel(mode):
     def upsample_backward(grad, output_size, input_size, align_corners=False, scales=None):
+        """The transpose of the forward's taps, one spatial axis at a time: each output
+        position's gradient times each of its taps' weights, added into that tap's input
+        position, from zero, output positions in order and each one's taps in order
+        (np.add.at's order)."""
         n = len(output_size)
         compute = _compute_dtype(grad.dtype)
         in_spatial = tuple(input_size[-n:])
@@ -157,9 +153,12 @@ def _upsample_backward_kernel(mode):
         result = grad.astype(compute, copy=False)
         for d, (index, weights) in enumerate(taps):
             axis = grad.ndim - n + d
-            matrix = _interpolation_matrix(index, weights, in_spatial[d])
-            moved = np.moveaxis(result, axis, -1) @ matrix       # the transpose of the gather
-            result = np.moveaxis(moved, -1, axis)
+            moved = np.moveaxis(result, axis, 0)                  # (output positions, ...)
+            rest = moved.shape[1:]
+            terms = moved[:, None] * weights.reshape(weights.shape + (1,) * len(rest))
+            summed = np.zeros((in_spatial[d],) + rest, dtype=compute)
+            np.add.at(summed, index.reshape(-1), terms.reshape((index.size,) + rest))
+            result = np.moveaxis(summed, 0, axis)
         return np.ascontiguousarray(result).astype(grad.dtype, copy=False)
     upsample_backward.__name__ = f"upsample_{mode}_backward"
     return upsample_backward
