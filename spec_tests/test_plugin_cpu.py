@@ -452,6 +452,58 @@ def test_partial_overlap_is_left_to_the_reference():
     declined(two_storages_over_one_buffer)
 
 
+def test_disjoint_slices_of_one_tensor_copy_in_c():
+    """Two boxes of one contiguous block whose spans interleave but whose elements differ
+    (circular padding's wrapped edges): the copy runs in C, with the reference's result."""
+    def wrapped_columns():
+        a = contiguous((64, 4, 40, 44), F32, 4)
+        a[..., :2] = a[..., 40:42]               # columns 40-41 into 0-1
+        a[:, :, :3] = a[:, :, 30:33]             # rows 30-32 into 0-2, whole rows
+        a[:, 1::2] = a[:, ::2]                   # every other channel into the next
+        return [a]
+    assert run_both(wrapped_columns) == 3
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_overlap_check_never_misses_a_shared_element(seed):
+    """kernels._overlaps against the elements themselves, over random slices (steps too)
+    of one contiguous block: where two views share an element it must say so; two slices
+    of one block that are apart along a dim, or interleaved by steps, it must see apart."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(n) for n in rng.integers(1, 7, rng.integers(1, 5)))
+    ids = np.arange(int(np.prod(shape))).reshape(shape)
+    steps = [int(rng.integers(1, 3)) for _ in shape]
+    for _ in range(200):
+        views = []
+        for _ in range(2):
+            lows = [int(rng.integers(0, n)) for n in shape]
+            views.append(tuple(slice(lo, None, st) for lo, st in zip(lows, steps)))
+        size = tuple(min(len(range(n)[v]) for v in (a, b))
+                     for n, a, b in zip(shape, *views))
+        a, b = (ids[v][tuple(slice(0, m) for m in size)] for v in views)
+        strides = tuple(st // ids.itemsize for st in a.strides)
+        shared = bool(np.intersect1d(a, b).size)
+        says = kernels._overlaps(int(a.flat[0]) if a.size else 0, a.shape, strides,
+                                 int(b.flat[0]) if b.size else 0, strides)
+        assert says or not shared, (shape, views, size)
+        apart = any(lo_a + m - 1 < lo_b or lo_b + m - 1 < lo_a
+                    for lo_a, lo_b, m in zip((int(np.unravel_index(a.flat[0], shape)[k])
+                                              for k in range(len(shape))),
+                                             (int(np.unravel_index(b.flat[0], shape)[k])
+                                              for k in range(len(shape))), size))
+        if a.size and steps == [1] * len(shape) and apart:
+            assert not says, (shape, views, size)
+    # rows that do not nest in the next dim's step (windows as as_strided makes them)
+    for _ in range(200):
+        rows, cols = (int(n) for n in rng.integers(1, 5, 2))
+        strides = (int(rng.integers(cols, cols + 4)), 1)
+        starts = [int(o) for o in rng.integers(0, 3 * strides[0], 2)]
+        elements = [{o + i * strides[0] + j for i in range(rows) for j in range(cols)}
+                    for o in starts]
+        if elements[0] & elements[1]:
+            assert kernels._overlaps(starts[0], (rows, cols), strides, starts[1], strides)
+
+
 def test_exact_aliasing_runs_in_c():
     def self_add():
         a = contiguous(BIG, F32, 1)

@@ -290,10 +290,43 @@ def _distinct_elements(shape, strides):
 
 
 def _overlaps(offset_a, shape, strides_a, offset_b, strides_b):
-    """Whether the element spans of two views of one storage intersect."""
+    """Whether two views of one storage may share an element: their spans intersect, and
+    they are not two disjoint boxes of one row-major block (see _box_coordinates)."""
     span_a = sum((n - 1) * s for n, s in zip(shape, strides_a))
     span_b = sum((n - 1) * s for n, s in zip(shape, strides_b))
-    return offset_a <= offset_b + span_b and offset_b <= offset_a + span_a
+    if offset_a > offset_b + span_b or offset_b > offset_a + span_a:
+        return False
+    if strides_a != strides_b:
+        return True
+    box_a = _box_coordinates(offset_a, shape, strides_a)
+    box_b = _box_coordinates(offset_b, shape, strides_a)
+    if box_a is None or box_b is None:
+        return True
+    (residue_a, corner_a), (residue_b, corner_b) = box_a, box_b
+    return residue_a == residue_b and all(
+        a <= b + n - 1 and b <= a + n - 1 for a, b, n in zip(corner_a, corner_b, shape))
+
+
+def _box_coordinates(offset, shape, strides):
+    """Where a view sits as a box in a row-major block whose strides are its own (a slice
+    of a contiguous tensor, as padding's wrapped edges are): (the offset's remainder below
+    the smallest stride, the box's first coordinate along each dim), or None when the view
+    is not such a box. Then element i of the view is at coordinates corner + i, so two such
+    views with the same strides share an element only if they have the same remainder and
+    their coordinate ranges meet along every dim."""
+    dims = sorted((s, k) for k, (s, n) in enumerate(zip(strides, shape)) if n != 1)
+    corner = [0] * len(shape)
+    remainder = offset
+    for j in range(len(dims) - 1, -1, -1):
+        stride, k = dims[j]
+        if stride <= 0:
+            return None
+        corner[k], remainder = divmod(remainder, stride)
+        if j + 1 < len(dims):   # the box must fit inside the next larger dim's step
+            larger = dims[j + 1][0]
+            if larger % stride or corner[k] + shape[k] > larger // stride:
+                return None
+    return remainder, corner
 
 
 def _new_result(op, shape, dtype, inputs):
