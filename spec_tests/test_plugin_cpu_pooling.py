@@ -125,6 +125,11 @@ MAX_CASES = {
     "k3 s3 p1 ceil": dict(kernel_size=3, stride=3, padding=1, ceil_mode=True),
     "k4 s3 dil2 p3": dict(kernel_size=4, stride=3, padding=3, dilation=2),
     "kernel larger than input": dict(kernel_size=(3, 3), padding=1, stride=1),
+    # windows of 16+ elements with strides over 2: a window at a time (pool.c's max_window)
+    "k4 s4": dict(kernel_size=4, stride=4),
+    "k5x4 s3 p1": dict(kernel_size=(5, 4), stride=3, padding=1),
+    "k6 s3 ceil": dict(kernel_size=6, stride=(3, 4), ceil_mode=True),
+    "k10x12 s3": dict(kernel_size=(10, 12), stride=3),
 }
 
 
@@ -152,12 +157,14 @@ def test_max_pool2d_nan_and_infinity_rules(dtype):
                       [3, 3, nan, 0, -inf, -inf, 1, 1]], dtype=dtype.numpy_dtype)
     x = reftorch.from_numpy(np.stack([plane, -plane])[None])
     for kwargs in (dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1),
-                   dict(kernel_size=2, stride=1, ceil_mode=True)):
+                   dict(kernel_size=2, stride=1, ceil_mode=True), dict(kernel_size=4, stride=4),
+                   dict(kernel_size=(4, 5), stride=3)):
         got, expected, ran = both(lambda: F.max_pool2d(x, return_indices=True, **kwargs))
         assert ran == 1
         assert_same(got, expected)
     torch = pytest.importorskip("torch")   # the oracle: PyTorch's own CPU kernel
-    for kwargs in (dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1)):
+    for kwargs in (dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1),
+                   dict(kernel_size=4, stride=4)):
         values_, indices = F.max_pool2d(x, return_indices=True, **kwargs)
         t_values, t_indices = torch.nn.functional.max_pool2d(torch.from_numpy(x.numpy()),
                                                              return_indices=True, **kwargs)
@@ -694,6 +701,7 @@ def _large_calls():
         lambda: F.max_pool2d(x, 2, return_indices=True),
         lambda: F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True),
         lambda: F.max_pool2d(big_plane, 3, 1, 1, return_indices=True),
+        lambda: F.max_pool2d(x, (5, 7), 3, 1, return_indices=True),   # a window at a time
         lambda: F.avg_pool2d(x, 3, 2, 1),
         lambda: F.avg_pool2d(big_plane, 2),
         lambda: avg_grad(2, g, (3, 5, 130, 150), params),
