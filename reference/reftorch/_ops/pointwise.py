@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
-from .._promotion import Promotion
+from .._promotion import Promotion, scalar_dtype
 from .._tensor import Tensor
 from .elementwise import apply, as_operand, declare
 
@@ -187,7 +187,6 @@ def bitwise_right_shift(a, b):
 # --- argument rules PyTorch enforces before computing -----------------------------------------
 
 def _operand_dtypes(operands):
-    from .._promotion import scalar_dtype
     return [x.dtype if hasattr(x, "dtype") else scalar_dtype(x) for x in operands]
 
 

@@ -10,6 +10,7 @@ import math
 import warnings
 
 from ..._ops import nn_loss as _L
+from ..._ops.other_ops import broadcast_tensors
 from .. import _reduction
 from .activation import logsigmoid
 
@@ -57,7 +58,6 @@ def _weighted_reduction(loss, weight, input, reduction):
 
 
 def _broadcast(input, target):
-    from ... import broadcast_tensors
     return broadcast_tensors(input, target)
 
 
