@@ -383,13 +383,15 @@ def test_adaptive_avg_pool2d_negative_zero_gradient_and_nan():
     assert ran == 1
     assert_same(got, expected)
 
-    def grad():
-        x = tensor((1, 2, 8, 8), F32, 17).requires_grad_()
-        F.adaptive_avg_pool2d(x, (4, 2)).backward(reftorch.full((1, 2, 4, 2), -0.0))
-        return x.grad
-    got, expected, ran = both(grad)
-    assert ran == 2
-    assert_same(got, expected)
+    for size in ((4, 2), (1, 1)):    # (1, 1): global pooling's one share per plane
+        def grad():
+            x = tensor((1, 2, 8, 8), F32, 17).requires_grad_()
+            F.adaptive_avg_pool2d(x, size).backward(reftorch.full((1, 2) + size, -0.0))
+            return x.grad
+        got, expected, ran = both(grad)
+        assert ran == 2
+        assert_same(got, expected)
+        assert not np.signbit(got.numpy()).any()     # 0.0 + (-0.0 / n) is +0.0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1561,6 +1561,11 @@ ISA_ATTR static void FN(adaptive_backward_planes)(const pool_t *g, ptrdiff_t lo,
     for (ptrdiff_t p = lo; p < hi; p++) {
         const T *gplane = (const T *)g->x + (p / g->B) * g->sA + (p % g->B) * g->sB;
         T *o = (T *)g->out + p * H * W;
+        if (g->disjoint && OH == 1 && OW == 1) { /* global pooling: one share throughout */
+            const T v = (T)(0.0 + (double)gplane[0] / (double)(H * W));
+            for (ptrdiff_t e = 0; e < H * W; e++) o[e] = v;
+            continue;
+        }
         if (g->disjoint) {
             for (ptrdiff_t oh = 0; oh < OH; oh++)
                 for (ptrdiff_t ow = 0; ow < OW; ow++) {
