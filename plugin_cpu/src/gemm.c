@@ -585,20 +585,32 @@ typedef struct {
     ptrdiff_t c_off, row_off, col_off, ow_lo, ow_hi;
 } im2col_row;
 
-static im2col_row im2col_row_at(const conv_geometry *cv, ptrdiff_t q)
+/* Row (c, kh, kw); a unit column stride needs no division (a small layer's col2im spends
+ * more on its rows' geometry than on its adds otherwise). */
+static im2col_row im2col_row_of(const conv_geometry *cv, ptrdiff_t c, ptrdiff_t kh,
+                                ptrdiff_t kw)
 {
-    const ptrdiff_t kernel = cv->kh * cv->kw;
-    const ptrdiff_t c = q / kernel, r = q % kernel;
-    const ptrdiff_t kh = r / cv->kw, kw = r % cv->kw;
     im2col_row row;
     row.c_off = c * cv->xs_c;
     row.row_off = kh * cv->dh - cv->ph;
     row.col_off = kw * cv->dw - cv->pw;
     /* ow * sw + col_off in [0, w) */
-    row.ow_lo = row.col_off >= 0 ? 0 : ceil_div(-row.col_off, cv->sw);
-    row.ow_hi = cv->w - row.col_off <= 0 ? 0 : ceil_div(cv->w - row.col_off, cv->sw);
+    if (cv->sw == 1) {
+        row.ow_lo = row.col_off >= 0 ? 0 : -row.col_off;
+        row.ow_hi = cv->w - row.col_off <= 0 ? 0 : cv->w - row.col_off;
+    } else {
+        row.ow_lo = row.col_off >= 0 ? 0 : ceil_div(-row.col_off, cv->sw);
+        row.ow_hi = cv->w - row.col_off <= 0 ? 0 : ceil_div(cv->w - row.col_off, cv->sw);
+    }
     if (row.ow_hi > cv->ow) row.ow_hi = cv->ow;
     return row;
+}
+
+static im2col_row im2col_row_at(const conv_geometry *cv, ptrdiff_t q)
+{
+    const ptrdiff_t kernel = cv->kh * cv->kw;
+    const ptrdiff_t r = q % kernel;
+    return im2col_row_of(cv, q / kernel, r / cv->kw, r % cv->kw);
 }
 
 /* ---- the type-generic part: packing, edge tiles, epilogue, driver ---------------------- */
@@ -1342,14 +1354,22 @@ static void NAME(col2im_image)(const conv_geometry *cv, ptrdiff_t rows, const T 
                                T *restrict x)
 {
     const ptrdiff_t step = cv->sw * cv->xs_w;
+    ptrdiff_t c = 0, kh = 0, kw = 0;   /* row q's (c, kh, kw), counted up */
     for (ptrdiff_t q = 0; q < rows; q++, cols += cv->oh * cv->ow) {
-        const im2col_row row = im2col_row_at(cv, q);
+        const im2col_row row = im2col_row_of(cv, c, kh, kw);
+        if (++kw == cv->kw) {
+            kw = 0;
+            if (++kh == cv->kh) kh = 0, c++;
+        }
         for (ptrdiff_t oh = 0; oh < cv->oh; oh++) {
             const ptrdiff_t ih = oh * cv->sh + row.row_off;
             if (ih < 0 || ih >= cv->h) continue;
-            T *dst = x + row.c_off + ih * cv->xs_h + row.col_off * cv->xs_w;
-            const T *src = cols + oh * cv->ow;
-            for (ptrdiff_t ow = row.ow_lo; ow < row.ow_hi; ow++) dst[ow * step] += src[ow];
+            T *restrict dst = x + row.c_off + ih * cv->xs_h + row.col_off * cv->xs_w;
+            const T *restrict src = cols + oh * cv->ow;
+            if (step == 1) /* (the stride a constant: one loop of vector adds) */
+                for (ptrdiff_t ow = row.ow_lo; ow < row.ow_hi; ow++) dst[ow] += src[ow];
+            else
+                for (ptrdiff_t ow = row.ow_lo; ow < row.ow_hi; ow++) dst[ow * step] += src[ow];
         }
     }
 }
