@@ -651,8 +651,8 @@ class CUDABackend(DeviceBackend):
         if index is None:
             index = self.current_device()
         driver = self._driver if self._initialized else self._init()
-        return self._constants.get(value, dtype, (index, driver.streams.current(index)),
-                                   lambda: make(value, dtype, device))
+        return self._constants.get(value, dtype, device,
+                                   (index, driver.streams.current(index)), make)
 
     def mem_get_info(self, device=None):
         index = self.index_of(device)

@@ -165,8 +165,9 @@ class ScalarConstants:
         self.entries = {}   # key -> (tensor, its storage, the storage's version)
         self._lock = threading.Lock()
 
-    def get(self, value, dtype, where, make):
-        """The constant for (value, dtype, *where), or make() remembered as it."""
+    def get(self, value, dtype, device, where, make):
+        """The constant for (value, dtype, *where), or make(value, dtype, device) remembered
+        as it."""
         key = (exact_number_key(value), dtype) + where
         found = self.entries.get(key)
         if found is not None:
@@ -174,7 +175,7 @@ class ScalarConstants:
             if (tensor._storage is storage and storage._version == version
                     and not tensor.requires_grad):
                 return tensor
-        tensor = make()
+        tensor = make(value, dtype, device)
         with self._lock:
             if len(self.entries) >= self.capacity:
                 self.entries.pop(next(iter(self.entries)))   # the oldest
@@ -222,7 +223,7 @@ class CPUBackend(DeviceBackend):
 
     def scalar_operand(self, value, dtype, device, make):
         """`x * 0.5` in a loop makes its 0.5 once (see ScalarConstants)."""
-        return self.constants.get(value, dtype, (), lambda: make(value, dtype, device))
+        return self.constants.get(value, dtype, device, (), make)
 
 
 SCALAR_CONSTANTS = 256  # Python-number operands kept as cpu tensors
