@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from .._device import Size
 from .._shape import is_expandable
 from .._storage import CPUStorage
 from .._tensor import Tensor
@@ -45,19 +46,18 @@ def _make_grads(outputs, grad_outputs):
             g = _ones_like(out) if type(out) is Tensor else creation.ones_like(out)
             grads.append(g)
             continue
-        import reftorch
-        if isinstance(g, reftorch.Tensor):
+        if isinstance(g, Tensor):
             if g._shape != out._shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
-                                   f"{reftorch.Size(g._shape)} and output[{i}] has a shape of "
-                                   f"{reftorch.Size(out._shape)}.")
+                                   f"{Size(g._shape)} and output[{i}] has a shape of "
+                                   f"{Size(out._shape)}.")
             if g.is_complex() != out.is_complex():
                 raise RuntimeError(f"For complex Tensors, both grad_output and output are "
                                    f"required to have the same dtype. Mismatch in dtype: "
                                    f"grad_output[{i}] has a dtype of {g.dtype} and output[{i}]"
                                    f" has a dtype of {out.dtype}.")
         else:
-            g = reftorch.full(out._shape, g, dtype=out.dtype)
+            g = creation.full(out._shape, g, dtype=out.dtype)
         grads.append(g)
     return grads
 
