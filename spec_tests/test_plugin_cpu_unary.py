@@ -838,8 +838,8 @@ def test_float32_gelu_and_silu_backward_give_the_same_bits_in_every_layout():
     """gelu_backward and silu_backward: the unit-stride rows (AVX-512F: explicit vectors, 2^n
     by vscalefps, erfc's range test as a mask) against the strided rows (the scalar formula),
     over random bit patterns for x and g, dense grids across erfc's |x / sqrt2| = 4 cut and
-    exp's clamps, and lengths 1-33 (whole vectors and a masked last one). (Checked once over every float32
-    x with random g: no lane differs.)"""
+    exp's clamps, and lengths 1-33 (whole vectors and a masked last one). (Checked once over
+    every float32 x with random g: no lane differs.)"""
     rng = np.random.default_rng(83)
     bits = rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32)
     grids = [np.linspace(lo, hi, 200_001, dtype=np.float32) for lo, hi in

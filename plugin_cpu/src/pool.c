@@ -57,9 +57,9 @@
  * count. Windows of 2x2 or 3x3 (stride 1 or 2) that lie inside the input run a loop of
  * their own, vectorized over the output row; max pooling's windows of 16 or more elements
  * with strides over 2 (adaptive pooling's 8x8 bins of a 56x56 plane) one window at a time,
- * a vector maximum first and then the element that holds it (max_window). The loops are compiled for baseline x86-64,
- * AVX2 and AVX-512F (with -ffp-contract=off: no fused multiply-adds) and the best one is
- * picked at import; every clone computes the same bits.
+ * a vector maximum first and then the element that holds it (max_window). The loops are
+ * compiled for baseline x86-64, AVX2 and AVX-512F (with -ffp-contract=off: no fused
+ * multiply-adds) and the best one is picked at import; every clone computes the same bits.
  */
 #ifndef POOL_TEMPLATE
 

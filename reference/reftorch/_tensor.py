@@ -23,7 +23,6 @@ from ._shape import (contiguous_strides, expand_strides, infer_size, is_channels
                      wrap_dim)
 
 
-
 class Tensor:
     """A multi-dimensional array of one dtype on one device, with autograd fields."""
 
