@@ -978,7 +978,7 @@ def test_loading_keeps_freed_memory_for_reuse_unless_told_not_to(setting):
 @pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
 def test_large_dense_outputs_match_reference_on_every_instruction_set(dtype):
     """Dense outputs of 8 MiB and more are written with streaming stores in the AVX-512F
-    clone; same bits as the reference on every clone, from a start that is not 64-byte
+    and AVX2 clones; same bits as the reference on every clone, from a start that is not 64-byte
     aligned (a view one element in), in place, on 1 and 2 threads."""
     n = (8 << 20) // dtype.itemsize + 37      # just over the streaming threshold, odd tail
     x = reftorch.from_numpy(values((n + 1,), dtype, 1))[1:]

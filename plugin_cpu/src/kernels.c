@@ -115,7 +115,7 @@ static const row_fn ROWS[N_ISAS][N_OPS][N_TYPES] = {ROWS_FOR_ISA(baseline)};
 #if HAVE_X86_CLONES
 #include <immintrin.h>
 /* Dense outputs of at least STREAM_MIN_BYTES are written with non-temporal (streaming) stores
- * in the AVX-512F clone: they bypass the caches, so a line is not read before it is written
+ * in the AVX-512F and AVX2 clones: they bypass the caches, so a line is not read before it is written
  * (a normal store reads it first) and the inputs stay cached. A 4M-element float32 add took
  * 4.3 ms with normal stores and 3.4 ms streaming (one thread, 2-core x86-64). Smaller outputs
  * keep normal stores: they are likely read again soon, from cache. The arithmetic is the same
@@ -124,21 +124,23 @@ static const row_fn ROWS[N_ISAS][N_OPS][N_TYPES] = {ROWS_FOR_ISA(baseline)};
 
 typedef float vf32 __attribute__((vector_size(64)));
 typedef double vf64 __attribute__((vector_size(64)));
+typedef float vf32x8 __attribute__((vector_size(32)));
+typedef double vf64x4 __attribute__((vector_size(32)));
 
-#define DEFINE_STREAM_ROW(OP, T, V, STREAM)                                                  \
-    __attribute__((target("avx512f"))) static void stream_##OP##_##T(                      \
-        ptrdiff_t n, char *o_, ptrdiff_t so, const char *a_, ptrdiff_t sa, const char *b_,  \
-        ptrdiff_t sb, double alpha)                                                          \
+#define DEFINE_STREAM_ROW(NAME, OP, T, V, STREAM, ATTR)                                     \
+    ATTR static void NAME(ptrdiff_t n, char *o_, ptrdiff_t so, const char *a_, ptrdiff_t sa, \
+                          const char *b_, ptrdiff_t sb, double alpha)                        \
     {                                                                                        \
+        enum { L = sizeof(V) / sizeof(T) };                                                  \
         T *o = (T *)o_;                                                                      \
         const T *a = (const T *)a_, *b = (const T *)b_;                                      \
         const T al = (T)alpha;                                                               \
         const V alv = (V){0} + al;                                                           \
         (void)so; (void)sa; (void)sb; (void)al; (void)alv;                                   \
         ptrdiff_t i = 0;                                                                     \
-        for (; i < n && ((uintptr_t)(o + i) & 63) != 0; i++) /* to a 64-byte boundary */     \
+        for (; i < n && ((uintptr_t)(o + i) & (sizeof(V) - 1)) != 0; i++) /* aligned */     \
             o[i] = EXPR_##OP(a[i], b[i], al);                                                \
-        for (; i + (ptrdiff_t)(64 / sizeof(T)) <= n; i += 64 / sizeof(T)) {                  \
+        for (; i + L <= n; i += L) {                                                         \
             V x, y;                                                                          \
             memcpy(&x, a + i, sizeof x);                                                     \
             memcpy(&y, b + i, sizeof y);                                                     \
@@ -148,16 +150,24 @@ typedef double vf64 __attribute__((vector_size(64)));
         _mm_sfence(); /* streamed stores are visible before the loop's end is reported */    \
     }
 
+/* (the AVX2 clone streams 32-byte vectors: AMD EPYC Zen 3, a 4M-element float32 add on 2
+ * threads 1.1-1.2x faster streaming than with normal stores) */
+#define AVX512_ATTR __attribute__((target("avx512f")))
+#define AVX2_ATTR __attribute__((target("avx2")))
 #define DEFINE_STREAM_ROWS(OP)                                                               \
-    DEFINE_STREAM_ROW(OP, float, vf32, _mm512_stream_ps)                                     \
-    DEFINE_STREAM_ROW(OP, double, vf64, _mm512_stream_pd)
+    DEFINE_STREAM_ROW(stream_##OP##_float, OP, float, vf32, _mm512_stream_ps, AVX512_ATTR)  \
+    DEFINE_STREAM_ROW(stream_##OP##_double, OP, double, vf64, _mm512_stream_pd, AVX512_ATTR) \
+    DEFINE_STREAM_ROW(stream2_##OP##_float, OP, float, vf32x8, _mm256_stream_ps, AVX2_ATTR) \
+    DEFINE_STREAM_ROW(stream2_##OP##_double, OP, double, vf64x4, _mm256_stream_pd, AVX2_ATTR)
 DEFINE_STREAM_ROWS(add)
 DEFINE_STREAM_ROWS(sub)
 DEFINE_STREAM_ROWS(mul)
 DEFINE_STREAM_ROWS(div)
-static const row_fn STREAM_ROWS[N_OPS][N_TYPES] = {
-    {stream_add_float, stream_add_double}, {stream_sub_float, stream_sub_double},
-    {stream_mul_float, stream_mul_double}, {stream_div_float, stream_div_double}};
+static const row_fn STREAM_ROWS[N_ISAS][N_OPS][N_TYPES] = {
+    [ISA_AVX2] = {{stream2_add_float, stream2_add_double}, {stream2_sub_float, stream2_sub_double},
+                  {stream2_mul_float, stream2_mul_double}, {stream2_div_float, stream2_div_double}},
+    [ISA_AVX512F] = {{stream_add_float, stream_add_double}, {stream_sub_float, stream_sub_double},
+                     {stream_mul_float, stream_mul_double}, {stream_div_float, stream_div_double}}};
 #endif
 
 /* Copies move bits (integer types keep every NaN payload); memmove does its own dispatch.
@@ -429,9 +439,9 @@ static PyObject *py_binary(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (numel < 0) return NULL;
     L.row = ROWS[g_isa][op][type];
 #if HAVE_X86_CLONES
-    if (g_isa == ISA_AVX512F && L.ndim == 1 && L.strides[0][0] == 1 && L.strides[1][0] == 1 &&
+    if (g_isa >= ISA_AVX2 && L.ndim == 1 && L.strides[0][0] == 1 && L.strides[1][0] == 1 &&
         L.strides[2][0] == 1 && (size_t)numel * L.itemsize >= STREAM_MIN_BYTES)
-        L.row = STREAM_ROWS[op][type];
+        L.row = STREAM_ROWS[g_isa][op][type];
 #endif
     L.alpha = alpha;
     g_calls++;
