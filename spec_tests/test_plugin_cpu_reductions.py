@@ -391,6 +391,28 @@ def test_short_rows_summed_together_keep_each_rows_bits(R, dtype):
             assert np.all(np.abs(together - exact) <= 4 * np.finfo(dtype).eps * scale)
 
 
+@pytest.mark.parametrize("isa", _reduce.supported_isas())
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shape", [(300, 1000), (5, 64), (1000, 37), (33, 300)], ids=str)
+def test_column_sums_add_the_rows_in_order(shape, dtype, isa):
+    """Down columns each sum starts from 0 and adds the rows in order, as NumPy's reduction
+    over an outer axis does: its bits on every clone, for column blocks held in registers
+    and the columns past the last whole block."""
+    x = (np.random.default_rng(shape[1]).standard_normal(shape) * 10).astype(dtype)
+    rows, cols = shape
+    out = np.empty(cols, dtype)
+    previous = _reduce.set_isa(isa)
+    try:
+        _reduce.reduce(_reduce.SUM, x.reshape(-1), 0, (1, cols, rows), (0, 1, cols), out, 0,
+                       (0, 1), None, 0, (0, 0), 0.0)
+    finally:
+        _reduce.set_isa(previous)
+    want = np.zeros(cols, dtype)
+    for r in range(rows):
+        want = want + x[r]
+    assert out.tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_every_isa_clone_gives_the_same_bits(dtype):
     # Every summing pass (sum, (x - mean)^2, |x|, |x|^p, nonzeros) along rows that take the

@@ -1233,6 +1233,33 @@ ISA_ATTR static void NAME(row_pass)(const geo_t *g, int kind, const void *center
         at[i] = take ? r : at[i];                                                            \
     }
 
+/* acc[i] = the sum of the w columns x[r * sr + i] down r = 0 .. R-1, each from 0 in row
+ * order (the generic column step's bits). 256 bytes of columns at a time in registers, down
+ * all the rows: the generic step loaded and stored every partial sum at every row, and ran
+ * at about a third of torch's speed (AMD EPYC Zen 3, (4096, 1024) float32 sum(0)). */
+#define COLUMN_SUM_VECTORS 8 /* native vectors of 32 bytes: 256 bytes of columns */
+typedef T NAME(column_uvec) __attribute__((vector_size(32), aligned(sizeof(T))));
+ISA_ATTR static void NAME(column_sums)(const T *x, ptrdiff_t R, ptrdiff_t sr, ptrdiff_t w,
+                                       T *acc)
+{
+    typedef NAME(column_uvec) CVEC;
+    enum { CL = 32 / sizeof(T), CB = COLUMN_SUM_VECTORS * CL };
+    ptrdiff_t i0 = 0;
+    for (; i0 + CB <= w; i0 += CB) {
+        CVEC a[COLUMN_SUM_VECTORS];
+        for (int k = 0; k < COLUMN_SUM_VECTORS; k++) a[k] = (CVEC){0};
+        for (ptrdiff_t r = 0; r < R; r++) {
+            const CVEC *xr = (const CVEC *)(x + r * sr + i0);
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < COLUMN_SUM_VECTORS; k++) a[k] += xr[k];
+        }
+        memcpy(acc + i0, a, sizeof a);
+    }
+    for (ptrdiff_t i = i0; i < w; i++) acc[i] = 0;
+    for (ptrdiff_t r = 0; r < R; r++)
+        for (ptrdiff_t i = i0; i < w; i++) acc[i] += x[r * sr + i];
+}
+
 /* Column layout (si == 1): item = o * blocks + block of COLUMN_BLOCK columns; each column
  * runs down R in order (NumPy's order for an outer axis), a product of R >= PROD_LANES in
  * its lane order. Writes final per-row values (row = o * I + i). */
@@ -1270,6 +1297,8 @@ ISA_ATTR static void NAME(column_pass)(const geo_t *g, int kind, const void *cen
             for (ptrdiff_t i = 0; i < w; i += PROD_COLUMNS)
                 NAME(column_lane_products)(x + i, R, sr,
                                            w - i < PROD_COLUMNS ? w - i : PROD_COLUMNS, acc + i);
+        } else if (kind == K_SUM) {
+            NAME(column_sums)(x, R, sr, w, acc);
         } else {
             for (ptrdiff_t i = 0; i < w; i++) acc[i] = kind == K_PROD ? 1 : 0;
             for (ptrdiff_t r = 0; r < R; r++) {
